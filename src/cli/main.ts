@@ -1,0 +1,44 @@
+#!/usr/bin/env node
+// Entry point: picks the subcommand and hands it its own arguments; each command parses its flags.
+import { UsageError } from './flags.js';
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
+  serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
+  sim: { summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)', load: async () => (await import('../sim/cli.js')).runSim },
+  demo: { summary: 'run the router in front of simulated engines on 127.0.0.1:8001', load: async () => (await import('../demo/demo.js')).runDemo },
+};
+
+function topUsage(): string {
+  const lines = ['usage: llm-router <command> [flags]', '', 'commands:'];
+  for (const [name, c] of Object.entries(COMMANDS)) lines.push(`  ${name.padEnd(8)} ${c.summary}`);
+  lines.push('', "run 'llm-router <command> --help' for the flags of a command");
+  return lines.join('\n');
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(topUsage() + '\n');
+    return;
+  }
+  if (name === '--version' || name === 'version') {
+    const { VERSION } = await import('../version.js');
+    process.stdout.write(`llm-router ${VERSION}\n`);
+    return;
+  }
+  const command = COMMANDS[name];
+  // vllm_router takes its flags with no subcommand: treat a leading flag as `serve` so binaries can be swapped
+  if (!command && name.startsWith('--')) return (await COMMANDS.serve!.load())(argv);
+  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}\n\n${topUsage()}`);
+  await (await command.load())(rest);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof UsageError) {
+    process.stderr.write(`llm-router: ${err.message}\n`);
+    if (!err.message.includes('\n')) process.stderr.write("run 'llm-router --help' or 'llm-router <command> --help' for usage\n");
+    process.exit(err.exitCode);
+  }
+  process.stderr.write(`llm-router: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
