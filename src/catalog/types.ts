@@ -1,0 +1,59 @@
+// The words of the catalog: endpoint lifecycle states, model states and the answer to "can M be served, and where?".
+
+/** discovered -> serving-api -> ready -> draining | failed (failed goes back to ready when it recovers) */
+export type EndpointState = 'discovered' | 'serving-api' | 'ready' | 'draining' | 'failed';
+
+/** What clients see in /v1/models `status` and in the x-llm-router-model-state header. */
+export type ModelState = 'ready' | 'scaled-to-zero' | 'loading' | 'unavailable';
+
+/** What a discovery source says exists; it never decides routing. */
+export interface EndpointSpec {
+  /** stable identity within its source (a URL for static backends, namespace/pod for Kubernetes) */
+  readonly id: string;
+  /** origin, e.g. http://10.0.0.5:8000 */
+  readonly url: string;
+  /** model names the endpoint is expected to serve */
+  readonly models: readonly string[];
+  /** true when the source is removing it (e.g. a terminating pod): no new requests */
+  readonly draining?: boolean;
+}
+
+export interface ProbeRecord {
+  readonly at: number;
+  readonly ok: boolean;
+  readonly detail: string;
+}
+
+export interface Endpoint {
+  readonly id: string;
+  readonly source: string;
+  readonly url: string;
+  readonly models: readonly string[];
+  state: EndpointState;
+  /** ms since epoch when the state last changed */
+  since: number;
+  /** ms since epoch when the endpoint was first discovered */
+  readonly discoveredAt: number;
+  /** true once the endpoint has been ready at least once */
+  everReady: boolean;
+  draining: boolean;
+  lastProbe: ProbeRecord | undefined;
+  lastError: string | undefined;
+  /** requests this router is forwarding to it right now */
+  inFlight: number;
+}
+
+export type Resolution =
+  | { readonly kind: 'unknown'; readonly requested: string }
+  | { readonly kind: 'unavailable'; readonly requested: string; readonly model: string; readonly state: Exclude<ModelState, 'ready'> }
+  | { readonly kind: 'routable'; readonly requested: string; readonly model: string; readonly aliased: boolean; readonly candidates: readonly Endpoint[] };
+
+export interface ModelView {
+  readonly id: string;
+  readonly status: ModelState;
+  /** where the declaration comes from (known-models, static, alias, discovery); empty when only an endpoint serves it */
+  readonly declaredBy: readonly string[];
+  readonly aliasOf?: string;
+  readonly endpoints: number;
+  readonly readyEndpoints: number;
+}

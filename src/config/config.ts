@@ -1,0 +1,218 @@
+// Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { FlagReader, parseFlags, UsageError, type FlagSource } from '../cli/flags.js';
+import { ENGINE_KINDS, REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
+
+export type EngineKind = (typeof ENGINE_KINDS)[number];
+export type RoutingLogic = (typeof ROUTING_LOGICS)[number];
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+
+export interface StaticBackend {
+  readonly url: string;
+  readonly models: readonly string[];
+}
+
+export interface ProbeConfig {
+  readonly intervalMs: number;
+  readonly readyIntervalMs: number;
+  readonly timeoutMs: number;
+  readonly failureThreshold: number;
+  readonly successThreshold: number;
+  readonly startupTimeoutMs: number;
+  readonly warmup: boolean;
+}
+
+export interface TimeoutConfig {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly idleMs: number;
+  /** 0 = no limit */
+  readonly totalMs: number;
+}
+
+export interface RouterConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly serviceDiscovery: 'static';
+  readonly staticBackends: readonly StaticBackend[];
+  /** alias -> target model */
+  readonly aliases: ReadonlyMap<string, string>;
+  readonly knownModels: readonly string[];
+  readonly routingLogic: RoutingLogic;
+  readonly logLevel: LogLevel;
+  readonly logFormat: 'text' | 'json';
+  readonly logStatsIntervalMs: number;
+  readonly maxBodyBytes: number;
+  readonly retryAfterSeconds: number;
+  readonly engineKind: EngineKind;
+  readonly engineApiKey: string | undefined;
+  readonly forwardClientAuth: boolean;
+  readonly probe: ProbeConfig;
+  readonly passiveFailureThreshold: number;
+  readonly maxFailoverAttempts: number;
+  readonly timeouts: TimeoutConfig;
+  readonly engineStatsIntervalMs: number;
+  /** settings accepted for vllm_router compatibility that change nothing, with the reason, for a startup log line */
+  readonly compatibilityNotes: readonly string[];
+}
+
+const modelName = z.string().min(1).max(512).regex(/^[^\s,]+$/, 'model names cannot contain spaces or commas');
+const httpUrl = z.string().refine((s) => {
+  try {
+    const u = new URL(s);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.pathname.replace(/\/+$/, '') === '' && !u.search;
+  } catch {
+    return false;
+  }
+}, 'must be an http(s) URL with no path, e.g. http://10.0.0.5:8000');
+
+function seconds(n: number | undefined): number {
+  return Math.round((n ?? 0) * 1000);
+}
+
+function zipBackends(urls: readonly string[], models: readonly string[]): StaticBackend[] {
+  if (urls.length !== models.length) {
+    throw new UsageError(`--static-backends has ${urls.length} URL(s) but --static-models has ${models.length} model(s); they are zipped one to one`);
+  }
+  const byUrl = new Map<string, string[]>();
+  urls.forEach((raw, i) => {
+    const url = raw.replace(/\/+$/, '');
+    const parsed = httpUrl.safeParse(url);
+    if (!parsed.success) throw new UsageError(`--static-backends: ${JSON.stringify(raw)} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
+    const model = models[i] as string;
+    const m = modelName.safeParse(model);
+    if (!m.success) throw new UsageError(`--static-models: ${JSON.stringify(model)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
+    const list = byUrl.get(url) ?? [];
+    if (!list.includes(model)) list.push(model);
+    byUrl.set(url, list);
+  });
+  return [...byUrl].map(([url, ms]) => ({ url, models: ms }));
+}
+
+function parseAliases(pairs: readonly string[]): Map<string, string> {
+  const aliases = new Map<string, string>();
+  for (const pair of pairs) {
+    const idx = pair.indexOf(':');
+    const alias = pair.slice(0, idx).trim();
+    const target = pair.slice(idx + 1).trim();
+    if (idx <= 0 || !alias || !target) throw new UsageError(`--static-aliases: ${JSON.stringify(pair)} must look like alias:model`);
+    if (alias === target) throw new UsageError(`--static-aliases: ${JSON.stringify(pair)} points at itself`);
+    aliases.set(alias, target);
+  }
+  for (const [alias, target] of aliases) {
+    if (aliases.has(target)) throw new UsageError(`--static-aliases: ${alias} -> ${target} -> ${aliases.get(target)}: aliases cannot chain`);
+  }
+  return aliases;
+}
+
+function normaliseLevel(level: string): LogLevel {
+  if (level === 'warning') return 'warn';
+  if (level === 'critical') return 'fatal';
+  return level as LogLevel;
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--config ${path}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new UsageError(`--config ${path}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new UsageError(`--config ${path}: must be a mapping of setting names to values`);
+  return doc as Record<string, unknown>;
+}
+
+/** Finds --config in argv or env before the full parse, since the file feeds that parse. */
+function configPath(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--config') return argv[i + 1];
+    if (a.startsWith('--config=')) return a.slice('--config='.length);
+  }
+  return env.LLM_ROUTER_CONFIG || undefined;
+}
+
+export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
+  const file = configPath(argv, env);
+  const fileValues = file ? readConfigFile(file) : undefined;
+  const parsed = parseFlags(argv, ROUTER_FLAGS, {
+    env,
+    envPrefix: 'LLM_ROUTER_',
+    ...(fileValues ? { file: fileValues, fileName: file } : {}),
+    refused: REFUSED_FLAGS,
+  });
+  const f = new FlagReader(parsed);
+  const explicit = (name: string): boolean => {
+    const s: FlagSource | undefined = f.source(name);
+    return s !== undefined && s !== 'default';
+  };
+
+  const discovery = f.string('service-discovery');
+  if (discovery === 'k8s') throw new UsageError('--service-discovery k8s is not available in this version; use --service-discovery static');
+  if (discovery !== 'static') throw new UsageError(`--service-discovery must be static; got ${JSON.stringify(discovery)}`);
+
+  const routing = f.string('routing-logic') as string;
+  if (!(ROUTING_LOGICS as readonly string[]).includes(routing)) {
+    throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
+  }
+  if (f.string('feature-gates')) throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
+
+  const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'));
+  const aliases = parseAliases(f.list('static-aliases'));
+  const knownModels = [...new Set(f.list('known-models'))];
+  for (const m of [...knownModels, ...aliases.keys(), ...aliases.values()]) {
+    const r = modelName.safeParse(m);
+    if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
+  }
+
+  const notes: string[] = [];
+  if (explicit('request-stats-window')) notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
+  if (explicit('static-backend-health-checks')) notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
+  if (explicit('static-model-types')) notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
+
+  return {
+    host: f.string('host') as string,
+    port: f.number('port') as number,
+    serviceDiscovery: 'static',
+    staticBackends,
+    aliases,
+    knownModels,
+    routingLogic: routing as RoutingLogic,
+    logLevel: normaliseLevel(f.string('log-level') as string),
+    logFormat: f.string('log-format') as 'text' | 'json',
+    logStatsIntervalMs: f.boolean('log-stats') ? seconds(f.number('log-stats-interval')) : 0,
+    maxBodyBytes: f.number('max-body-bytes') as number,
+    retryAfterSeconds: f.number('retry-after') as number,
+    engineKind: f.string('engine-kind') as EngineKind,
+    engineApiKey: f.string('engine-api-key') || undefined,
+    forwardClientAuth: f.boolean('forward-client-auth'),
+    probe: {
+      intervalMs: seconds(f.number('probe-interval')),
+      readyIntervalMs: seconds(f.number('probe-ready-interval')),
+      timeoutMs: seconds(f.number('probe-timeout')),
+      failureThreshold: f.number('probe-failure-threshold') as number,
+      successThreshold: f.number('probe-success-threshold') as number,
+      startupTimeoutMs: seconds(f.number('probe-startup-timeout')),
+      warmup: f.boolean('probe-warmup'),
+    },
+    passiveFailureThreshold: f.number('passive-failure-threshold') as number,
+    maxFailoverAttempts: f.number('max-instance-failover-reroute-attempts') as number,
+    timeouts: {
+      connectMs: seconds(f.number('connect-timeout')),
+      headersMs: seconds(f.number('response-timeout')),
+      idleMs: seconds(f.number('idle-timeout')),
+      totalMs: seconds(f.number('total-timeout')),
+    },
+    engineStatsIntervalMs: seconds(f.number('engine-stats-interval')),
+    compatibilityNotes: notes,
+  };
+}

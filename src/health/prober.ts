@@ -1,0 +1,145 @@
+// The prober moves endpoint states and nothing else: active model-aware probes on a timer per endpoint,
+// plus passive health from forwarded requests (a run of failures marks an endpoint failed at once).
+import { Agent } from 'undici';
+import type { CatalogEvent, ModelCatalog } from '../catalog/catalog.js';
+import type { Endpoint } from '../catalog/types.js';
+import type { EngineKind, ProbeConfig } from '../config/config.js';
+import type { FailureKind } from '../proxy/attempt.js';
+import type { ForwardObserver } from '../proxy/forwarder.js';
+import type { Logger } from '../util/log.js';
+import { afterProbe, nextProbeDelay, type ProbeCounters } from './lifecycle.js';
+import { probe, warmup, type ProbeOptions } from './rules.js';
+
+interface Tracked extends ProbeCounters {
+  timer: NodeJS.Timeout | undefined;
+  running: boolean;
+  /** a probe was asked for while one was running */
+  again: boolean;
+  passiveFailures: number;
+  warmedUp: boolean;
+}
+
+export interface ProberOptions {
+  readonly kind: EngineKind;
+  readonly probe: ProbeConfig;
+  readonly apiKey: string | undefined;
+  readonly passiveFailureThreshold: number;
+  readonly onFailover?: (model: string) => void;
+}
+
+export class Prober implements ForwardObserver {
+  private readonly tracked = new Map<Endpoint, Tracked>();
+  private readonly dispatcher = new Agent({ connections: 4, pipelining: 1, keepAliveTimeout: 10_000 });
+  private readonly probeOpts: ProbeOptions;
+  private unsubscribe: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly catalog: ModelCatalog,
+    private readonly opts: ProberOptions,
+    private readonly log: Logger,
+  ) {
+    this.probeOpts = { kind: opts.kind, timeoutMs: opts.probe.timeoutMs, apiKey: opts.apiKey, dispatcher: this.dispatcher };
+  }
+
+  start(): void {
+    this.unsubscribe = this.catalog.onChange((e) => this.onCatalog(e));
+    for (const e of this.catalog.endpoints()) this.track(e);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    for (const t of this.tracked.values()) clearTimeout(t.timer);
+    this.tracked.clear();
+    await this.dispatcher.destroy().catch(() => undefined);
+  }
+
+  /** Probes an endpoint as soon as possible (e.g. after a request to it failed). */
+  probeNow(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    if (t.running) {
+      t.again = true;
+      return;
+    }
+    clearTimeout(t.timer);
+    t.timer = setTimeout(() => void this.run(endpoint), 0);
+  }
+
+  succeeded(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (t) t.passiveFailures = 0;
+  }
+
+  failed(endpoint: Endpoint, failure: FailureKind, detail: string): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    t.passiveFailures++;
+    if (endpoint.state === 'ready' && t.passiveFailures >= this.opts.passiveFailureThreshold) {
+      t.backoff = 1;
+      this.transition(endpoint, 'failed', `${t.passiveFailures} requests failed in a row; last: ${detail}`);
+    }
+    if (failure === 'connect' || failure === 'reset') this.probeNow(endpoint);
+  }
+
+  failover(model: string): void {
+    this.opts.onFailover?.(model);
+  }
+
+  private onCatalog(e: CatalogEvent): void {
+    if (e.type === 'endpoint-added') this.track(e.endpoint);
+    else if (e.type === 'endpoint-removed') this.untrack(e.endpoint);
+  }
+
+  private track(endpoint: Endpoint): void {
+    if (this.tracked.has(endpoint) || this.stopped) return;
+    const t: Tracked = { successes: 0, failures: 0, backoff: 0, timer: undefined, running: false, again: false, passiveFailures: 0, warmedUp: !this.opts.probe.warmup };
+    this.tracked.set(endpoint, t);
+    t.timer = setTimeout(() => void this.run(endpoint), 0);
+  }
+
+  private untrack(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    clearTimeout(t.timer);
+    this.tracked.delete(endpoint);
+  }
+
+  private async run(endpoint: Endpoint): Promise<void> {
+    const t = this.tracked.get(endpoint);
+    if (!t || t.running || this.stopped) return;
+    if (endpoint.draining) return; // draining endpoints only finish what they have; nothing to learn
+    t.running = true;
+    try {
+      let result = await probe(endpoint, this.probeOpts);
+      if (this.tracked.get(endpoint) !== t) return;
+      if (result.verdict === 'ready' && !t.warmedUp) {
+        const w = await warmup(endpoint, endpoint.models[0] as string, { ...this.probeOpts, timeoutMs: Math.max(this.opts.probe.timeoutMs, 30_000) });
+        if (w.ok) t.warmedUp = true;
+        else result = { verdict: 'serving-api', refused: false, detail: w.detail };
+      }
+      endpoint.lastProbe = { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail };
+      const next = afterProbe(endpoint, t, result, this.opts.probe, Date.now());
+      if (next.state === 'ready') t.passiveFailures = 0;
+      this.transition(endpoint, next.state, next.error);
+    } finally {
+      t.running = false;
+      if (this.tracked.get(endpoint) === t && !this.stopped) {
+        const delay = t.again ? 0 : nextProbeDelay(endpoint.state, t, this.opts.probe);
+        t.again = false;
+        clearTimeout(t.timer);
+        t.timer = setTimeout(() => void this.run(endpoint), delay);
+      }
+    }
+  }
+
+  private transition(endpoint: Endpoint, state: Endpoint['state'], error: string | undefined): void {
+    const from = endpoint.state;
+    this.catalog.setState(endpoint, state, error);
+    if (from !== endpoint.state) {
+      const level = endpoint.state === 'failed' ? 'warn' : 'info';
+      this.log[level]({ endpoint: endpoint.url, models: endpoint.models, from, to: endpoint.state, reason: error ?? endpoint.lastProbe?.detail }, 'endpoint state changed');
+    }
+  }
+}

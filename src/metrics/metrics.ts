@@ -1,0 +1,128 @@
+// Every metric name the router exports, in one place. Gauges over catalog state are computed at scrape time,
+// so the request path only touches two counters and one histogram.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ModelCatalog } from '../catalog/catalog.js';
+import type { EndpointState, ModelState } from '../catalog/types.js';
+
+/** Label used for model names no source declares, so arbitrary client input cannot create label values. */
+export const UNKNOWN_MODEL_LABEL = '__unknown__';
+
+const ENDPOINT_STATES: readonly EndpointState[] = ['discovered', 'serving-api', 'ready', 'draining', 'failed'];
+const MODEL_STATES: readonly ModelState[] = ['ready', 'scaled-to-zero', 'loading', 'unavailable'];
+
+export class RouterMetrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'model' | 'status'>;
+  private readonly duration: Histogram<'model'>;
+  private readonly demand: Counter<'model'>;
+  private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
+  private readonly failovers: Counter<'model'>;
+  private readonly requestChildren = new Map<string, Counter.Internal>();
+  private readonly durationChildren = new Map<string, Histogram.Internal<string>>();
+  private readonly demandChildren = new Map<string, Counter.Internal>();
+
+  constructor(catalog: ModelCatalog, opts: { defaultMetrics?: boolean } = {}) {
+    const registers = [this.registry];
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'llm_router_process_' });
+    this.requests = new Counter({ name: 'llm_router_requests_total', help: 'Requests answered, by model and HTTP status', labelNames: ['model', 'status'], registers });
+    this.duration = new Histogram({
+      name: 'llm_router_request_duration_seconds',
+      help: 'Time from request arrival to the end of the response, by model',
+      labelNames: ['model'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers,
+    });
+    this.demand = new Counter({
+      name: 'llm_router_model_demand_total',
+      help: 'Requests that arrived for a declared model, whatever the answer (503 included): the demand signal for autoscalers',
+      labelNames: ['model'],
+      registers,
+    });
+    this.upstreamFailures = new Counter({
+      name: 'llm_router_upstream_failures_total',
+      help: 'Failed attempts to forward to an engine, by endpoint and kind of failure',
+      labelNames: ['endpoint', 'kind'],
+      registers,
+    });
+    this.failovers = new Counter({ name: 'llm_router_failovers_total', help: 'Requests retried on another endpoint before any byte reached the client', labelNames: ['model'], registers });
+    new Gauge({
+      name: 'llm_router_endpoint_in_flight',
+      help: 'Requests this router is forwarding to each endpoint now',
+      labelNames: ['endpoint'],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of catalog.endpoints()) this.set({ endpoint: e.url }, e.inFlight);
+      },
+    });
+    new Gauge({
+      name: 'llm_router_endpoint_state',
+      help: 'Lifecycle state of each endpoint (1 for the current state)',
+      labelNames: ['endpoint', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const e of catalog.endpoints()) for (const s of ENDPOINT_STATES) this.set({ endpoint: e.url, state: s }, e.state === s ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'llm_router_model_state',
+      help: 'State of each declared or served model (1 for the current state)',
+      labelNames: ['model', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of catalog.models()) for (const s of MODEL_STATES) this.set({ model: m.id, state: s }, m.status === s ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'llm_router_model_ready_endpoints',
+      help: 'Ready endpoints of each declared or served model',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of catalog.models()) this.set({ model: m.id }, m.readyEndpoints);
+      },
+    });
+  }
+
+  /** Counts an arrival for a model the catalog knows (any answer). */
+  demanded(model: string): void {
+    let c = this.demandChildren.get(model);
+    if (!c) {
+      c = this.demand.labels(model);
+      this.demandChildren.set(model, c);
+    }
+    c.inc();
+  }
+
+  /** Records a finished request; `model` is the canonical name, '' when the request named none, or UNKNOWN_MODEL_LABEL. */
+  answered(model: string, status: number, seconds: number): void {
+    const key = model + '\0' + status;
+    let c = this.requestChildren.get(key);
+    if (!c) {
+      c = this.requests.labels(model, String(status));
+      this.requestChildren.set(key, c);
+    }
+    c.inc();
+    let h = this.durationChildren.get(model);
+    if (!h) {
+      h = this.duration.labels(model);
+      this.durationChildren.set(model, h);
+    }
+    h.observe(seconds);
+  }
+
+  upstreamFailure(endpointUrl: string, kind: string): void {
+    this.upstreamFailures.inc({ endpoint: endpointUrl, kind });
+  }
+
+  failover(model: string): void {
+    this.failovers.inc({ model });
+  }
+
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}

@@ -1,0 +1,77 @@
+// OpenAI-shaped error bodies with stable codes. Every error a client sees from the router itself comes from here.
+import type { ServerResponse } from 'node:http';
+
+export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable';
+
+export interface RouterError {
+  readonly status: number;
+  readonly code: string;
+  readonly type: ErrorType;
+  readonly message: string;
+  readonly param?: string | null;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export function errorBody(err: RouterError): string {
+  return JSON.stringify({ error: { message: err.message, type: err.type, param: err.param ?? null, code: err.code } });
+}
+
+/** Writes the error as the whole response. Safe to call only before headers were sent. */
+export function sendError(res: ServerResponse, err: RouterError, extraHeaders?: Readonly<Record<string, string>>): void {
+  const body = errorBody(err);
+  res.statusCode = err.status;
+  res.setHeader('content-type', 'application/json');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  if (err.headers) for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
+  res.end(body);
+}
+
+export const errors = {
+  invalidJson: (detail: string): RouterError => ({
+    status: 400, code: 'invalid_json', type: 'invalid_request_error',
+    message: `The request body must be a JSON object: ${detail}`,
+  }),
+  modelRequired: (detail = 'the request body has no "model" field'): RouterError => ({
+    status: 400, code: 'model_required', type: 'invalid_request_error', param: 'model',
+    message: `A model is required: ${detail}.`,
+  }),
+  bodyTooLarge: (limit: number): RouterError => ({
+    status: 413, code: 'body_too_large', type: 'invalid_request_error',
+    message: `The request body is larger than the limit of ${limit} bytes.`,
+  }),
+  modelNotFound: (model: string): RouterError => ({
+    status: 404, code: 'model_not_found', type: 'invalid_request_error', param: 'model',
+    message: `The model ${JSON.stringify(model)} does not exist.`,
+  }),
+  modelUnavailable: (model: string, state: string, retryAfterSeconds: number): RouterError => ({
+    status: 503, code: 'model_unavailable', type: 'service_unavailable', param: 'model',
+    message: `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
+  }),
+  notFound: (path: string): RouterError => ({
+    status: 404, code: 'not_found', type: 'invalid_request_error',
+    message: `No route for ${path}.`,
+  }),
+  methodNotAllowed: (method: string, path: string, allowed: string): RouterError => ({
+    status: 405, code: 'method_not_allowed', type: 'invalid_request_error',
+    message: `${method} is not allowed on ${path}; use ${allowed}.`,
+    headers: { allow: allowed },
+  }),
+  upstreamUnreachable: (model: string): RouterError => ({
+    status: 502, code: 'upstream_unavailable', type: 'server_error',
+    message: `No engine for model ${JSON.stringify(model)} could be reached.`,
+  }),
+  upstreamTimeout: (what: string): RouterError => ({
+    status: 504, code: 'upstream_timeout', type: 'server_error',
+    message: `The engine did not answer in time (${what}).`,
+  }),
+  badRequest: (code: string, message: string): RouterError => ({
+    status: 400, code, type: 'invalid_request_error', message,
+  }),
+  shuttingDown: (): RouterError => ({
+    status: 503, code: 'shutting_down', type: 'service_unavailable',
+    message: 'The router is shutting down; retry on another replica.',
+    headers: { 'retry-after': '1', connection: 'close' },
+  }),
+};

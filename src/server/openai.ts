@@ -1,0 +1,154 @@
+// OpenAI-compatible inference endpoints: read the body, find the model, ask the catalog, pick, forward.
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ModelCatalog } from '../catalog/catalog.js';
+import type { Endpoint, Resolution } from '../catalog/types.js';
+import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
+import type { Forwarder } from '../proxy/forwarder.js';
+import { upstreamRequestHeaders } from '../proxy/headers.js';
+import { rewriteModel } from '../proxy/rewrite-model.js';
+import type { Logger } from '../util/log.js';
+import { BodyTooLargeError, readBody } from './body.js';
+import { errors, sendError, type RouterError } from './errors.js';
+
+/** Paths routed by the JSON body's `model`. */
+export const INFERENCE_PATHS: readonly string[] = [
+  '/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank',
+  '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages',
+];
+
+export interface InferenceDeps {
+  readonly catalog: ModelCatalog;
+  readonly forwarder: Forwarder;
+  readonly metrics: RouterMetrics;
+  readonly log: Logger;
+  readonly maxBodyBytes: number;
+  readonly retryAfterSeconds: () => number;
+  readonly engineAuthorization: string | undefined;
+  readonly forwardClientAuth: boolean;
+}
+
+const REQUEST_ID_OK = /^[\x21-\x7e]{1,200}$/;
+
+export function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  return typeof given === 'string' && REQUEST_ID_OK.test(given) ? given : randomUUID();
+}
+
+type Parsed = { ok: true; body: Record<string, unknown>; model: string } | { ok: false; error: RouterError };
+
+/** Parses only what routing needs; the bytes are forwarded as they came. */
+export function parseInference(raw: Buffer): Parsed {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw.toString('utf8'));
+  } catch (err) {
+    return { ok: false, error: errors.invalidJson(raw.length === 0 ? 'the body is empty' : (err as Error).message) };
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    return { ok: false, error: errors.invalidJson(`got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`) };
+  }
+  const body = value as Record<string, unknown>;
+  const model = body.model;
+  if (model === undefined || model === null) return { ok: false, error: errors.modelRequired() };
+  if (typeof model !== 'string' || model.length === 0) return { ok: false, error: errors.modelRequired('"model" must be a non-empty string') };
+  return { ok: true, body, model };
+}
+
+function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfter: number): RouterError {
+  return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter);
+}
+
+export async function handleInference(req: IncomingMessage, res: ServerResponse, path: string, deps: InferenceDeps): Promise<void> {
+  const started = performance.now();
+  const requestId = requestIdOf(req);
+  let metricModel = '';
+  let endpoint: Endpoint | undefined;
+  const answer = (err: RouterError): void => {
+    sendError(res, err, { 'x-request-id': requestId });
+    finish(err.status);
+  };
+  const finish = (status: number): void => {
+    deps.metrics.answered(metricModel, status, (performance.now() - started) / 1000);
+    if (deps.log.isLevelEnabled('debug')) {
+      deps.log.debug({ requestId, path, model: metricModel, endpoint: endpoint?.url, status, ms: Math.round(performance.now() - started) }, 'request');
+    }
+  };
+
+  let raw: Buffer;
+  try {
+    raw = await readBody(req, deps.maxBodyBytes);
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) {
+      res.setHeader('connection', 'close');
+      answer(errors.bodyTooLarge(deps.maxBodyBytes));
+    } else {
+      finish(499);
+    }
+    return;
+  }
+  const parsed = parseInference(raw);
+  if (!parsed.ok) {
+    answer(parsed.error);
+    return;
+  }
+  const resolution = deps.catalog.resolve(parsed.model);
+  if (resolution.kind === 'unknown') {
+    metricModel = UNKNOWN_MODEL_LABEL;
+    answer(unresolvedError(resolution, 0));
+    return;
+  }
+  metricModel = resolution.model;
+  deps.metrics.demanded(resolution.model);
+  if (resolution.kind === 'unavailable') {
+    answer(unresolvedError(resolution, deps.retryAfterSeconds()));
+    return;
+  }
+
+  const body = resolution.aliased ? rewriteModel(raw, resolution.model) : raw;
+  const model = resolution.model;
+  const result = await deps.forwarder.forward(
+    {
+      route: { model, headers: req.headers, body: parsed.body },
+      candidates: () => {
+        const now = deps.catalog.resolve(model);
+        return now.kind === 'routable' ? now.candidates : [];
+      },
+      method: 'POST',
+      path: req.url ?? path,
+      headers: upstreamRequestHeaders(req.rawHeaders, {
+        requestId,
+        contentLength: body.length,
+        engineAuthorization: deps.engineAuthorization,
+        forwardClientAuth: deps.forwardClientAuth,
+      }),
+      body,
+      requestId,
+    },
+    res,
+  );
+  endpoint = result.endpoint;
+  switch (result.kind) {
+    case 'answered':
+      finish(result.status);
+      return;
+    case 'broken':
+      finish(result.status);
+      return;
+    case 'client-gone':
+      finish(499);
+      return;
+    case 'unanswered': {
+      if (res.headersSent || res.destroyed) {
+        finish(499);
+        return;
+      }
+      if (result.failure === 'headers-timeout') return answer(errors.upstreamTimeout('no response headers in time'));
+      if (result.failure === 'total-timeout') return answer(errors.upstreamTimeout('total request time exceeded'));
+      const now = deps.catalog.resolve(model);
+      if (now.kind === 'unavailable') return answer(unresolvedError({ ...now, requested: parsed.model }, deps.retryAfterSeconds()));
+      if (result.failure === 'engine-busy') return answer(errors.modelUnavailable(parsed.model, 'loading', deps.retryAfterSeconds()));
+      return answer(errors.upstreamUnreachable(parsed.model));
+    }
+  }
+}
