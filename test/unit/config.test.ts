@@ -1,0 +1,65 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { loadRouterConfig } from '../../src/config/config.js';
+import { UsageError } from '../../src/cli/flags.js';
+
+test('flag beats env beats file beats default', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'cfg-'));
+  const file = path.join(dir, 'router.yaml');
+  writeFileSync(file, 'port: 9100\nretry_after: 9\nknownModels: [from-file]\nlog-level: debug\n');
+  const env = { LLM_ROUTER_PORT: '9200', LLM_ROUTER_RETRY_AFTER: '7' };
+  const c = loadRouterConfig(['--config', file, '--port', '9300'], env);
+  assert.equal(c.port, 9300);
+  assert.equal(c.retryAfterSeconds, 7);
+  assert.deepEqual(c.knownModels, ['from-file']);
+  assert.equal(c.logLevel, 'debug');
+  assert.equal(loadRouterConfig([], {}).port, 8001);
+});
+
+test('static backends zip one to one; a URL may repeat to serve several models', () => {
+  const c = loadRouterConfig(['--static-backends', 'http://a:8000,http://b:8000/,http://a:8000', '--static-models', 'm1,m2,m3'], {});
+  assert.deepEqual(c.staticBackends, [
+    { url: 'http://a:8000', models: ['m1', 'm3'] },
+    { url: 'http://b:8000', models: ['m2'] },
+  ]);
+  assert.throws(() => loadRouterConfig(['--static-backends', 'http://a:8000', '--static-models', 'm1,m2'], {}), /zipped one to one/);
+  assert.throws(() => loadRouterConfig(['--static-backends', 'ftp://a', '--static-models', 'm1'], {}), /http\(s\) URL/);
+});
+
+test('known models come from the flag, its k8s alias, and both env spellings', () => {
+  assert.deepEqual(loadRouterConfig(['--k8s-known-models', 'a,b'], {}).knownModels, ['a', 'b']);
+  assert.deepEqual(loadRouterConfig([], { LLM_ROUTER_KNOWN_MODELS: 'x' }).knownModels, ['x']);
+  assert.deepEqual(loadRouterConfig([], { VLLM_ROUTER_KNOWN_MODELS: 'y,z' }).knownModels, ['y', 'z']);
+});
+
+test('aliases parse and refuse chains', () => {
+  const c = loadRouterConfig(['--static-aliases', 'gpt-4o:llama,small:phi'], {});
+  assert.deepEqual([...c.aliases], [['gpt-4o', 'llama'], ['small', 'phi']]);
+  assert.throws(() => loadRouterConfig(['--static-aliases', 'a:b,b:c'], {}), /cannot chain/);
+  assert.throws(() => loadRouterConfig(['--static-aliases', 'nocolon'], {}), /alias:model/);
+});
+
+test('unknown flags, refused vllm_router flags, k8s discovery and unknown policies fail with a usage error naming the flag', () => {
+  const cases: [string[], RegExp][] = [
+    [['--no-such-flag'], /unknown flag --no-such-flag/],
+    [['--enable-batch-api'], /--enable-batch-api is not supported/],
+    [['--callbacks', 'x.y'], /--callbacks is not supported/],
+    [['--service-discovery', 'k8s'], /k8s is not available/],
+    [['--routing-logic', 'kvaware'], /--routing-logic "kvaware" is not available/],
+    [['--port', 'eighty'], /--port: expected a number/],
+    [['--log-format', 'xml'], /--log-format: must be one of text, json/],
+    [['--feature-gates', 'SemanticCache=true'], /--feature-gates/],
+  ];
+  for (const [argv, pattern] of cases) {
+    assert.throws(() => loadRouterConfig(argv, {}), (err: unknown) => err instanceof UsageError && pattern.test(err.message), argv.join(' '));
+  }
+});
+
+test('vllm_router flags that change nothing here are accepted with a note, not silently', () => {
+  const c = loadRouterConfig(['--request-stats-window', '30', '--static-backend-health-checks', '--engine-stats-interval', '0.5'], {});
+  assert.equal(c.compatibilityNotes.length, 2);
+  assert.equal(c.engineStatsIntervalMs, 500);
+});
