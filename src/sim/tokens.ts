@@ -1,0 +1,65 @@
+// Crude, deterministic token accounting: good enough for usage numbers and output lengths in tests.
+
+const TOKEN = /[A-Za-z0-9]+|[^\sA-Za-z0-9]/g;
+
+/** Words and punctuation marks each count as one token. */
+export function countTokens(text: string): number {
+  return text.match(TOKEN)?.length ?? 0;
+}
+
+/** Body fields that carry prompt text across the OpenAI, rerank, score, tokenize and Anthropic shapes. */
+const PROMPT_FIELDS = ['messages', 'prompt', 'input', 'system', 'query', 'documents', 'text_1', 'text_2', 'text', 'tokens'] as const;
+
+/** Tokens of a value: strings are counted, numbers are token ids, message parts count by their content/text. */
+export function tokensOf(value: unknown): number {
+  if (typeof value === 'string') return countTokens(value);
+  if (typeof value === 'number') return 1;
+  if (Array.isArray(value)) return value.reduce((sum: number, v: unknown) => sum + tokensOf(v), 0);
+  if (typeof value === 'object' && value !== null) {
+    const record = value as Record<string, unknown>;
+    return tokensOf(record.content) + tokensOf(record.text);
+  }
+  return 0;
+}
+
+export function promptTokens(body: Record<string, unknown>): number {
+  let total = 0;
+  for (const field of PROMPT_FIELDS) total += tokensOf(body[field]);
+  return total;
+}
+
+const LIMIT_FIELDS = ['max_tokens', 'max_completion_tokens', 'max_output_tokens', 'max_new_tokens'] as const;
+
+export interface OutputBudget {
+  readonly tokens: number;
+  /** OpenAI finish_reason once the budget is spent: `length` when the request's own limit cut it short */
+  readonly finishReason: 'stop' | 'length';
+}
+
+/** The engine's --output-tokens, lowered by the request's max_tokens (or its synonyms). */
+export function outputBudget(body: Record<string, unknown>, engineDefault: number): OutputBudget {
+  let tokens = engineDefault;
+  let limited = false;
+  for (const field of LIMIT_FIELDS) {
+    const limit = body[field];
+    if (typeof limit === 'number' && Number.isFinite(limit) && limit <= tokens) {
+      tokens = Math.max(1, Math.floor(limit));
+      limited = true;
+    }
+  }
+  return { tokens, finishReason: limited ? 'length' : 'stop' };
+}
+
+const FILLER = ['The', 'quick', 'brown', 'fox', 'jumps', 'over', 'the', 'lazy', 'dog', 'while', 'the', 'simulator', 'streams', 'tokens', 'to', 'you'];
+
+/** The i-th generated token; tokens after the first carry a leading space so they concatenate into text. */
+export function fillerToken(i: number): string {
+  const word = FILLER[i % FILLER.length] as string;
+  return i === 0 ? word : ` ${word}`;
+}
+
+export function fillerText(tokens: number): string {
+  let text = '';
+  for (let i = 0; i < tokens; i++) text += fillerToken(i);
+  return text;
+}
