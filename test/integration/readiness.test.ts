@@ -1,0 +1,216 @@
+// Issue 3 checks: route only to engines whose model is loaded; rollouts lose nothing; failover; timeouts.
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { freePort, stopAll } from '../support/process.js';
+import { call, chat, engines, startRouter, startSim, waitModelStatus } from '../support/router.js';
+
+const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+
+/** Sends requests at a steady pace until stopped; records every status and the engine that answered. */
+function steadyTraffic(router: string, model: string, everyMs: number) {
+  const results: { status: number; engine: string | undefined; at: number; code?: string; state?: string }[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const res = await call(`${router}/v1/chat/completions`, { body: chat(model), timeoutMs: 10_000 }).catch((err: Error) => ({
+        status: -1, headers: {} as Record<string, string | undefined>, text: err.message, json: () => ({}) as never,
+      }));
+      const entry: (typeof results)[number] = { status: res.status, engine: res.headers['x-sim-engine'] as string | undefined, at: Date.now() };
+      if (res.status !== 200) {
+        try {
+          entry.code = (JSON.parse(res.text) as { error: { code: string } }).error.code;
+        } catch {
+          entry.code = res.text.slice(0, 80);
+        }
+        entry.state = res.headers['x-llm-router-model-state'] as string | undefined;
+      }
+      results.push(entry);
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    results,
+    async stop() {
+      running = false;
+      await loop;
+      return results;
+    },
+  };
+}
+
+describe('readiness, lifecycle and failover', { timeout: 90_000 }, () => {
+  after(stopAll);
+
+  test('rollout: a second engine that refuses then loads never fails a request and gets traffic soon after it is ready', async () => {
+    const old = await startSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']);
+    const newPort = await freePort();
+    const router = await startRouter(['--static-backends', `${old.url},http://127.0.0.1:${newPort}`, '--static-models', 'm,m', ...FAST_PROBES]);
+    await waitModelStatus(router.url, 'm', 'ready');
+    const traffic = steadyTraffic(router.url, 'm', 20);
+    const fresh = await startSim(['--model', 'm', '--id', 'new', '--startup-refuse-seconds', '2', '--startup-loading-seconds', '2', '--ttft-ms', '5', '--itl-ms', '1'], { port: newPort, waitListening: false });
+    await fresh.proc.waitForOutput('sim listening on', 10_000);
+    const engineReadyAt = Date.now() + 2_000; // the end of its loading phase
+    // wait until the new engine is ready, then a bit more than two probe intervals
+    const deadline = Date.now() + 15_000;
+    let readyAt = 0;
+    while (Date.now() < deadline) {
+      const e = (await engines(router.url)).find((x) => x.url.endsWith(`:${newPort}`));
+      if (e?.state === 'ready') {
+        readyAt = Date.now();
+        break;
+      }
+      await sleep(50);
+    }
+    assert.ok(readyAt > 0, 'the new engine became ready');
+    await sleep(1_000);
+    const results = await traffic.stop();
+    const failures = results.filter((r) => r.status !== 200);
+    assert.deepEqual(failures, [], 'not one client request failed');
+    const firstNew = results.find((r) => r.engine === 'new');
+    assert.ok(firstNew, 'the new engine received traffic');
+    // two probe intervals (2 x 0.2 s) after it became ready, plus slack for a busy machine
+    assert.ok(firstNew.at - engineReadyAt < 400 + 1_000, `first request on the new engine ${firstNew.at - engineReadyAt} ms after it was ready`);
+    const seenStates = await call(`${router.url}/engines`);
+    assert.match(seenStates.text, /"state":"ready"/);
+  });
+
+  test('only a loading engine: 503 model_unavailable + Retry-After + state loading, then 200 once loaded', async () => {
+    const port = await freePort();
+    const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'slow', ...FAST_PROBES]);
+    const sim = await startSim(['--model', 'slow', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '2'], { port, waitListening: false });
+    const traffic = steadyTraffic(router.url, 'slow', 50);
+    await sim.proc.waitForOutput('sim listening on', 10_000);
+    await waitModelStatus(router.url, 'slow', 'ready', 15_000);
+    await sleep(300);
+    const results = await traffic.stop();
+    const firstOk = results.findIndex((r) => r.status === 200);
+    assert.ok(firstOk > 0, 'some requests came before the engine was ready');
+    for (const r of results.slice(0, firstOk)) {
+      assert.equal(r.status, 503);
+      assert.equal(r.code, 'model_unavailable');
+      assert.equal(r.state, 'loading');
+    }
+    assert.ok(results.slice(firstOk).every((r) => r.status === 200), 'all 200 once loaded');
+    const one = await call(`${router.url}/v1/chat/completions`, { body: chat('slow') });
+    assert.equal(one.status, 200);
+  });
+
+  test('an engine killed mid-run: pending requests succeed elsewhere, a started stream ends with an error event, the engine is failed within 1 s', async () => {
+    const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
+    const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
+    const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'k,k', ...FAST_PROBES, '--probe-ready-interval', '5']);
+    await waitModelStatus(router.url, 'k', 'ready');
+    while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
+
+    // find a stream that lands on engine a
+    let stream: Awaited<ReturnType<typeof request>> | undefined;
+    for (let i = 0; i < 4 && !stream; i++) {
+      const res = await request(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('k', { stream: true, max_tokens: 40 }) });
+      if (res.headers['x-sim-engine'] === 'a') stream = res;
+      else await res.body.dump();
+    }
+    assert.ok(stream, 'a stream on engine a');
+    const it = stream.body[Symbol.asyncIterator]();
+    const first = await it.next();
+    assert.ok(!first.done);
+    const killedAt = Date.now();
+    await a.stop('SIGKILL');
+    let rest = String(first.value);
+    for (let r = await it.next(); !r.done; r = await it.next()) rest += String(r.value);
+    assert.match(rest, /data: \{"error":\{[^\n]*"code":"upstream_stream_error"/, 'the stream ends with an SSE error event');
+    assert.doesNotMatch(rest, /\[DONE\]/);
+
+    const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('k') })));
+    assert.deepEqual(results.map((r) => r.status), [200, 200, 200, 200, 200, 200]);
+    assert.ok(results.every((r) => r.headers['x-sim-engine'] === 'b'));
+    let state = '';
+    while (Date.now() - killedAt < 1_000) {
+      state = (await engines(router.url)).find((e) => e.url === a.url)?.state ?? '';
+      if (state === 'failed') break;
+      await sleep(25);
+    }
+    assert.equal(state, 'failed', 'failed within 1 s of the kill');
+  });
+
+  test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
+    const hung = await startSim(['--model', 'h', '--fault', 'hang']);
+    const fine = await startSim(['--model', 'f']);
+    const router = await startRouter(['--static-backends', `${hung.url},${fine.url}`, '--static-models', 'h,f', '--response-timeout', '1', ...FAST_PROBES]);
+    await waitModelStatus(router.url, 'h', 'ready');
+    await waitModelStatus(router.url, 'f', 'ready');
+    const started = Date.now();
+    const [slow, ok] = await Promise.all([
+      call(`${router.url}/v1/chat/completions`, { body: chat('h'), timeoutMs: 10_000 }),
+      call(`${router.url}/v1/chat/completions`, { body: chat('f') }),
+    ]);
+    const took = Date.now() - started;
+    assert.equal(slow.status, 504);
+    assert.equal(slow.json<{ error: { code: string } }>().error.code, 'upstream_timeout');
+    assert.ok(took >= 900 && took < 5_000, `504 after about 1 s (took ${took} ms)`);
+    assert.equal(ok.status, 200);
+    const inFlight = (await engines(router.url)).map((e) => e.inFlight);
+    assert.deepEqual(inFlight, [0, 0]);
+  });
+
+  test('a stream that stalls longer than the idle timeout ends with an SSE timeout event', async () => {
+    const sim = await startSim(['--model', 's', '--fault', 'slow-chunks', '--fault-delay-ms', '1500']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 's', '--idle-timeout', '0.5', ...FAST_PROBES]);
+    await waitModelStatus(router.url, 's', 'ready');
+    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('s', { stream: true }), timeoutMs: 10_000 });
+    assert.equal(res.status, 200);
+    assert.match(res.text, /"code":"upstream_timeout"/);
+  });
+
+  test('engine 503 while loading or overloaded fails over before any byte reaches the client', async () => {
+    const busy = await startSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']);
+    const free = await startSim(['--model', 'o', '--id', 'free']);
+    const router = await startRouter(['--static-backends', `${busy.url},${free.url}`, '--static-models', 'o,o', ...FAST_PROBES]);
+    await waitModelStatus(router.url, 'o', 'ready');
+    while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
+    const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('o') })));
+    assert.deepEqual(results.map((r) => [r.status, r.headers['x-sim-engine']]), Array(6).fill([200, 'free']));
+    assert.match((await call(`${router.url}/metrics`)).text, /llm_router_failovers_total\{model="o"\} [1-9]/);
+    // back-pressure says nothing against the engine's health
+    assert.equal((await engines(router.url)).find((e) => e.url === busy.url)?.state, 'ready');
+  });
+});
+
+describe('probe semantics per engine kind', { timeout: 60_000 }, () => {
+  after(stopAll);
+  for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
+    test(`${kind}: loading is not ready; ready once loaded`, async () => {
+      const port = await freePort();
+      const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'kind-model', '--engine-kind', kind, ...FAST_PROBES]);
+      await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '1.5'], { port });
+      await sleep(500);
+      const during = (await engines(router.url))[0]!;
+      assert.equal(during.state, 'serving-api', `${kind} while loading: ${JSON.stringify(during)}`);
+      assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'], 'loading');
+      await waitModelStatus(router.url, 'kind-model', 'ready', 10_000);
+    });
+  }
+
+  test('vllm: /v1/models is 200 but lists another model = not ready, with the reason in /engines', async () => {
+    const sim = await startSim(['--model', 'other-model']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'wanted-model', ...FAST_PROBES]);
+    await sleep(600);
+    const e = (await engines(router.url))[0]!;
+    assert.equal(e.state, 'serving-api');
+    assert.match(String(e.lastError), /lists \[other-model\], not wanted-model/);
+    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('wanted-model') });
+    assert.equal(res.status, 503);
+    assert.equal(res.headers['x-llm-router-model-state'], 'loading');
+  });
+
+  test('probes never send inference, and the engine key never reaches the logs', async () => {
+    const sim = await startSim(['--model', 'keyed']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'keyed', ...FAST_PROBES], { VLLM_API_KEY: 'sekret' });
+    await waitModelStatus(router.url, 'keyed', 'ready');
+    await sleep(600);
+    const stats = (await call(`${sim.url}/_sim/stats`)).json<{ received: number }>();
+    assert.equal(stats.received, 0, 'no inference request from probes');
+    assert.doesNotMatch(router.proc.output(), /sekret/);
+  });
+});
