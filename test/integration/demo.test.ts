@@ -1,0 +1,42 @@
+// The demo answers each curl line it prints exactly as it says, and Ctrl-C stops everything it started.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { freePort, startCli, stopAll } from '../support/process.js';
+
+const exec = promisify(execFile);
+
+after(stopAll);
+
+test('llm-router demo: every printed curl case answers as printed; SIGINT stops router and engines', { timeout: 60_000 }, async () => {
+  const port = await freePort();
+  const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn']);
+  await demo.waitForOutput('Press Ctrl-C', 30_000);
+  const lines = demo.output().split('\n').map((l) => l.trim());
+  const cases: { title: string; expect: number; command: string }[] = [];
+  lines.forEach((line, i) => {
+    const m = /^# (.*) \(expect (\d{3})\)$/.exec(line);
+    if (m) cases.push({ title: m[1] as string, expect: Number(m[2]), command: lines[i + 1] as string });
+  });
+  assert.ok(cases.length >= 6, `the demo printed its cases:\n${demo.output()}`);
+  assert.ok(cases.every((c) => c.command.startsWith(`curl -s`) && c.command.includes(`127.0.0.1:${port}`)));
+  const seen = new Set<number>();
+  for (const c of cases) {
+    const { stdout } = await exec('sh', ['-c', `${c.command} --max-time 10`], { timeout: 15_000 });
+    const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(stdout)?.[1]);
+    assert.equal(status, c.expect, `${c.title}\n${c.command}\n${stdout}`);
+    seen.add(status);
+    if (c.expect === 503) assert.match(stdout, /x-llm-router-model-state: scaled-to-zero/i);
+    if (c.expect === 503) assert.match(stdout, /retry-after: \d+/i);
+    if (c.expect === 404) assert.match(stdout, /"code":"model_not_found"/);
+    if (c.title.startsWith('streaming')) assert.match(stdout, /data: \[DONE\]/);
+  }
+  assert.deepEqual([...seen].sort(), [200, 404, 503]);
+  const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as { endpoints: { url: string }[] };
+  const code = await demo.stop('SIGINT');
+  assert.equal(code, 0);
+  for (const e of engines.endpoints) {
+    await assert.rejects(fetch(`${e.url}/health`, { signal: AbortSignal.timeout(2_000) }), `engine ${e.url} was stopped`);
+  }
+});
