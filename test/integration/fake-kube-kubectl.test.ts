@@ -119,7 +119,7 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
     assert.match(await kubectl('apply', '--validate=false', '-f', dep), /deployment.apps\/x configured/);
     const applied = kube.get('deployments', 'default', 'x');
     assert.equal(applied?.spec?.replicas, 3);
-    const containers = ((applied?.spec?.template as any).spec.containers) as unknown[];
+    const containers = applied?.spec?.template.spec.containers as unknown[];
     assert.deepEqual(containers, [{ name: 'engine', image: 'vllm:2', ports: [{ containerPort: 8000 }] }]);
     assert.ok((applied?.metadata.annotations as Record<string, string>)['kubectl.kubernetes.io/last-applied-configuration']);
 

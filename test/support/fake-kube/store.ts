@@ -6,7 +6,30 @@ import { isDeepStrictEqual } from 'node:util';
 import { apiVersionOf, NAMESPACES, PODS, type ResourceType } from './resources.js';
 import type { Json, JsonObject } from './patch.js';
 
-export type KubeObject = JsonObject & { metadata: JsonObject };
+export interface KubeMetadata {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  generation?: number;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  deletionGracePeriodSeconds?: number;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+  finalizers?: string[];
+  [key: string]: any;
+}
+
+/** An object as stored and served; spec and status are loosely typed so tests can read them directly. */
+export interface KubeObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: KubeMetadata;
+  spec?: any;
+  status?: any;
+  [key: string]: any;
+}
 
 export type EventType = 'ADDED' | 'MODIFIED' | 'DELETED';
 
@@ -179,7 +202,7 @@ export class ObjectStore {
       applyDefaults(type, next);
       if (!isDeepStrictEqual(specOf(current), specOf(next))) meta.generation = Number(current.metadata.generation ?? 0) + 1;
     }
-    next.metadata.resourceVersion = current.metadata.resourceVersion ?? null;
+    next.metadata.resourceVersion = current.metadata.resourceVersion;
     if (isDeepStrictEqual(current, next)) return current;
     if (dryRun) return next;
     if (next.metadata.deletionTimestamp !== undefined && finalizersOf(next).length === 0 && !this.awaitsGracefulDeletion(type, next)) {
