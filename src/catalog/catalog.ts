@@ -10,15 +10,24 @@ export type CatalogEvent =
 
 type Listener = (event: CatalogEvent) => void;
 
-/** The model state for a declared or served model, given the endpoints that serve it. */
-export function modelState(endpoints: readonly Endpoint[]): ModelState {
-  if (endpoints.length === 0) return 'scaled-to-zero';
+/**
+ * The model state of a declared or served model, from its endpoints and whether any declaration wants replicas
+ * (a Kubernetes workload scaled above zero whose pods are not ready yet is loading, not scaled to zero).
+ */
+export function modelState(endpoints: readonly Endpoint[], declaration: { declared: boolean; replicasWanted: boolean } = { declared: true, replicasWanted: false }): ModelState {
+  let live = 0;
   let comingUp = false;
   for (const e of endpoints) {
-    if (e.state === 'ready' && !e.draining) return 'ready';
-    if (!e.draining && (e.state === 'discovered' || e.state === 'serving-api')) comingUp = true;
+    if (e.draining) continue;
+    if (e.state === 'ready') return 'ready';
+    live++;
+    if (e.state === 'discovered' || e.state === 'serving-api') comingUp = true;
   }
-  return comingUp ? 'loading' : 'unavailable';
+  if (comingUp) return 'loading';
+  if (live > 0) return 'unavailable';
+  if (declaration.replicasWanted) return 'loading';
+  // only draining endpoints left: a declared model is on its way to zero; an undeclared one is going away
+  return endpoints.length > 0 && !declaration.declared ? 'unavailable' : 'scaled-to-zero';
 }
 
 export function isRoutable(e: Endpoint): boolean {
@@ -28,10 +37,18 @@ export function isRoutable(e: Endpoint): boolean {
 interface ModelEntry {
   readonly declaredBy: string[];
   readonly endpoints: Endpoint[];
+  replicasWanted: boolean;
+}
+
+/** What a source says of one model it declares. */
+export interface Declaration {
+  readonly model: string;
+  /** the source runs (or is starting) replicas for it, e.g. a Deployment with spec.replicas > 0 */
+  readonly replicasWanted?: boolean;
 }
 
 export class ModelCatalog {
-  private readonly declarations = new Map<string, ReadonlySet<string>>();
+  private readonly declarations = new Map<string, ReadonlyMap<string, boolean>>();
   private aliases: ReadonlyMap<string, string> = new Map();
   private readonly bySource = new Map<string, Map<string, Endpoint>>();
   private readonly listeners = new Set<Listener>();
@@ -45,10 +62,14 @@ export class ModelCatalog {
   }
 
   /** Replaces the set of models one source declares (e.g. known-models, static, kubernetes workloads). */
-  setDeclarations(source: string, models: Iterable<string>): void {
-    const next = new Set(models);
+  setDeclarations(source: string, models: Iterable<string | Declaration>): void {
+    const next = new Map<string, boolean>();
+    for (const m of models) {
+      if (typeof m === 'string') next.set(m, next.get(m) ?? false);
+      else next.set(m.model, (next.get(m.model) ?? false) || m.replicasWanted === true);
+    }
     const prev = this.declarations.get(source);
-    if (prev && prev.size === next.size && [...next].every((m) => prev.has(m))) return;
+    if (prev && prev.size === next.size && [...next].every(([m, w]) => prev.get(m) === w)) return;
     if (next.size === 0) this.declarations.delete(source);
     else this.declarations.set(source, next);
     this.rebuild();
@@ -158,12 +179,18 @@ export class ModelCatalog {
     const entry = (model: string): ModelEntry => {
       let e = entries.get(model);
       if (!e) {
-        e = { declaredBy: [], endpoints: [] };
+        e = { declaredBy: [], endpoints: [], replicasWanted: false };
         entries.set(model, e);
       }
       return e;
     };
-    for (const [source, models] of this.declarations) for (const m of models) entry(m).declaredBy.push(source);
+    for (const [source, models] of this.declarations) {
+      for (const [m, wanted] of models) {
+        const e = entry(m);
+        e.declaredBy.push(source);
+        if (wanted) e.replicasWanted = true;
+      }
+    }
     for (const target of this.aliases.values()) {
       const e = entry(target);
       if (!e.declaredBy.includes('alias')) e.declaredBy.push('alias');
@@ -175,7 +202,7 @@ export class ModelCatalog {
     const resolutions = new Map<string, Resolution>();
     const views: ModelView[] = [];
     for (const [model, e] of entries) {
-      const state = modelState(e.endpoints);
+      const state = modelState(e.endpoints, { declared: e.declaredBy.length > 0, replicasWanted: e.replicasWanted });
       resolutions.set(model, toResolution(model, model, false, state, e.endpoints));
       views.push({
         id: model,
@@ -187,7 +214,7 @@ export class ModelCatalog {
     }
     for (const [alias, target] of this.aliases) {
       const e = entries.get(target) as ModelEntry;
-      const state = modelState(e.endpoints);
+      const state = modelState(e.endpoints, { declared: e.declaredBy.length > 0, replicasWanted: e.replicasWanted });
       resolutions.set(alias, toResolution(alias, target, true, state, e.endpoints));
       views.push({ id: alias, status: state, declaredBy: ['alias'], aliasOf: target, endpoints: e.endpoints.length, readyEndpoints: e.endpoints.filter(isRoutable).length });
     }

@@ -102,3 +102,19 @@ test('setState on an endpoint that already left is ignored', () => {
   c.setState(e, 'ready');
   assert.equal(c.resolve('m').kind, 'unknown');
 });
+
+test('a declaration that wants replicas makes a model with no live endpoint loading; draining-only follows it', () => {
+  const c = new ModelCatalog();
+  c.setDeclarations('kubernetes', [{ model: 'up', replicasWanted: true }, { model: 'zero', replicasWanted: false }]);
+  assert.equal((c.resolve('up') as { state: string }).state, 'loading');
+  assert.equal((c.resolve('zero') as { state: string }).state, 'scaled-to-zero');
+  // scaling down: the last pod is terminating and the workload wants none
+  c.setEndpoints('kubernetes', [{ id: 'p', url: 'http://p', models: ['zero'], draining: true }]);
+  assert.equal((c.resolve('zero') as { state: string }).state, 'scaled-to-zero');
+  // rolling update: the old pod drains, the workload wants one, the new pod is not ready yet
+  c.setEndpoints('kubernetes', [{ id: 'q', url: 'http://q', models: ['up'], draining: true }]);
+  assert.equal((c.resolve('up') as { state: string }).state, 'loading');
+  // another source declaring the same model without replicas does not cancel the wish
+  c.setDeclarations('known-models', ['up']);
+  assert.equal((c.resolve('up') as { state: string }).state, 'loading');
+});
