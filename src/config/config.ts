@@ -44,6 +44,8 @@ export interface RouterConfig {
   readonly logLevel: LogLevel;
   readonly logFormat: 'text' | 'json';
   readonly logStatsIntervalMs: number;
+  /** router processes sharing the port (node:cluster); 1 = this process serves */
+  readonly workers: number;
   readonly maxBodyBytes: number;
   readonly retryAfterSeconds: number;
   readonly engineKind: EngineKind;
@@ -190,6 +192,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     logLevel: normaliseLevel(f.string('log-level') as string),
     logFormat: f.string('log-format') as 'text' | 'json',
     logStatsIntervalMs: f.boolean('log-stats') ? seconds(f.number('log-stats-interval')) : 0,
+    workers: f.number('workers') as number,
     maxBodyBytes: f.number('max-body-bytes') as number,
     retryAfterSeconds: f.number('retry-after') as number,
     engineKind: f.string('engine-kind') as EngineKind,
