@@ -163,6 +163,12 @@ interface Exchange {
   resetBySim: boolean;
 }
 
+interface SuccessRecord {
+  readonly finishReason: string;
+  readonly prompt: number;
+  readonly generated: number;
+}
+
 function emptyStats(): SimStats {
   return { received: 0, completed: 0, failed: 0, aborted: 0, running: 0, waiting: 0, byPath: {}, byModel: {} };
 }
@@ -443,7 +449,7 @@ class SimServer implements SimEngine {
     if (api !== undefined) return this.generate(res, exchange, api, body, model, stream);
     const prompt = promptTokens(body);
     if (path === '/v1/embeddings') {
-      return this.answerLater(res, exchange, this.ttftMs, prompt, 0, () => embeddingsBody(model, body.input, this.embeddingDim, body.encoding_format, prompt, this.newId()));
+      return this.answerLater(res, exchange, this.ttftMs, { finishReason: 'stop', prompt, generated: 0 }, () => embeddingsBody(model, body.input, this.embeddingDim, body.encoding_format, prompt, this.newId()));
     }
     const budget = outputBudget(body, this.outputTokens);
     const generates = ECHO_GENERATION_PATHS.has(path);
@@ -452,26 +458,26 @@ class SimServer implements SimEngine {
       echoBody({ path, model, body, promptTokens: prompt, outputText: fillerText(outputTokens), outputTokens, id: this.newId(), maxModelLen: this.maxModelLen });
     if (TOKENIZER_PATHS.has(path)) return sendJson(res, 200, build());
     const delay = generates ? this.ttftMs + this.interTokenMs() * (budget.tokens - 1) : this.ttftMs;
-    this.answerLater(res, exchange, delay, prompt, outputTokens, build);
+    this.answerLater(res, exchange, delay, { finishReason: 'stop', prompt, generated: outputTokens }, build);
   }
 
   private newId(): string {
     return randomUUID().replace(/-/g, '');
   }
 
-  private recordSuccess(finishReason: string, prompt: number, generated: number): void {
+  private recordSuccess({ finishReason, prompt, generated }: SuccessRecord): void {
     this.successByReason[finishReason] = (this.successByReason[finishReason] ?? 0) + 1;
     this.promptTokenTotal += prompt;
     this.generationTokenTotal += generated;
   }
 
   /** Holds a batch slot for delayMs, then answers with one JSON body. */
-  private answerLater(res: http.ServerResponse, exchange: Exchange, delayMs: number, prompt: number, generated: number, build: () => object): void {
+  private answerLater(res: http.ServerResponse, exchange: Exchange, delayMs: number, record: SuccessRecord, build: () => object): void {
     let timer: NodeJS.Timeout | undefined;
     const lease = this.queue.admit(() => {
       timer = setTimeout(() => {
         lease.release();
-        this.recordSuccess('stop', prompt, generated);
+        this.recordSuccess(record);
         sendJson(res, 200, build());
       }, delayMs);
     });
@@ -495,30 +501,36 @@ class SimServer implements SimEngine {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
       res.flushHeaders();
     }
+    if (!stream) {
+      const delay = this.ttftMs + this.interTokenMs() * (budget.tokens - 1);
+      const text = fillerText(budget.tokens);
+      return this.answerLater(res, exchange, delay, { finishReason: budget.finishReason, prompt, generated: budget.tokens }, () =>
+        completionBody(generation, text, budget.finishReason, usage(prompt, budget.tokens)),
+      );
+    }
     let timer: NodeJS.Timeout | undefined;
     let sent = 0;
-    let text = '';
     const step = (): void => {
-      if (resetAfter !== undefined && (sent >= resetAfter || sent === budget.tokens - 1)) {
-        lease.release();
-        return this.resetSocket(res, exchange);
-      }
-      const token = fillerToken(sent);
-      sent++;
-      const last = sent === budget.tokens;
-      if (stream) {
+      for (;;) {
+        if (resetAfter !== undefined && (sent >= resetAfter || sent === budget.tokens - 1)) {
+          lease.release();
+          return this.resetSocket(res, exchange);
+        }
+        const token = fillerToken(sent);
+        sent++;
+        const last = sent === budget.tokens;
         if (sent === 1 && api === 'chat') res.write(sseEvent(roleChunk(generation)));
         res.write(sseEvent(tokenChunk(generation, token, last ? budget.finishReason : null)));
-      } else text += token;
-      if (!last) {
-        timer = setTimeout(step, this.interTokenMs());
-        return;
+        if (last) break;
+        const delay = this.interTokenMs();
+        if (delay > 0) {
+          timer = setTimeout(step, delay);
+          return;
+        }
       }
       lease.release();
-      this.recordSuccess(budget.finishReason, prompt, budget.tokens);
-      const u = usage(prompt, budget.tokens);
-      if (!stream) return sendJson(res, 200, completionBody(generation, text, budget.finishReason, u));
-      if (includeUsage) res.write(sseEvent(usageChunk(generation, u)));
+      this.recordSuccess({ finishReason: budget.finishReason, prompt, generated: budget.tokens });
+      if (includeUsage) res.write(sseEvent(usageChunk(generation, usage(prompt, budget.tokens))));
       res.end(SSE_DONE);
     };
     const lease = this.queue.admit(() => {
