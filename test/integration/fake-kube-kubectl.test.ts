@@ -109,7 +109,9 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
     assert.equal(kube.requests['patch deployments/scale'], 1);
   });
 
-  test('delete pod removes it (kubectl waits for the deletion with a get)', async () => {
+  test('delete pod removes it (kubectl waits for the deletion with a get); a server dry run does not', async () => {
+    assert.match(await kubectl('delete', 'pod', 'y-1', '--dry-run=server'), /deleted \(server dry run\)/);
+    assert.ok(kube.get('pods', 'default', 'y-1'));
     assert.match(await kubectl('delete', 'pod', 'y-1'), /pod "y-1" deleted/);
     assert.equal(kube.get('pods', 'default', 'y-1'), undefined);
   });

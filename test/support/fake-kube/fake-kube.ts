@@ -366,7 +366,9 @@ export class FakeKube {
         const opts = raw.trim() === '' ? {} : asObject(JSON.parse(raw) as Json);
         const graceQuery = q.get('gracePeriodSeconds');
         const grace = graceQuery !== null ? Number(graceQuery) : typeof opts.gracePeriodSeconds === 'number' ? opts.gracePeriodSeconds : undefined;
-        sendJson(res, 200, this.deleteObject(type, ns, name, { gracePeriodSeconds: grace }, dryRun));
+        // kubectl sends DeleteOptions.dryRun in the body rather than the query
+        const bodyDryRun = Array.isArray(opts.dryRun) && opts.dryRun.includes('All');
+        sendJson(res, 200, this.deleteObject(type, ns, name, { gracePeriodSeconds: grace }, dryRun || bodyDryRun));
         return;
       }
     }
@@ -603,6 +605,9 @@ async function readBody(req: IncomingMessage): Promise<string> {
 async function readJson(req: IncomingMessage): Promise<Json> {
   const raw = await readBody(req);
   const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+  if (contentType === 'application/vnd.kubernetes.protobuf') {
+    throw new ApiError(415, 'UnsupportedMediaType', 'fake-kube does not decode protobuf bodies (kubectl create namespace/deployment, kubectl run send them): use kubectl create -f or apply -f with YAML or JSON');
+  }
   return (contentType.endsWith('yaml') ? parseYaml(raw) : JSON.parse(raw)) as Json;
 }
 
