@@ -32,10 +32,20 @@ export interface TimeoutConfig {
   readonly totalMs: number;
 }
 
+export interface KubernetesConfig {
+  readonly namespace: string | undefined;
+  readonly labelSelector: string | undefined;
+  readonly port: number;
+  readonly modelLabel: string;
+  readonly resyncMs: number;
+}
+
 export interface RouterConfig {
   readonly host: string;
   readonly port: number;
-  readonly serviceDiscovery: 'static';
+  readonly serviceDiscovery: 'static' | 'k8s';
+  /** set when serviceDiscovery is k8s */
+  readonly kubernetes: KubernetesConfig | undefined;
   readonly staticBackends: readonly StaticBackend[];
   /** alias -> target model */
   readonly aliases: ReadonlyMap<string, string>;
@@ -158,9 +168,20 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     return s !== undefined && s !== 'default';
   };
 
-  const discovery = f.string('service-discovery');
-  if (discovery === 'k8s') throw new UsageError('--service-discovery k8s is not available in this version; use --service-discovery static');
-  if (discovery !== 'static') throw new UsageError(`--service-discovery must be static; got ${JSON.stringify(discovery)}`);
+  const discovery = f.string('service-discovery') as 'static' | 'k8s';
+  if (f.string('k8s-service-discovery-type') !== 'pod-ip') {
+    throw new UsageError(`--k8s-service-discovery-type ${JSON.stringify(f.string('k8s-service-discovery-type'))} is not available; only pod-ip is`);
+  }
+  const kubernetes: KubernetesConfig | undefined =
+    discovery === 'k8s'
+      ? {
+          namespace: f.string('k8s-namespace') || undefined,
+          labelSelector: f.string('k8s-label-selector') || undefined,
+          port: f.number('k8s-port') as number,
+          modelLabel: f.string('k8s-model-label') as string,
+          resyncMs: seconds(f.number('k8s-resync-seconds')),
+        }
+      : undefined;
 
   const routing = f.string('routing-logic') as string;
   if (!(ROUTING_LOGICS as readonly string[]).includes(routing)) {
@@ -184,7 +205,8 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   return {
     host: f.string('host') as string,
     port: f.number('port') as number,
-    serviceDiscovery: 'static',
+    serviceDiscovery: discovery,
+    kubernetes,
     staticBackends,
     aliases,
     knownModels,

@@ -17,6 +17,8 @@ export class RouterMetrics {
   private readonly demand: Counter<'model'>;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
+  private readonly discoveryErrors: Counter<'resource' | 'reason'>;
+  private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
   private readonly requestChildren = new Map<string, Counter.Internal>();
   private readonly durationChildren = new Map<string, Histogram.Internal<string>>();
   private readonly demandChildren = new Map<string, Counter.Internal>();
@@ -45,6 +47,23 @@ export class RouterMetrics {
       registers,
     });
     this.failovers = new Counter({ name: 'llm_router_failovers_total', help: 'Requests retried on another endpoint before any byte reached the client', labelNames: ['model'], registers });
+    this.discoveryErrors = new Counter({
+      name: 'llm_router_discovery_errors_total',
+      help: 'Failed Kubernetes lists and watches, by resource and reason (forbidden, connection, http-NNN)',
+      labelNames: ['resource', 'reason'],
+      registers,
+    });
+    const metrics = this;
+    new Gauge({
+      name: 'llm_router_discovery_state',
+      help: 'State of each Kubernetes informer (1 for the current state: syncing, synced, forbidden, absent, erroring)',
+      labelNames: ['resource', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [resource, state] of Object.entries(metrics.discoveryHealth())) this.set({ resource, state }, 1);
+      },
+    });
     new Gauge({
       name: 'llm_router_endpoint_in_flight',
       help: 'Requests this router is forwarding to each endpoint now',
@@ -116,6 +135,15 @@ export class RouterMetrics {
 
   upstreamFailure(endpointUrl: string, kind: string): void {
     this.upstreamFailures.inc({ endpoint: endpointUrl, kind });
+  }
+
+  discoveryError(resource: string, reason: string): void {
+    this.discoveryErrors.inc({ resource, reason });
+  }
+
+  /** Exposes the state of each discovery informer at scrape time. */
+  watchDiscovery(health: () => Readonly<Record<string, string>>): void {
+    this.discoveryHealth = health;
   }
 
   failover(model: string): void {

@@ -6,6 +6,7 @@ import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
+import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
 import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
 import { Forwarder } from '../proxy/forwarder.js';
@@ -30,6 +31,7 @@ export class RouterApp {
   private readonly startedAt = Date.now();
   private shuttingDown = false;
   private statsTimer: NodeJS.Timeout | undefined;
+  private kubernetes: KubernetesSource | undefined;
 
   constructor(
     readonly config: RouterConfig,
@@ -106,6 +108,21 @@ export class RouterApp {
     this.sync.register('static');
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');
+    if (this.config.kubernetes) {
+      this.sync.register(KUBERNETES);
+      this.kubernetes = new KubernetesSource(
+        this.catalog,
+        this.config.kubernetes,
+        this.log.child({ component: 'kubernetes' }),
+        () => {
+          this.sync.synced(KUBERNETES);
+          this.log.info({ namespace: this.kubernetes?.namespace, health: this.kubernetes?.health() }, 'kubernetes discovery synced');
+        },
+        { error: (resource, reason) => this.metrics.discoveryError(resource, reason) },
+      );
+      this.metrics.watchDiscovery(() => this.kubernetes?.health() ?? {});
+      this.kubernetes.start();
+    }
     this.prober.start();
     this.server.listen(this.config.port, this.config.host);
     await once(this.server, 'listening');
@@ -147,6 +164,7 @@ export class RouterApp {
   async stop(graceMs = 10_000): Promise<void> {
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
+    this.kubernetes?.stop();
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);

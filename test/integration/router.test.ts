@@ -30,7 +30,7 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
       await waitModelStatus(routerB.url, 'chat-model', 'ready');
       for (const model of ['chat-model', 'sleeper', 'never-declared', 'gpt-4o']) {
         const [a, b] = await Promise.all([routerA, routerB].map((r) => call(`${r.url}/v1/chat/completions`, { body: chat(model) })));
-        const shape = (x: typeof a): string =>
+        const shape = (x: Awaited<ReturnType<typeof call>>): string =>
           JSON.stringify([x.status, x.status === 200 ? null : x.json<{ error: { code: string } }>().error.code, x.headers['x-llm-router-model-state'] ?? null]);
         assert.equal(shape(a!), shape(b!), model);
       }
@@ -197,7 +197,7 @@ describe('command line', { timeout: 30_000 }, () => {
     for (const [args, pattern] of [
       [['serve', '--bogus'], /unknown flag --bogus/],
       [['serve', '--enable-batch-api'], /--enable-batch-api is not supported by llm-router/],
-      [['serve', '--service-discovery', 'k8s'], /k8s is not available/],
+      [['serve', '--k8s-service-discovery-type', 'service-name'], /only pod-ip/],
       [['--port', '0', '--lmcache-controller-port', '9000'], /--lmcache-controller-port is not supported/],
     ] as const) {
       const p = startCli(args);

@@ -6,7 +6,7 @@ export interface Running {
   readonly url: string;
   readonly port: number;
   readonly proc: Started;
-  stop(): Promise<number | null>;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
 /** `llm-router serve` on 127.0.0.1 and a free port; resolves once it listens. */
@@ -15,7 +15,7 @@ export async function startRouter(args: readonly string[], env: Record<string, s
   await proc.waitForOutput('llm-router listening');
   const match = /"url":"(http:\/\/127\.0\.0\.1:(\d+))"/.exec(proc.output());
   if (!match) throw new Error(`no url in router output:\n${proc.output()}`);
-  return { url: match[1] as string, port: Number(match[2]), proc, stop: () => proc.stop() };
+  return { url: match[1] as string, port: Number(match[2]), proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
 /** `llm-router sim`; with load phases it needs a port chosen up front (it is not listening yet). */
@@ -23,7 +23,7 @@ export async function startSim(args: readonly string[], opts: { port?: number; w
   const port = opts.port ?? (await freePort());
   const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(port), ...args]);
   if (opts.waitListening !== false) await proc.waitForOutput('sim listening on');
-  return { url: `http://127.0.0.1:${port}`, port, proc, stop: () => proc.stop() };
+  return { url: `http://127.0.0.1:${port}`, port, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
 export interface Answer {

@@ -47,7 +47,9 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
     [['--no-such-flag'], /unknown flag --no-such-flag/],
     [['--enable-batch-api'], /--enable-batch-api is not supported/],
     [['--callbacks', 'x.y'], /--callbacks is not supported/],
-    [['--service-discovery', 'k8s'], /k8s is not available/],
+    [['--service-discovery', 'consul'], /--service-discovery: must be one of static, k8s/],
+    [['--k8s-service-discovery-type', 'service-name'], /service-name" is not available; only pod-ip/],
+    [['--k8s-watcher-timeout-seconds', '30'], /--k8s-watcher-timeout-seconds is not supported/],
     [['--routing-logic', 'kvaware'], /--routing-logic "kvaware" is not available/],
     [['--port', 'eighty'], /--port: expected a number/],
     [['--log-format', 'xml'], /--log-format: must be one of text, json/],
@@ -56,6 +58,12 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
   for (const [argv, pattern] of cases) {
     assert.throws(() => loadRouterConfig(argv, {}), (err: unknown) => err instanceof UsageError && pattern.test(err.message), argv.join(' '));
   }
+});
+
+test('k8s discovery settings', () => {
+  const c = loadRouterConfig(['--service-discovery', 'k8s', '--k8s-label-selector', 'app=vllm', '--k8s-resync-seconds', '2'], {});
+  assert.deepEqual(c.kubernetes, { namespace: undefined, labelSelector: 'app=vllm', port: 8000, modelLabel: 'model', resyncMs: 2000 });
+  assert.equal(loadRouterConfig([], {}).kubernetes, undefined);
 });
 
 test('vllm_router flags that change nothing here are accepted with a note, not silently', () => {

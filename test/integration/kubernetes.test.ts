@@ -1,0 +1,230 @@
+// Issue 4 checks against the fake API server, with the real client-node informers in the router process and
+// the real kubectl changing the cluster.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { stopAll } from '../support/process.js';
+import { call, chat, engines, startRouter, startSim, type Running } from '../support/router.js';
+
+const exec = promisify(execFile);
+const SELECTOR = 'app=llm';
+const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+
+function deployment(name: string, replicas: number, template: { labels?: Record<string, string>; annotations?: Record<string, string>; args?: string[] } = {}, annotations?: Record<string, string>) {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace: 'default', labels: { app: 'llm' }, ...(annotations ? { annotations } : {}) },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: 'llm', deploy: name } },
+      template: {
+        metadata: { labels: { app: 'llm', deploy: name, ...template.labels }, ...(template.annotations ? { annotations: template.annotations } : {}) },
+        spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai', args: template.args ?? [] }] },
+      },
+    },
+  };
+}
+
+function pod(name: string, model: string, port: number, extra: { labels?: Record<string, string> } = {}) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: 'default', labels: { app: 'llm', model, ...extra.labels }, annotations: { 'llm-router/port': String(port) } },
+    spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
+  };
+}
+
+async function addReadyPod(kube: FakeKube, name: string, model: string, port: number): Promise<void> {
+  kube.create(pod(name, model, port));
+  kube.setPodIP('default', name, '127.0.0.1');
+  kube.setPodReady('default', name, true);
+}
+
+describe('kubernetes discovery', { timeout: 120_000 }, () => {
+  let kube: FakeKube;
+  let kubectlDir: string;
+  const kubectl = async (...args: string[]): Promise<string> =>
+    (await exec('kubectl', ['--kubeconfig', kube.kubeconfigPath, '--cache-dir', kubectlDir, ...args], { timeout: 20_000 })).stdout;
+  const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST];
+  const startK8sRouter = (extra: string[] = []): Promise<Running> => startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
+
+  before(async () => {
+    kube = await startFakeKube();
+    kubectlDir = mkdtempSync(path.join(tmpdir(), 'kubectl-cache-'));
+  });
+  after(async () => {
+    await stopAll();
+    await kube.close();
+  });
+
+  async function answers(routers: Running[], model: string): Promise<string[]> {
+    return Promise.all(
+      routers.map(async (r) => {
+        const res = await call(`${r.url}/v1/chat/completions`, { body: chat(model) });
+        const code = res.status === 200 ? '' : res.json<{ error: { code: string } }>().error.code;
+        return `${res.status} ${code} ${res.headers['x-llm-router-model-state'] ?? ''}`.trim();
+      }),
+    );
+  }
+
+  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (await check()) return;
+      await sleep(50);
+    }
+    assert.fail(`timed out waiting for ${what}`);
+  }
+
+  async function allAnswer(routers: Running[], model: string, expected: string): Promise<void> {
+    let last: string[] = [];
+    await until(`${model} -> ${expected}`, async () => {
+      last = await answers(routers, model);
+      return last.every((a) => a === expected);
+    }).catch(() => assert.fail(`${model}: expected ${expected} from every router, got ${JSON.stringify(last)}`));
+  }
+
+  test('the seed incident: a model at zero replicas is 503 on every router whenever it started; scale up, down and delete agree', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'manifests-'));
+    writeFileSync(path.join(dir, 'x.json'), JSON.stringify(deployment('x', 0, { labels: { model: 'model-x' } })));
+    await kubectl('create', '-f', path.join(dir, 'x.json'), '--validate=false');
+
+    const a = await startK8sRouter();
+    await until('router A ready', async () => (await call(`${a.url}/ready`)).status === 200);
+    assert.deepEqual(await answers([a], 'model-x'), ['503 model_unavailable scaled-to-zero']);
+    assert.deepEqual(await answers([a], 'model-y'), ['404 model_not_found']);
+
+    await kubectl('scale', 'deployment', 'x', '--replicas=1');
+    await allAnswer([a], 'model-x', '503 model_unavailable loading');
+    const sim = await startSim(['--model', 'model-x', '--id', 'pod-x-1']);
+    await addReadyPod(kube, 'x-1', 'model-x', sim.port);
+    const b = await startK8sRouter();
+    await allAnswer([a, b], 'model-x', '200');
+    assert.deepEqual(await answers([a, b], 'model-y'), ['404 model_not_found', '404 model_not_found']);
+
+    await kubectl('scale', 'deployment', 'x', '--replicas=0');
+    await kubectl('delete', 'pod', 'x-1', '--wait=false');
+    await allAnswer([a, b], 'model-x', '503 model_unavailable scaled-to-zero');
+
+    await kubectl('delete', 'deployment', 'x', '--wait=false');
+    await allAnswer([a, b], 'model-x', '404 model_not_found');
+    await a.stop();
+    await b.stop();
+    await sim.stop();
+  });
+
+  test('model names from the annotation, the model label, --served-model-name and `vllm serve MODEL`', async () => {
+    kube.create(deployment('by-annotation', 0, {}, { 'llm-router/models': 'ann-1,ann-2' }));
+    kube.create(deployment('by-label', 0, { labels: { model: 'from-label' } }));
+    kube.create(deployment('by-served-name', 0, { args: ['--model', 'org/weights', '--served-model-name', 'served-a', 'served-b'] }));
+    kube.create(deployment('by-serve', 2, { args: ['vllm serve org/Llama-3.1-8B --port 8000'] }));
+    const r = await startK8sRouter();
+    await until('ready', async () => (await call(`${r.url}/ready`)).status === 200);
+    const models = (await call(`${r.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data;
+    const status = Object.fromEntries(models.map((m) => [m.id, m.status]));
+    assert.deepEqual(status, {
+      'ann-1': 'scaled-to-zero', 'ann-2': 'scaled-to-zero', 'from-label': 'scaled-to-zero',
+      'served-a': 'scaled-to-zero', 'served-b': 'scaled-to-zero', 'org/Llama-3.1-8B': 'loading',
+    });
+    for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve']) kube.remove('deployments', 'default', name);
+    await until('declarations gone', async () => (await call(`${r.url}/v1/models`)).json<{ data: unknown[] }>().data.length === 0);
+    await r.stop();
+  });
+
+  test('a pod deleted while the watch was down is gone within one re-list; 410 triggers a re-list, not a loop', async () => {
+    const sim = await startSim(['--model', 'w']);
+    kube.create(deployment('w', 1, { labels: { model: 'w' } }));
+    await addReadyPod(kube, 'w-1', 'w', sim.port);
+    const r = await startK8sRouter(['--k8s-resync-seconds', '60']);
+    await until('pod routable', async () => (await engines(r.url)).some((e) => e.state === 'ready'));
+
+    kube.dropWatches();
+    kube.remove('pods', 'default', 'w-1');
+    kube.compactHistory();
+    await until('pod gone from /engines', async () => (await engines(r.url)).length === 0, 15_000);
+    assert.deepEqual(await answers([r], 'w'), ['503 model_unavailable loading']);
+
+    kube.resetRequests();
+    kube.failWatchesWith410(3, 'event');
+    kube.dropWatches({ graceful: true }); // watches end cleanly; their resumption meets the 410s
+    await addReadyPod(kube, 'w-2', 'w', sim.port);
+    await until('new pod routable', async () => (await answers([r], 'w'))[0] === '200', 15_000);
+    await sleep(1_500);
+    const lists = Object.entries(kube.requests).filter(([k]) => k.startsWith('list ')).reduce((n, [, v]) => n + v, 0);
+    assert.ok(lists >= 1 && lists <= 8, `re-listed after 410s without looping (${lists} lists: ${JSON.stringify(kube.requests)})`);
+    kube.remove('pods', 'default', 'w-2');
+    kube.remove('deployments', 'default', 'w');
+    await r.stop();
+    await sim.stop();
+  });
+
+  test('a pod that turns terminating or not-Ready stops getting new requests while its stream finishes', async () => {
+    const kube2 = await startFakeKube({ gracefulPodDeletion: true });
+    const env = { KUBECONFIG: kube2.kubeconfigPath };
+    try {
+      const slow = await startSim(['--model', 'd', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '20']);
+      const other = await startSim(['--model', 'd', '--id', 'new']);
+      kube2.create(deployment('d', 2, { labels: { model: 'd' } }));
+      await addReadyPod(kube2, 'd-old', 'd', slow.port);
+      await addReadyPod(kube2, 'd-new', 'd', other.port);
+      const r = await startRouter(routerArgs, env);
+      await until('both ready', async () => (await engines(r.url)).filter((e) => e.state === 'ready').length === 2);
+
+      let stream: Awaited<ReturnType<typeof request>> | undefined;
+      for (let i = 0; i < 4 && !stream; i++) {
+        const res = await request(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('d', { stream: true, max_tokens: 20 }) });
+        if (res.headers['x-sim-engine'] === 'old') stream = res;
+        else await res.body.dump();
+      }
+      assert.ok(stream);
+      const body = stream.body.text();
+      kube2.remove('pods', 'default', 'd-old', { graceful: true });
+      await until('old pod draining', async () => (await engines(r.url)).some((e) => e.state === 'draining'));
+      const after = await Promise.all(Array.from({ length: 4 }, () => call(`${r.url}/v1/chat/completions`, { body: chat('d') })));
+      assert.deepEqual(after.map((x) => x.headers['x-sim-engine']), ['new', 'new', 'new', 'new']);
+      const text = await body;
+      assert.match(text, /\[DONE\]/, 'the stream on the terminating pod finished');
+      kube2.finalizePodDeletion('default', 'd-old');
+      await until('old pod gone', async () => (await engines(r.url)).length === 1);
+
+      kube2.setPodReady('default', 'd-new', false);
+      await until('not-ready pod removed', async () => (await engines(r.url)).length === 0);
+      assert.deepEqual(await answers([r], 'd'), ['503 model_unavailable loading']);
+      await r.stop();
+    } finally {
+      await kube2.close();
+    }
+  });
+
+  test('a forbidden kind degrades with a log line and a metric; an API server down at startup keeps /ready 503 and known models served', async () => {
+    kube.setForbidden('statefulsets', true);
+    const r = await startK8sRouter(['--log-level', 'info']);
+    await until('ready despite the forbidden kind', async () => (await call(`${r.url}/ready`)).status === 200);
+    await r.proc.waitForOutput('no permission to list/watch statefulsets');
+    const metrics = (await call(`${r.url}/metrics`)).text;
+    assert.match(metrics, /llm_router_discovery_errors_total\{resource="statefulsets",reason="forbidden"\} [1-9]/);
+    assert.match(metrics, /llm_router_discovery_state\{resource="statefulsets",state="forbidden"\} 1/);
+    kube.setForbidden('statefulsets', false);
+    await r.stop();
+
+    await kube.stop();
+    const down = await startK8sRouter(['--known-models', 'static-one']);
+    try {
+      await sleep(500);
+      assert.equal((await call(`${down.url}/ready`)).status, 503);
+      assert.deepEqual(await answers([down], 'static-one'), ['503 model_unavailable scaled-to-zero']);
+    } finally {
+      await kube.restart();
+    }
+    await until('ready once the API server is back', async () => (await call(`${down.url}/ready`)).status === 200, 20_000);
+    await down.stop();
+  });
+});
