@@ -27,7 +27,6 @@ export interface FakeKubeOptions {
   readonly bookmarkIntervalMs?: number;
 }
 
-export type PatchType = 'merge' | 'strategic' | 'json';
 export type WatchFailureMode = 'event' | 'http';
 
 interface ResourceRequest {

@@ -67,7 +67,7 @@ export class ResourceRegistry {
     for (const t of types) {
       resources.push({
         name: t.plural, singularName: t.singular, namespaced: t.namespaced, kind: t.kind, verbs: VERBS,
-        shortNames: t.shortNames, ...(t.group === '' || t.group === 'apps' ? {} : { categories: ['all'] }),
+        shortNames: t.shortNames,
       });
       resources.push({ name: `${t.plural}/status`, singularName: '', namespaced: t.namespaced, kind: t.kind, verbs: ['get', 'patch', 'update'] });
       if (t.scalable) {
