@@ -41,6 +41,22 @@ export interface Endpoint {
   lastError: string | undefined;
   /** requests this router is forwarding to it right now */
   inFlight: number;
+  /** the latest load scraped from the engine's /metrics (src/health/engine-stats.ts); judge staleness by `at` */
+  engineLoad?: EngineLoad;
+}
+
+/** One scrape of an engine's load signals. */
+export interface EngineLoad {
+  /** ms since epoch when the scrape answered */
+  readonly at: number;
+  /** requests in the engine's running batch (all clients, not only this router) */
+  readonly running: number;
+  /** requests queued in the engine */
+  readonly waiting: number;
+  /** KV-cache usage 0..1; undefined when the engine does not export it */
+  readonly kvUsage: number | undefined;
+  /** load the engine carries beyond this router's in-flight requests, in requests; what least-load adds to in-flight */
+  readonly otherLoad: number;
 }
 
 export type Resolution =
