@@ -5,6 +5,8 @@ import { UsageError } from './flags.js';
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
   serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
   sim: { summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)', load: async () => (await import('../sim/cli.js')).runSim },
+  lint: { summary: 'check Kubernetes manifests of inference engines for probe and discovery mistakes', load: async () => (await import('../lint/cli.js')).runLint },
+  probe: { summary: 'readiness sidecar for an engine pod: /ready is 200 only when the model is loaded', load: async () => (await import('../probe/cli.js')).runProbe },
   demo: { summary: 'run the router in front of simulated engines on 127.0.0.1:8001', load: async () => (await import('../demo/demo.js')).runDemo },
 };
 

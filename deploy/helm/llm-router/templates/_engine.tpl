@@ -1,0 +1,317 @@
+{{/*
+Engine workloads. Each entry of .Values.engines becomes one Deployment (role standalone), or a prefill and a
+decode Deployment (role pd). Probes: liveness on the engine's /health; startup and readiness on the
+`llm-router probe` sidecar's /ready, which is 200 only once the engine lists the model (docs/operations.md).
+*/}}
+
+{{/* "standalone", or "prefill,decode" for a P/D pair */}}
+{{- define "llm-router.engineRoles" -}}
+{{- if eq (default "standalone" .role) "pd" -}}prefill,decode{{- else if eq (default "standalone" .role) "standalone" -}}standalone{{- else -}}
+{{- fail (printf "engines[%s].role must be standalone or pd, not %s" .name .role) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* dict root engine role -> the workload name */}}
+{{- define "llm-router.engineWorkloadName" -}}
+{{- $name := printf "%s-%s" (include "llm-router.fullname" .root) .engine.name -}}
+{{- if ne .role "standalone" -}}{{- $name = printf "%s-%s" $name .role -}}{{- end -}}
+{{- $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* dict root engine -> the model name clients ask for */}}
+{{- define "llm-router.servedModelName" -}}
+{{- $e := .engine -}}
+{{- $kind := default .root.Values.engineDefaults.engineKind $e.engineKind -}}
+{{- if and (eq $kind "tgi") $e.servedModelName (ne $e.servedModelName $e.model) (ne $e.servedModelName (base $e.model)) -}}
+{{- fail (printf "engines[%s]: TGI serves its model under --model-id; servedModelName must be %s or %s" $e.name $e.model (base $e.model)) -}}
+{{- end -}}
+{{- default $e.model $e.servedModelName -}}
+{{- end -}}
+
+{{/* dict root engine role -> a value: the role's own setting, else the engine's, else engineDefaults' (zero counts) */}}
+{{- define "llm-router.engineSetting" -}}
+{{- $v := index .root.Values.engineDefaults .key -}}
+{{- if hasKey .engine .key -}}{{- $v = index .engine .key -}}{{- end -}}
+{{- $unit := index .engine .role -}}
+{{- if and $unit (hasKey $unit .key) -}}{{- $v = index $unit .key -}}{{- end -}}
+{{- $v -}}
+{{- end -}}
+
+{{- define "llm-router.engine" -}}
+{{- $root := .root -}}
+{{- $e := .engine -}}
+{{- $role := .role -}}
+{{- $d := $root.Values.engineDefaults -}}
+{{- $kind := default $d.engineKind $e.engineKind -}}
+{{- if not (has $kind (list "vllm" "sglang" "tgi")) -}}{{- fail (printf "engines[%s].engineKind must be vllm, sglang or tgi" $e.name) -}}{{- end -}}
+{{- if and (ne $role "standalone") (ne $kind "vllm") -}}{{- fail (printf "engines[%s]: role pd is only rendered for vllm" $e.name) -}}{{- end -}}
+{{- $name := include "llm-router.engineWorkloadName" . -}}
+{{- $served := include "llm-router.servedModelName" . -}}
+{{- $replicas := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "replicas")) -}}
+{{- $gpus := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "gpus")) -}}
+{{- $load := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "expectedLoadSeconds")) -}}
+{{- $period := int $d.startupPeriodSeconds -}}
+{{- /* failureThreshold x periodSeconds >= 2 x the expected load, rounded up */ -}}
+{{- $failures := div (add (mul 2 $load) (sub $period 1)) $period -}}
+{{- $enginePort := int $d.port -}}
+{{- if eq $role "decode" -}}{{- $enginePort = int $d.pd.decodeEnginePort -}}{{- end -}}
+{{- $routerPort := $enginePort -}}
+{{- if eq $role "decode" -}}{{- $routerPort = int $d.pd.routingSidecar.port -}}{{- end -}}
+{{- $probePort := int $root.Values.probeSidecar.port -}}
+{{- $image := default (index $d.images $kind) $e.image -}}
+{{- $resources := default $d.resources $e.resources -}}
+{{- $weights := default $d.weights $e.weights -}}
+{{- $cache := default $d.compileCache $e.compileCache -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "llm-router.labels" $root | nindent 4 }}
+    app.kubernetes.io/component: engine
+    llm-router/pool: {{ include "llm-router.fullname" $root }}
+    llm-router/engine: {{ $e.name }}
+    llm-router/role: {{ $role }}
+  annotations:
+    # the router reads the model names from here (any replica count, zero included); the linter reads the load time
+    llm-router/models: {{ $served | quote }}
+    llm-router/expected-load-seconds: {{ $load | quote }}
+spec:
+  replicas: {{ $replicas }}
+  selector:
+    matchLabels:
+      app.kubernetes.io/instance: {{ $root.Release.Name }}
+      llm-router/engine: {{ $e.name }}
+      llm-router/role: {{ $role }}
+  template:
+    metadata:
+      labels:
+        {{- include "llm-router.labels" $root | nindent 8 }}
+        app.kubernetes.io/component: engine
+        llm-router/pool: {{ include "llm-router.fullname" $root }}
+        llm-router/engine: {{ $e.name }}
+        llm-router/role: {{ $role }}
+      annotations:
+        # where the router sends requests: the engine, or a decode pod's routing sidecar
+        llm-router/port: {{ $routerPort | quote }}
+    spec:
+      terminationGracePeriodSeconds: {{ int $d.terminationGracePeriodSeconds }}
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with (default $d.nodeSelector $e.nodeSelector) }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with (default $d.tolerations $e.tolerations) }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if and $weights.download $weights.download.enabled }}
+      initContainers:
+        # weights are fetched before the engine starts, so download time does not count against the startup probe
+        - name: fetch-weights
+          image: {{ default $image $weights.download.image }}
+          command:
+            - python3
+            - -c
+            - {{ printf "from huggingface_hub import snapshot_download; snapshot_download(%s)" (squote $e.model) | quote }}
+          env:
+            - name: HF_HOME
+              value: {{ printf "%s/hf" $weights.mountPath | quote }}
+            {{- with (default $d.env $e.env) }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          volumeMounts:
+            - name: weights
+              mountPath: {{ $weights.mountPath }}
+      {{- end }}
+      containers:
+        - name: engine
+          image: {{ $image }}
+          {{- if eq $kind "vllm" }}
+          command: ["vllm", "serve"]
+          args:
+            - {{ $e.model | quote }}
+            - --served-model-name
+            - {{ $served | quote }}
+            - --port
+            - {{ $enginePort | quote }}
+            {{- if gt $gpus 1 }}
+            - --tensor-parallel-size
+            - {{ $gpus | quote }}
+            {{- end }}
+            {{- if ne $role "standalone" }}
+            - --kv-transfer-config
+            - {{ $d.pd.kvTransferConfig | quote }}
+            {{- end }}
+          {{- else if eq $kind "sglang" }}
+          command: ["python3", "-m", "sglang.launch_server"]
+          args:
+            - --model-path
+            - {{ $e.model | quote }}
+            - --served-model-name
+            - {{ $served | quote }}
+            - --host
+            - 0.0.0.0
+            - --port
+            - {{ $enginePort | quote }}
+            {{- if gt $gpus 1 }}
+            - --tp
+            - {{ $gpus | quote }}
+            {{- end }}
+          {{- else }}
+          command: ["text-generation-launcher"]
+          args:
+            - --model-id
+            - {{ $e.model | quote }}
+            - --port
+            - {{ $enginePort | quote }}
+            {{- if gt $gpus 1 }}
+            - --num-shard
+            - {{ $gpus | quote }}
+            {{- end }}
+          {{- end }}
+            {{- range (concat $d.extraArgs (default (list) $e.args)) }}
+            - {{ . | quote }}
+            {{- end }}
+          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) }}
+          env:
+            {{- if $weights.mountPath }}
+            - name: HF_HOME
+              value: {{ printf "%s/hf" $weights.mountPath | quote }}
+            {{- end }}
+            {{- if and $cache.enabled (eq $kind "vllm") }}
+            - name: VLLM_CACHE_ROOT
+              value: /cache/vllm
+            {{- end }}
+            {{- with (default $d.env $e.env) }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- end }}
+          ports:
+            - name: engine
+              containerPort: {{ $enginePort }}
+              protocol: TCP
+          # liveness: the process answers; it starts only after the startup probe passed, so loading is never killed
+          livenessProbe:
+            httpGet:
+              path: /health
+              port: {{ $enginePort }}
+            periodSeconds: 10
+            timeoutSeconds: 5
+            failureThreshold: 3
+          # startup and readiness: the model is loaded and listed (the llm-router probe sidecar's /ready)
+          startupProbe:
+            httpGet:
+              path: /ready
+              port: {{ $probePort }}
+            periodSeconds: {{ $period }}
+            timeoutSeconds: 5
+            failureThreshold: {{ $failures }}
+          readinessProbe:
+            httpGet:
+              path: /ready
+              port: {{ $probePort }}
+            periodSeconds: 5
+            timeoutSeconds: 5
+            failureThreshold: 2
+          {{- if or $resources (gt $gpus 0) }}
+          resources:
+            {{- with $resources.requests }}
+            requests:
+              {{- toYaml . | nindent 14 }}
+            {{- end }}
+            {{- if or $resources.limits (gt $gpus 0) }}
+            limits:
+              {{- with $resources.limits }}
+              {{- toYaml . | nindent 14 }}
+              {{- end }}
+              {{- if gt $gpus 0 }}
+              nvidia.com/gpu: {{ $gpus }}
+              {{- end }}
+            {{- end }}
+          {{- end }}
+          volumeMounts:
+            - name: dshm
+              mountPath: /dev/shm
+            {{- if $cache.enabled }}
+            - name: compile-cache
+              mountPath: /cache
+            {{- end }}
+            {{- if $weights.mountPath }}
+            - name: weights
+              mountPath: {{ $weights.mountPath }}
+            {{- end }}
+        - name: readiness
+          image: {{ include "llm-router.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          args:
+            - probe
+            - --engine-url
+            - {{ printf "http://127.0.0.1:%d" $enginePort | quote }}
+            - --model
+            - {{ $served | quote }}
+            - --engine-kind
+            - {{ $kind }}
+            - --port
+            - {{ $probePort | quote }}
+            {{- if $root.Values.probeSidecar.warmup }}
+            - --warmup
+            {{- end }}
+          ports:
+            - name: ready
+              containerPort: {{ $probePort }}
+              protocol: TCP
+          resources:
+            {{- toYaml $root.Values.probeSidecar.resources | nindent 12 }}
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            runAsNonRoot: true
+            runAsUser: 65532
+            capabilities:
+              drop: ["ALL"]
+        {{- if eq $role "decode" }}
+        # P/D: clients reach the decode engine through this proxy, which runs the prefill step remotely first
+        - name: routing-sidecar
+          image: {{ $d.pd.routingSidecar.image }}
+          args:
+            - {{ printf "-port=%d" $routerPort | quote }}
+            - {{ printf "-vllm-port=%d" $enginePort | quote }}
+            {{- range $d.pd.routingSidecar.args }}
+            - {{ . | quote }}
+            {{- end }}
+          ports:
+            - name: proxy
+              containerPort: {{ $routerPort }}
+              protocol: TCP
+        {{- end }}
+      volumes:
+        - name: dshm
+          emptyDir:
+            medium: Memory
+            sizeLimit: {{ $d.shmSize }}
+        {{- if $cache.enabled }}
+        - name: compile-cache
+          {{- if $cache.pvc }}
+          persistentVolumeClaim:
+            claimName: {{ $cache.pvc }}
+          {{- else }}
+          emptyDir:
+            sizeLimit: {{ $cache.sizeLimit }}
+          {{- end }}
+        {{- end }}
+        {{- if $weights.mountPath }}
+        - name: weights
+          {{- if $weights.pvc }}
+          persistentVolumeClaim:
+            claimName: {{ $weights.pvc }}
+          {{- else }}
+          emptyDir:
+            sizeLimit: {{ $weights.sizeLimit }}
+          {{- end }}
+        {{- end }}
+{{- end -}}

@@ -1,0 +1,136 @@
+// llm-router lint: each rule on fixture manifests, with file, object, container, severity, why and fix.
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { LintInputError, parseManifests } from '../../src/lint/load.js';
+import { lintObjects, RULES, type Finding, type LintOptions } from '../../src/lint/rules.js';
+import { matches, parseSelector, SelectorError } from '../../src/lint/selector.js';
+
+const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'lint');
+
+function lintFixture(name: string, opts: LintOptions = {}): Finding[] {
+  const file = path.join(FIXTURES, name);
+  return lintObjects(parseManifests(readFileSync(file, 'utf8'), file), opts);
+}
+
+/** "severity rule object container", sorted: what a reader checks first. */
+const shape = (findings: readonly Finding[]): string[] => findings.map((f) => `${f.severity} ${f.rule} ${f.object} ${f.container}`).sort();
+
+describe('lint rules on fixtures', () => {
+  test('the copy-shaped /health-everywhere chart: readiness and startup on /health, short startup budget, no startup probe', () => {
+    const findings = lintFixture('health-everywhere.yaml');
+    assert.deepEqual(shape(findings), [
+      'error probe-on-health Deployment/vllm-llama3-deployment-vllm vllm',
+      'error probe-on-health Deployment/vllm-llama3-deployment-vllm vllm',
+      'error probe-on-health Deployment/vllm-mistral-deployment-vllm vllm',
+      'error startup-budget-too-short Deployment/vllm-llama3-deployment-vllm vllm',
+      'warning no-startup-probe Deployment/vllm-mistral-deployment-vllm vllm',
+    ]);
+    const budget = findings.find((f) => f.rule === 'startup-budget-too-short') as Finding;
+    assert.match(budget.why, /15 s \+ 60 x 10 s = 615 s/);
+    assert.match(budget.why, /900 s \(annotation llm-router\/expected-load-seconds\)/);
+    assert.match(budget.fix, /failureThreshold to 179/);
+    const mistral = findings.find((f) => f.rule === 'probe-on-health' && f.object.includes('mistral')) as Finding;
+    // the named port resolves against the container's own ports, as the kubelet does
+    assert.match(mistral.why, /readinessProbe GET \/health on port 8000/);
+    for (const f of findings) {
+      assert.ok(f.file.endsWith('health-everywhere.yaml'));
+      assert.ok(f.line > 1, 'line of the object');
+      assert.equal(f.namespace, 'default');
+      assert.ok(f.why.length > 20 && f.fix.length > 10);
+    }
+  });
+
+  test('readiness and startup on a P/D routing sidecar port are errors; liveness on the engine port is fine', () => {
+    const findings = lintFixture('sidecar-port.yaml');
+    assert.deepEqual(shape(findings), [
+      'error probe-on-sidecar-port Deployment/qwen-decode vllm',
+      'error probe-on-sidecar-port Deployment/qwen-decode vllm',
+    ]);
+    assert.match((findings[0] as Finding).why, /routing-proxy/);
+    assert.match((findings[0] as Finding).fix, /8200/);
+  });
+
+  test('probes on a port the engine does not listen on; role and engine conventions are understood', () => {
+    const findings = lintFixture('port-mismatch.yaml');
+    assert.deepEqual(shape(findings), [
+      'error probe-port-mismatch StatefulSet/llama-8080 engine',
+      'error probe-port-mismatch StatefulSet/llama-8080 engine',
+    ]);
+    assert.ok(findings.every((f) => /listens on 8080 \(from its --port argument\)/.test(f.why)));
+  });
+
+  test('no startup probe with a liveness probe that kills a loading pod; no readiness probe', () => {
+    assert.deepEqual(shape(lintFixture('no-startup-probe.yaml')), [
+      'warning no-readiness-probe Deployment/tgi-no-readiness tgi',
+      'warning no-startup-probe Deployment/llama-killed-while-loading vllm',
+    ]);
+    // an expected load the liveness budget covers is no finding
+    assert.deepEqual(shape(lintFixture('no-startup-probe.yaml', { expectedLoadSeconds: 60 })), ['warning no-readiness-probe Deployment/tgi-no-readiness tgi']);
+  });
+
+  test('the router would name the model from the engine arguments, or cannot name it at all', () => {
+    const findings = lintFixture('model-name.yaml');
+    assert.deepEqual(shape(findings), [
+      'warning missing-served-model-name Deployment/llama-by-path vllm',
+      'warning missing-served-model-name Deployment/nameless vllm',
+    ]);
+    assert.match((findings[0] as Finding).why, /"\/models\/llama-3\.1-8b-instruct"/);
+  });
+
+  test("workloads the router's selector or namespace would not see (selector read from the router Deployment)", () => {
+    const findings = lintFixture('selector.yaml');
+    assert.deepEqual(shape(findings), [
+      'warning selector-mismatch Deployment/elsewhere vllm',
+      'warning selector-mismatch LeaderWorkerSet/unlabelled (leader) vllm-leader',
+      'warning selector-mismatch LeaderWorkerSet/unlabelled (leader) vllm-leader',
+    ]);
+    assert.ok(findings.some((f) => /404\) instead of scaled-to-zero \(503\)/.test(f.why)));
+    assert.ok(findings.some((f) => /watches namespace inference; this workload is in staging/.test(f.why)));
+    // --selector overrides what the input says
+    assert.deepEqual(shape(lintFixture('selector.yaml', { selector: 'role=leader' })).filter((s) => s.includes('unlabelled')), [
+      'warning selector-mismatch LeaderWorkerSet/unlabelled (leader) vllm-leader',
+    ]);
+  });
+
+  test('a correct pod (probe sidecar, model-aware probes, named ports, List, SGLang) has no findings', () => {
+    assert.deepEqual(lintFixture('good.yaml'), []);
+  });
+
+  test('every rule is found by some fixture, and each has an id, a severity and a summary', () => {
+    const seen = new Set(
+      ['health-everywhere.yaml', 'sidecar-port.yaml', 'port-mismatch.yaml', 'no-startup-probe.yaml', 'model-name.yaml', 'selector.yaml'].flatMap((f) => lintFixture(f).map((x) => x.rule)),
+    );
+    assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());
+    for (const r of RULES) assert.ok(/^[a-z-]+$/.test(r.id) && ['error', 'warning'].includes(r.severity) && r.summary.length > 20);
+  });
+
+  test('bad YAML names the file, line and column; an unrendered chart template says so', () => {
+    assert.throws(() => parseManifests(readFileSync(path.join(FIXTURES, 'bad-yaml.yaml'), 'utf8'), 'bad-yaml.yaml'), (err: unknown) => {
+      assert.ok(err instanceof LintInputError);
+      assert.match(err.message, /^bad-yaml\.yaml:\d+:\d+: not valid YAML: /);
+      return true;
+    });
+    const template = readFileSync(path.join(FIXTURES, 'unrendered', 'deployment.yaml'), 'utf8');
+    assert.throws(() => parseManifests(template, 'deployment.yaml'), /unrendered Helm template/);
+  });
+
+  test('non-engine objects and empty documents are ignored', () => {
+    const objects = parseManifests('---\n# only a comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n', 'x.yaml');
+    assert.equal(objects.length, 1);
+    assert.deepEqual(lintObjects(objects), []);
+  });
+});
+
+describe('label selectors', () => {
+  test('equality, inequality, set and existence terms', () => {
+    const labels = { app: 'engine', tier: 'gpu', 'llm-router/role': 'decode' };
+    const yes = ['app=engine', 'app==engine,tier', 'app in (engine, other),!missing', 'llm-router/role!=prefill', 'tier notin (cpu)', ''];
+    const no = ['app=other', 'missing', '!tier', 'app notin (engine)', 'llm-router/role!=decode'];
+    for (const s of yes) assert.equal(matches(parseSelector(s), labels), true, s);
+    for (const s of no) assert.equal(matches(parseSelector(s), labels), false, s);
+    assert.throws(() => parseSelector('app=(x'), SelectorError);
+  });
+});
