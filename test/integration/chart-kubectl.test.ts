@@ -1,0 +1,135 @@
+// The real kubectl accepts every object the chart renders (defaults, three models, the plain manifests):
+// `kubectl create --dry-run=client -f`. kubectl maps kinds to resources through API discovery, so a discovery-only
+// API server on 127.0.0.1 serves the groups the chart uses (the fake API server in test/support knows only the
+// kinds the router watches). OpenAPI schemas cannot be served offline, hence --validate=false.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import { once } from 'node:events';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { readValuesFile, renderChart } from '../../src/deploy/chart.js';
+import { CHART_DIR } from '../../src/deploy/plain.js';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** group/version -> [kind, plural, namespaced] */
+const RESOURCES: Record<string, [string, string, boolean][]> = {
+  v1: [['Namespace', 'namespaces', false], ['ConfigMap', 'configmaps', true], ['Service', 'services', true], ['ServiceAccount', 'serviceaccounts', true], ['Pod', 'pods', true], ['PersistentVolumeClaim', 'persistentvolumeclaims', true]],
+  'apps/v1': [['Deployment', 'deployments', true], ['StatefulSet', 'statefulsets', true]],
+  'policy/v1': [['PodDisruptionBudget', 'poddisruptionbudgets', true]],
+  'rbac.authorization.k8s.io/v1': [['Role', 'roles', true], ['RoleBinding', 'rolebindings', true], ['ClusterRole', 'clusterroles', false], ['ClusterRoleBinding', 'clusterrolebindings', false]],
+  'monitoring.coreos.com/v1': [['ServiceMonitor', 'servicemonitors', true]],
+  'keda.sh/v1alpha1': [['ScaledObject', 'scaledobjects', true]],
+  'leaderworkerset.x-k8s.io/v1': [['LeaderWorkerSet', 'leaderworkersets', true]],
+};
+
+function discovery(pathname: string): unknown {
+  if (pathname === '/version') return { major: '1', minor: '32', gitVersion: 'v1.32.0' };
+  if (pathname === '/api') return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] };
+  if (pathname === '/apis') {
+    const groups = Object.keys(RESOURCES).filter((gv) => gv.includes('/'));
+    return {
+      kind: 'APIGroupList', apiVersion: 'v1',
+      groups: groups.map((gv) => {
+        const [group, version] = gv.split('/') as [string, string];
+        return { name: group, versions: [{ groupVersion: gv, version }], preferredVersion: { groupVersion: gv, version } };
+      }),
+    };
+  }
+  const gv = pathname.startsWith('/api/') ? pathname.slice(5) : pathname.slice(6);
+  const list = RESOURCES[gv];
+  if (!list) return undefined;
+  return {
+    kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv,
+    resources: list.map(([kind, plural, namespaced]) => ({ name: plural, singularName: kind.toLowerCase(), namespaced, kind, verbs: ['create', 'get', 'list', 'watch', 'delete', 'patch', 'update'] })),
+  };
+}
+
+describe('kubectl create --dry-run=client accepts the rendered chart', { timeout: 90_000 }, () => {
+  let server: http.Server;
+  let url: string;
+  let dir: string;
+  const requests: string[] = [];
+
+  before(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'chart-kubectl-'));
+    server = http.createServer((req, res) => {
+      const pathname = (req.url ?? '/').split('?')[0] as string;
+      requests.push(`${req.method} ${pathname}`);
+      const body = req.method === 'GET' ? discovery(pathname) : undefined;
+      res.writeHead(body ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body ?? { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    await writeFile(path.join(dir, 'kubeconfig'), [
+      'apiVersion: v1', 'kind: Config', 'current-context: test',
+      'clusters: [{name: test, cluster: {server: "' + url + '", insecure-skip-tls-verify: true}}]',
+      'users: [{name: test, user: {token: test}}]',
+      'contexts: [{name: test, context: {cluster: test, user: test, namespace: default}}]', '',
+    ].join('\n'));
+  });
+  after(async () => {
+    server.closeAllConnections();
+    server.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  async function dryRun(file: string): Promise<string[]> {
+    const { stdout } = await run('kubectl', ['--kubeconfig', path.join(dir, 'kubeconfig'), '--cache-dir', path.join(dir, 'cache'), 'create', '--dry-run=client', '--validate=false', '-o', 'name', '-f', file], {
+      timeout: 30_000,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
+    });
+    return stdout.trim().split('\n').sort();
+  }
+
+  async function rendered(name: string, values: Record<string, unknown>[]): Promise<string> {
+    const file = path.join(dir, name);
+    await writeFile(file, renderChart(path.join(ROOT, CHART_DIR), { values }).manifest);
+    return file;
+  }
+
+  test('default values', async () => {
+    assert.deepEqual(await dryRun(await rendered('default.yaml', [])), [
+      'configmap/llm-router',
+      'deployment.apps/llm-router',
+      'poddisruptionbudget.policy/llm-router',
+      'role.rbac.authorization.k8s.io/llm-router-discovery',
+      'rolebinding.rbac.authorization.k8s.io/llm-router-discovery',
+      'service/llm-router',
+      'serviceaccount/llm-router',
+    ]);
+    assert.ok(requests.some((r) => r === 'GET /apis'), 'kubectl used discovery');
+    assert.ok(requests.every((r) => r.startsWith('GET ')), 'a client dry run changes nothing');
+  });
+
+  test('three models: engines, the P/D pair, a ScaledObject and a ServiceMonitor', async () => {
+    const names = await dryRun(await rendered('three.yaml', [readValuesFile(path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml'))]));
+    for (const n of ['deployment.apps/llm-router-llama-8b', 'deployment.apps/llm-router-mixtral', 'deployment.apps/llm-router-qwen-prefill', 'deployment.apps/llm-router-qwen-decode', 'scaledobject.keda.sh/llm-router-mixtral', 'servicemonitor.monitoring.coreos.com/llm-router']) {
+      assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
+    }
+    assert.equal(names.length, 13);
+  });
+
+  test('a kind the API does not serve is refused, so the check is real', async () => {
+    const file = path.join(dir, 'typo.yaml');
+    await writeFile(file, 'apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: x}\n');
+    await assert.rejects(dryRun(file), /no matches for kind "Deploymnet"/);
+  });
+
+  test('the plain manifests in deploy/manifests/', async () => {
+    assert.equal((await dryRun(path.join(ROOT, 'deploy', 'manifests', 'llm-router.yaml'))).length, 7);
+    assert.deepEqual(await dryRun(path.join(ROOT, 'deploy', 'manifests', 'rbac.yaml')), [
+      'role.rbac.authorization.k8s.io/llm-router-discovery',
+      'rolebinding.rbac.authorization.k8s.io/llm-router-discovery',
+      'serviceaccount/llm-router',
+    ]);
+  });
+});
