@@ -55,11 +55,6 @@ interface Token {
   glued?: boolean;
 }
 
-function lineAt(src: string, offset: number): number {
-  let line = 1;
-  for (let i = 0; i < offset && i < src.length; i++) if (src.charCodeAt(i) === 10) line++;
-  return line;
-}
 
 function unquote(raw: string, where: string): string {
   try {
@@ -127,6 +122,12 @@ function lex(src: string, name: string): Item[] {
   const items: Item[] = [];
   let pos = 0;
   let trimNext = false;
+  let line = 1;
+  let counted = 0;
+  const lineAt = (offset: number): number => {
+    for (; counted < offset; counted++) if (src.charCodeAt(counted) === 10) line++;
+    return line;
+  };
   while (pos <= src.length) {
     const open = src.indexOf('{{', pos);
     let text = open < 0 ? src.slice(pos) : src.slice(pos, open);
@@ -138,12 +139,12 @@ function lex(src: string, name: string): Item[] {
     const trimLeft = src[open + 2] === '-' && /\s/.test(src[open + 3] ?? '');
     if (trimLeft) text = text.replace(/\s+$/, '');
     if (text) items.push({ k: 'text', text });
-    const where = `${name}:${lineAt(src, open)}`;
-    let i = open + (trimLeft ? 3 : 2);
+    const where = `${name}:${lineAt(open)}`;
+    const start = open + (trimLeft ? 3 : 2);
     // find the closing braces outside string literals
     let close = -1;
     let inStr: string | undefined;
-    for (let j = i; j < src.length; j++) {
+    for (let j = start; j < src.length; j++) {
       const c = src[j];
       if (inStr) {
         if (c === '\\' && inStr === '"') j++;
@@ -155,7 +156,7 @@ function lex(src: string, name: string): Item[] {
       }
     }
     if (close < 0) throw new TemplateError(`${where}: unclosed action`);
-    let body = src.slice(i, close);
+    let body = src.slice(start, close);
     trimNext = /\s-$/.test(body);
     if (trimNext) body = body.slice(0, -1);
     pos = close + 2;
@@ -164,7 +165,6 @@ function lex(src: string, name: string): Item[] {
       if (!trimmed.endsWith('*/')) throw new TemplateError(`${where}: unclosed comment`);
       continue;
     }
-    i = 0;
     items.push({ k: 'action', tokens: tokenize(body, where), where });
   }
   return items;
