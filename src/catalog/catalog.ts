@@ -115,6 +115,7 @@ export class ModelCatalog {
         since: now,
         discoveredAt: now,
         everReady: false,
+        firstReadyAt: undefined,
         draining: spec.draining === true,
         lastProbe: undefined,
         lastError: undefined,
@@ -142,7 +143,10 @@ export class ModelCatalog {
     const from = endpoint.state;
     endpoint.state = state;
     endpoint.since = this.now();
-    if (state === 'ready') endpoint.everReady = true;
+    if (state === 'ready' && !endpoint.everReady) {
+      endpoint.everReady = true;
+      endpoint.firstReadyAt = endpoint.since;
+    }
     this.rebuild();
     this.emit({ type: 'endpoint-state', endpoint, from });
   }

@@ -36,6 +36,8 @@ export interface Endpoint {
   readonly discoveredAt: number;
   /** true once the endpoint has been ready at least once */
   everReady: boolean;
+  /** ms since epoch of its first readiness: firstReadyAt - discoveredAt is how long it took to load */
+  firstReadyAt: number | undefined;
   draining: boolean;
   lastProbe: ProbeRecord | undefined;
   lastError: string | undefined;

@@ -40,6 +40,18 @@ export interface KubernetesConfig {
   readonly resyncMs: number;
 }
 
+export interface ScalingConfig {
+  readonly coldStartWaitMs: number;
+  readonly coldStartWaitPerModelMs: ReadonlyMap<string, number>;
+  readonly queueSize: number;
+  readonly releasePerEndpoint: number;
+  /** undefined = the KEDA scaler is off */
+  readonly kedaScalerPort: number | undefined;
+  readonly graceMs: number;
+  readonly wakeAlarmMs: number;
+  readonly maxRetryAfterSeconds: number;
+}
+
 export interface RouterConfig {
   readonly host: string;
   readonly port: number;
@@ -58,6 +70,8 @@ export interface RouterConfig {
   readonly workers: number;
   readonly maxBodyBytes: number;
   readonly retryAfterSeconds: number;
+  readonly syncWaitMs: number;
+  readonly scaling: ScalingConfig;
   readonly engineKind: EngineKind;
   readonly engineApiKey: string | undefined;
   readonly forwardClientAuth: boolean;
@@ -66,6 +80,12 @@ export interface RouterConfig {
   readonly maxFailoverAttempts: number;
   readonly timeouts: TimeoutConfig;
   readonly engineStatsIntervalMs: number;
+  /** session routing: lower-cased name of the header carrying the session key */
+  readonly sessionKey: string | undefined;
+  readonly prefixBlockChars: number;
+  readonly prefixBalanceEpsilon: number;
+  /** honour the x-llm-router-routing request header */
+  readonly allowRoutingHeader: boolean;
   /** settings accepted for vllm_router compatibility that change nothing, with the reason, for a startup log line */
   readonly compatibilityNotes: readonly string[];
 }
@@ -117,6 +137,18 @@ function parseAliases(pairs: readonly string[]): Map<string, string> {
     if (aliases.has(target)) throw new UsageError(`--static-aliases: ${alias} -> ${target} -> ${aliases.get(target)}: aliases cannot chain`);
   }
   return aliases;
+}
+
+function parsePerModelSeconds(pairs: readonly string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const pair of pairs) {
+    const idx = pair.lastIndexOf('=');
+    const model = pair.slice(0, idx).trim();
+    const value = Number(pair.slice(idx + 1));
+    if (idx <= 0 || !model || !Number.isFinite(value) || value < 0) throw new UsageError(`--cold-start-wait-per-model: ${JSON.stringify(pair)} must look like model=seconds`);
+    out.set(model, Math.round(value * 1000));
+  }
+  return out;
 }
 
 function normaliseLevel(level: string): LogLevel {
@@ -187,6 +219,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   if (!(ROUTING_LOGICS as readonly string[]).includes(routing)) {
     throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
   }
+  const sessionKey = f.string('session-key')?.trim().toLowerCase() || undefined;
+  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey)) throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
+  if (routing === 'session' && sessionKey === undefined) throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
   if (f.string('feature-gates')) throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
 
   const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'));
@@ -217,6 +252,17 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     workers: f.number('workers') as number,
     maxBodyBytes: f.number('max-body-bytes') as number,
     retryAfterSeconds: f.number('retry-after') as number,
+    syncWaitMs: seconds(f.number('sync-wait-seconds')),
+    scaling: {
+      coldStartWaitMs: seconds(f.number('cold-start-wait')),
+      coldStartWaitPerModelMs: parsePerModelSeconds(f.list('cold-start-wait-per-model')),
+      queueSize: f.number('cold-start-queue-size') as number,
+      releasePerEndpoint: f.number('cold-start-release-per-endpoint') as number,
+      kedaScalerPort: f.number('keda-scaler-port'),
+      graceMs: seconds(f.number('scale-to-zero-grace-seconds')),
+      wakeAlarmMs: seconds(f.number('wake-alarm-seconds')),
+      maxRetryAfterSeconds: f.number('max-retry-after') as number,
+    },
     engineKind: f.string('engine-kind') as EngineKind,
     engineApiKey: f.string('engine-api-key') || undefined,
     forwardClientAuth: f.boolean('forward-client-auth'),
@@ -238,6 +284,10 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       totalMs: seconds(f.number('total-timeout')),
     },
     engineStatsIntervalMs: seconds(f.number('engine-stats-interval')),
+    sessionKey,
+    prefixBlockChars: f.number('prefix-block-chars') as number,
+    prefixBalanceEpsilon: f.number('prefix-balance-epsilon') as number,
+    allowRoutingHeader: f.boolean('allow-routing-header'),
     compatibilityNotes: notes,
   };
 }

@@ -2,7 +2,7 @@
 // Names follow vllm_router where it has one, so that its users can swap binaries.
 import type { FlagSpec } from '../cli/flags.js';
 
-export const ROUTING_LOGICS = ['roundrobin'] as const;
+export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware'] as const;
 export const ENGINE_KINDS = ['vllm', 'sglang', 'tgi', 'openai'] as const;
 
 export const ROUTER_FLAGS: readonly FlagSpec[] = [
@@ -15,6 +15,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   { name: 'k8s-port', kind: 'int', default: 8000, min: 1, help: 'engine port on each pod, unless the pod has the llm-router/port annotation' },
   { name: 'k8s-model-label', kind: 'string', default: 'model', help: 'pod (template) label that names the model, when there is no llm-router/models annotation' },
   { name: 'k8s-service-discovery-type', kind: 'string', default: 'pod-ip', help: 'pod-ip (route to each pod IP); service-name is not available in this version' },
+  { name: 'sync-wait-seconds', kind: 'number', default: 10, min: 0, help: 'before discovery has listed once, a request for a model not known yet waits this long for it instead of a 404' },
   { name: 'k8s-resync-seconds', kind: 'number', default: 300, min: 1, help: 'seconds between full re-lists that rebuild the picture of the cluster from scratch' },
   { name: 'static-backends', kind: 'list', default: [], help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)' },
   { name: 'static-models', kind: 'list', default: [], help: 'model served by each static backend, comma separated' },
@@ -24,6 +25,10 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
     help: 'models that exist even with no engine (scaled to zero): they answer 503 + Retry-After, not 404',
   },
   { name: 'routing-logic', kind: 'string', default: 'roundrobin', help: `routing policy: ${ROUTING_LOGICS.join(', ')}` },
+  { name: 'session-key', kind: 'string', help: 'session routing: the request header whose value keeps a client on one engine (required with --routing-logic session)' },
+  { name: 'prefix-block-chars', kind: 'int', default: 256, min: 1, help: 'prefixaware: characters per prompt block; the key hashes the leading 1, 2, 4 or 8 blocks' },
+  { name: 'prefix-balance-epsilon', kind: 'number', default: 0.25, min: 0, help: 'prefixaware: skip an engine whose in-flight requests would exceed (1 + epsilon) x the mean' },
+  { name: 'allow-routing-header', kind: 'boolean', default: false, help: 'let a request choose its routing policy with the x-llm-router-routing header' },
   { name: 'log-level', kind: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'warning', 'error', 'critical', 'fatal', 'silent'], help: 'log level' },
   { name: 'log-format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'log format' },
   { name: 'log-stats', kind: 'boolean', default: false, help: 'log a summary of models, endpoints and requests periodically' },
@@ -31,6 +36,14 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   { name: 'workers', kind: 'int', default: 1, min: 1, help: 'router processes sharing the port (node:cluster); each runs its own catalog and prober' },
   { name: 'max-body-bytes', kind: 'int', default: 32 * 1024 * 1024, min: 1, help: 'largest request body accepted (413 body_too_large above it)' },
   { name: 'retry-after', kind: 'int', default: 5, min: 1, help: 'Retry-After seconds on 503 model_unavailable answers' },
+  { name: 'max-retry-after', kind: 'int', default: 60, min: 1, help: 'cap on the learned Retry-After seconds' },
+  { name: 'cold-start-wait', kind: 'number', default: 0, min: 0, help: 'seconds a request for a declared model with no ready engine waits for one (0 = answer 503 at once)' },
+  { name: 'cold-start-wait-per-model', kind: 'list', default: [], help: 'model=seconds pairs overriding --cold-start-wait for those models' },
+  { name: 'cold-start-queue-size', kind: 'int', default: 1000, min: 1, help: 'requests held per model at most; beyond it 429 queue_full' },
+  { name: 'cold-start-release-per-endpoint', kind: 'int', default: 32, min: 1, help: 'held requests released onto each newly ready endpoint at a time, so they spread over endpoints as they come up' },
+  { name: 'keda-scaler-port', kind: 'int', min: 0, help: 'serve the KEDA external scaler (gRPC) on this port (off when unset; 0 = any free port)' },
+  { name: 'scale-to-zero-grace-seconds', kind: 'number', default: 300, min: 0, help: 'a model counts as active for KEDA this long after its last request' },
+  { name: 'wake-alarm-seconds', kind: 'number', default: 600, min: 0.05, help: 'demand with no endpoint even discovered for this long raises the stuck-wake alarm' },
   { name: 'engine-kind', kind: 'string', default: 'vllm', choices: ENGINE_KINDS, help: 'how to tell that an engine has loaded its model' },
   { name: 'engine-api-key', kind: 'string', env: ['VLLM_API_KEY'], help: 'API key sent to engines as Authorization: Bearer (probes and requests)' },
   { name: 'forward-client-auth', kind: 'boolean', default: false, help: "forward the client's Authorization header to engines (otherwise it is dropped and --engine-api-key is sent)" },
@@ -47,7 +60,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   { name: 'response-timeout', kind: 'number', default: 300, min: 0.01, help: 'seconds until the engine sends response headers' },
   { name: 'idle-timeout', kind: 'number', default: 120, min: 0.01, help: 'seconds allowed between two chunks of a response' },
   { name: 'total-timeout', kind: 'number', default: 0, min: 0, help: 'seconds a whole request may take (0 = no limit)' },
-  { name: 'engine-stats-interval', kind: 'number', default: 1, min: 0.05, help: 'seconds between scrapes of engine /metrics (load signals for /engines)' },
+  { name: 'engine-stats-interval', kind: 'number', default: 1, min: 0.05, help: 'seconds between scrapes of engine /metrics (load signals for least-load and /engines); older than 3 intervals is unknown load' },
   { name: 'request-stats-window', kind: 'int', default: 60, min: 1, help: 'accepted for vllm_router compatibility; Prometheus computes windows from our counters' },
   { name: 'static-backend-health-checks', kind: 'boolean', default: false, help: 'accepted for vllm_router compatibility; model-aware probing is always on' },
   { name: 'static-model-types', kind: 'list', default: [], help: 'accepted for vllm_router compatibility (chat, completion, embeddings, rerank, score, ...); probes never send inference' },
@@ -83,5 +96,4 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['semantic-cache-dir', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-threshold', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['k8s-watcher-timeout-seconds', 'watches are restarted by llm-router itself; use --k8s-resync-seconds for the full re-list period'],
-  ['session-key', 'session routing is not available in this version; use --routing-logic roundrobin'],
 ]);

@@ -10,6 +10,19 @@ export const UNKNOWN_MODEL_LABEL = '__unknown__';
 const ENDPOINT_STATES: readonly EndpointState[] = ['discovered', 'serving-api', 'ready', 'draining', 'failed'];
 const MODEL_STATES: readonly ModelState[] = ['ready', 'scaled-to-zero', 'loading', 'unavailable'];
 
+/** What the scale-from-zero machinery exposes per model at scrape time. */
+export interface ScalingGauges {
+  held(model: string): number;
+  oldestHeldSeconds(model: string): number;
+  stalled(model: string): boolean;
+}
+
+interface ModelChildren {
+  demand: Counter.Internal | undefined;
+  readonly duration: Histogram.Internal<string>;
+  readonly byStatus: Map<number, Counter.Internal>;
+}
+
 export class RouterMetrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'model' | 'status'>;
@@ -19,9 +32,9 @@ export class RouterMetrics {
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
   private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
-  private readonly requestChildren = new Map<string, Counter.Internal>();
-  private readonly durationChildren = new Map<string, Histogram.Internal<string>>();
-  private readonly demandChildren = new Map<string, Counter.Internal>();
+  private scaling: ScalingGauges = { held: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
+  /** label children per model, so that the request path does no label hashing and builds no strings */
+  private readonly perModel = new Map<string, ModelChildren>();
 
   constructor(catalog: ModelCatalog, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
@@ -94,6 +107,37 @@ export class RouterMetrics {
         for (const m of catalog.models()) for (const s of MODEL_STATES) this.set({ model: m.id, state: s }, m.status === s ? 1 : 0);
       },
     });
+    const declaredModels = (): string[] => catalog.models().filter((m) => !m.aliasOf).map((m) => m.id);
+    new Gauge({
+      name: 'llm_router_model_requests_held',
+      help: 'Requests held in the cold-start queue now, per model (0 for models with none, so models at zero replicas are present)',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.held(m));
+      },
+    });
+    new Gauge({
+      name: 'llm_router_model_oldest_held_seconds',
+      help: 'Age of the oldest request held for each model (0 when none is held)',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.oldestHeldSeconds(m));
+      },
+    });
+    new Gauge({
+      name: 'llm_router_model_wake_stalled',
+      help: '1 while a model has had demand longer than --wake-alarm-seconds with no endpoint even discovered',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.stalled(m) ? 1 : 0);
+      },
+    });
     new Gauge({
       name: 'llm_router_model_ready_endpoints',
       help: 'Ready endpoints of each declared or served model',
@@ -106,31 +150,31 @@ export class RouterMetrics {
     });
   }
 
+  private children(model: string): ModelChildren {
+    let c = this.perModel.get(model);
+    if (!c) {
+      c = { demand: undefined, duration: this.duration.labels(model), byStatus: new Map() };
+      this.perModel.set(model, c);
+    }
+    return c;
+  }
+
   /** Counts an arrival for a model the catalog knows (any answer). */
   demanded(model: string): void {
-    let c = this.demandChildren.get(model);
-    if (!c) {
-      c = this.demand.labels(model);
-      this.demandChildren.set(model, c);
-    }
-    c.inc();
+    const c = this.children(model);
+    (c.demand ??= this.demand.labels(model)).inc();
   }
 
   /** Records a finished request; `model` is the canonical name, '' when the request named none, or UNKNOWN_MODEL_LABEL. */
   answered(model: string, status: number, seconds: number): void {
-    const key = model + '\0' + status;
-    let c = this.requestChildren.get(key);
-    if (!c) {
-      c = this.requests.labels(model, String(status));
-      this.requestChildren.set(key, c);
+    const c = this.children(model);
+    let counter = c.byStatus.get(status);
+    if (!counter) {
+      counter = this.requests.labels(model, String(status));
+      c.byStatus.set(status, counter);
     }
-    c.inc();
-    let h = this.durationChildren.get(model);
-    if (!h) {
-      h = this.duration.labels(model);
-      this.durationChildren.set(model, h);
-    }
-    h.observe(seconds);
+    counter.inc();
+    c.duration.observe(seconds);
   }
 
   upstreamFailure(endpointUrl: string, kind: string): void {
@@ -139,6 +183,11 @@ export class RouterMetrics {
 
   discoveryError(resource: string, reason: string): void {
     this.discoveryErrors.inc({ resource, reason });
+  }
+
+  /** Exposes hold-queue and wake-alarm state per model at scrape time. */
+  watchScaling(gauges: ScalingGauges): void {
+    this.scaling = gauges;
   }
 
   /** Exposes the state of each discovery informer at scrape time. */

@@ -55,103 +55,173 @@ function sseError(message: string, code: string): string {
 /** Streams one attempt. Resolves exactly once; never rejects. */
 export function attempt(dispatcher: Dispatcher, req: AttemptRequest, res: ServerResponse, totalDeadline: number): Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
-    let settled = false;
-    let abort: ((err?: Error) => void) | undefined;
-    let status = 0;
-    let committed = false;
-    let discarding = false;
-    let sse = false;
-    let totalTimer: NodeJS.Timeout | undefined;
-
-    const finish = (outcome: AttemptOutcome): void => {
-      if (settled) return;
-      settled = true;
-      if (totalTimer) clearTimeout(totalTimer);
-      res.off('close', onClientClose);
-      resolve(outcome);
-    };
-    const onClientClose = (): void => {
-      if (res.writableFinished) return;
-      abort?.(new ClientGoneError('client closed the connection'));
-      finish({ kind: 'client-gone' });
-    };
-    res.on('close', onClientClose);
-    if (totalDeadline > 0) {
-      const left = totalDeadline - Date.now();
-      totalTimer = setTimeout(() => abort?.(new TotalTimeoutError('total request time exceeded')), Math.max(left, 1));
-    }
-
-    const handler: Dispatcher.DispatchHandler = {
-      onConnect(abortFn: (err?: Error) => void) {
-        abort = abortFn;
-        if (settled) abortFn(new ClientGoneError('client closed the connection'));
+    const handler = new AttemptHandler(req, res, resolve);
+    if (totalDeadline > 0) handler.limitTo(totalDeadline);
+    dispatcher.dispatch(
+      {
+        method: req.method as Dispatcher.HttpMethod,
+        path: req.path,
+        headers: req.headers,
+        body: req.body,
+        headersTimeout: req.headersTimeoutMs,
+        bodyTimeout: req.idleTimeoutMs,
       },
-      onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void) {
-        if (statusCode < 200) return true;
-        status = statusCode;
-        if (statusCode === 503 && req.retryOnEngine503) {
-          // drain the small error body so the connection stays reusable, then try elsewhere
-          discarding = true;
-          return true;
-        }
-        const head = downstreamResponseHeaders(rawHeaders, req.requestId);
-        sse = head.contentType.startsWith('text/event-stream');
-        committed = true;
-        if (res.destroyed) return false;
-        res.writeHead(statusCode, head.headers);
-        if (sse) res.flushHeaders();
-        res.on('drain', resume);
-        return true;
-      },
-      onData(chunk: Buffer) {
-        if (discarding || res.destroyed) return true;
-        return res.write(chunk);
-      },
-      onComplete() {
-        if (discarding) {
-          finish({ kind: 'retryable', failure: 'engine-busy', detail: 'engine answered 503' });
-          return;
-        }
-        res.end();
-        finish({ kind: 'done', status });
-      },
-      onError(err: Error) {
-        if (settled) return;
-        if (err instanceof ClientGoneError) {
-          finish({ kind: 'client-gone' });
-          return;
-        }
-        const failure = classify(err);
-        const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
-        if (committed) {
-          if (sse && !res.destroyed) {
-            const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
-            res.end(sseError(timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.', timeout ? 'upstream_timeout' : 'upstream_stream_error'));
-          } else {
-            res.destroy();
-          }
-          finish({ kind: 'broken', status, failure, detail });
-          return;
-        }
-        if (discarding || failure === 'connect' || failure === 'reset' || failure === 'other') finish({ kind: 'retryable', failure: discarding ? 'engine-busy' : failure, detail });
-        else finish({ kind: 'failed', failure, detail });
-      },
-    } as Dispatcher.DispatchHandler;
-
-    dispatcherDispatch(dispatcher, req, handler);
+      handler,
+    );
   });
 }
 
-function dispatcherDispatch(dispatcher: Dispatcher, req: AttemptRequest, handler: Dispatcher.DispatchHandler): void {
-  dispatcher.dispatch(
-    {
-      method: req.method as Dispatcher.HttpMethod,
-      path: req.path,
-      headers: req.headers,
-      body: req.body,
-      headersTimeout: req.headersTimeoutMs,
-      bodyTimeout: req.idleTimeoutMs,
-    },
-    handler,
-  );
+/**
+ * undici's view of one attempt. A class rather than closures: the request path allocates one object per attempt.
+ * Response bytes go out without copying, with two exceptions that save a write each: a body of known length goes out
+ * with end() when its last byte arrives, and the SSE events undici parses from one socket read go out in one write.
+ */
+class AttemptHandler implements Dispatcher.DispatchHandler {
+  private settled = false;
+  private abortFn: ((err?: Error) => void) | undefined = undefined;
+  private status = 0;
+  private committed = false;
+  private discarding = false;
+  private sse = false;
+  private totalTimer: NodeJS.Timeout | undefined = undefined;
+  /** bytes of the body still expected when the engine sent Content-Length, else -1 */
+  private remaining = -1;
+  private ended = false;
+  /** chunks of the current socket read, written together in a microtask */
+  private pending: Buffer[] | undefined = undefined;
+  /** res.write() said to wait; undici's resume is called on 'drain' */
+  private paused = false;
+  private resumeFn: (() => void) | undefined = undefined;
+  private drainListening = false;
+  private readonly onClientClose = (): void => this.clientClosed();
+  private readonly onDrain = (): void => {
+    this.paused = false;
+    this.resumeFn?.();
+  };
+  private readonly flushPending = (): void => this.flush();
+
+  constructor(
+    private readonly req: AttemptRequest,
+    private readonly res: ServerResponse,
+    private readonly resolve: (outcome: AttemptOutcome) => void,
+  ) {
+    res.on('close', this.onClientClose);
+  }
+
+  limitTo(totalDeadline: number): void {
+    const left = totalDeadline - Date.now();
+    this.totalTimer = setTimeout(() => this.abortFn?.(new TotalTimeoutError('total request time exceeded')), Math.max(left, 1));
+  }
+
+  private finish(outcome: AttemptOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    if (this.totalTimer) clearTimeout(this.totalTimer);
+    this.res.off('close', this.onClientClose);
+    if (this.drainListening) this.res.off('drain', this.onDrain);
+    this.resolve(outcome);
+  }
+
+  private clientClosed(): void {
+    if (this.res.writableFinished) return;
+    this.abortFn?.(new ClientGoneError('client closed the connection'));
+    this.finish({ kind: 'client-gone' });
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortFn = abort;
+    if (this.settled) abort(new ClientGoneError('client closed the connection'));
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    this.status = statusCode;
+    if (statusCode === 503 && this.req.retryOnEngine503) {
+      // drain the small error body so the connection stays reusable, then try elsewhere
+      this.discarding = true;
+      return true;
+    }
+    const head = downstreamResponseHeaders(rawHeaders, this.req.requestId);
+    this.sse = head.contentType.startsWith('text/event-stream');
+    this.remaining = this.sse ? -1 : head.contentLength;
+    this.committed = true;
+    const res = this.res;
+    if (res.destroyed) return false;
+    res.writeHead(statusCode, head.headers);
+    if (this.sse) res.flushHeaders();
+    this.resumeFn = resume;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.discarding || this.res.destroyed) return true;
+    if (this.remaining >= 0) {
+      this.remaining -= chunk.length;
+      if (this.remaining <= 0) {
+        this.ended = true;
+        this.res.end(chunk);
+        return true;
+      }
+      return this.write(chunk);
+    }
+    if (this.pending) {
+      this.pending.push(chunk);
+    } else {
+      this.pending = [chunk];
+      queueMicrotask(this.flushPending);
+    }
+    return !this.paused;
+  }
+
+  private flush(): void {
+    const chunks = this.pending;
+    this.pending = undefined;
+    if (!chunks || this.res.destroyed) return;
+    this.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
+  }
+
+  private write(chunk: Buffer): boolean {
+    if (!this.res.write(chunk)) {
+      this.paused = true;
+      if (!this.drainListening) {
+        this.drainListening = true;
+        this.res.on('drain', this.onDrain);
+      }
+    }
+    return !this.paused;
+  }
+
+  onComplete(): void {
+    if (this.discarding) {
+      this.finish({ kind: 'retryable', failure: 'engine-busy', detail: 'engine answered 503' });
+      return;
+    }
+    this.flush();
+    if (!this.ended) this.res.end();
+    this.finish({ kind: 'done', status: this.status });
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return;
+    if (err instanceof ClientGoneError) {
+      this.finish({ kind: 'client-gone' });
+      return;
+    }
+    const res = this.res;
+    const failure = classify(err);
+    const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
+    if (this.committed) {
+      if (this.sse && !res.destroyed) {
+        this.flush();
+        const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
+        res.end(sseError(timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.', timeout ? 'upstream_timeout' : 'upstream_stream_error'));
+      } else {
+        res.destroy();
+      }
+      this.finish({ kind: 'broken', status: this.status, failure, detail });
+      return;
+    }
+    if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other') this.finish({ kind: 'retryable', failure: this.discarding ? 'engine-busy' : failure, detail });
+    else this.finish({ kind: 'failed', failure, detail });
+  }
 }

@@ -1,10 +1,48 @@
+// Builds the configured routing policy. Policies share one least-load instance for their fallbacks.
 import type { RoutingLogic } from '../config/config.js';
+import { ROUTING_LOGICS } from '../config/router-flags.js';
+import { HeaderSelectedPolicy } from './header.js';
+import { LeastLoadPolicy } from './least-load.js';
 import type { RoutingPolicy } from './policy.js';
+import { PrefixAwarePolicy } from './prefix-aware.js';
 import { RoundRobinPolicy } from './roundrobin.js';
+import { SessionPolicy } from './session.js';
 
-export function createPolicy(name: RoutingLogic): RoutingPolicy {
-  switch (name) {
-    case 'roundrobin':
-      return new RoundRobinPolicy();
-  }
+export interface PolicyOptions {
+  /** session: the header carrying the session key (--session-key) */
+  readonly sessionKey?: string;
+  /** prefixaware: --prefix-block-chars, default 256 */
+  readonly prefixBlockChars?: number;
+  /** prefixaware: --prefix-balance-epsilon, default 0.25 */
+  readonly prefixBalanceEpsilon?: number;
+  /** --engine-stats-interval in ms: engine load older than 3 intervals is unknown; default 1 s */
+  readonly engineStatsIntervalMs?: number;
+  /** --allow-routing-header: honour x-llm-router-routing per request */
+  readonly allowRoutingHeader?: boolean;
+  readonly now?: () => number;
+  readonly random?: () => number;
+}
+
+export function createPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
+  const leastLoad = new LeastLoadPolicy({
+    ...(opts.engineStatsIntervalMs !== undefined ? { engineStatsIntervalMs: opts.engineStatsIntervalMs } : {}),
+    ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.random ? { random: opts.random } : {}),
+  });
+  const build = (logic: RoutingLogic): RoutingPolicy => {
+    switch (logic) {
+      case 'roundrobin':
+        return new RoundRobinPolicy();
+      case 'least-load':
+        return leastLoad;
+      case 'session':
+        return new SessionPolicy(opts.sessionKey, leastLoad);
+      case 'prefixaware':
+        return new PrefixAwarePolicy({ blockChars: opts.prefixBlockChars, balanceEpsilon: opts.prefixBalanceEpsilon }, leastLoad);
+    }
+  };
+  const configured = build(name);
+  if (!opts.allowRoutingHeader) return configured;
+  const byName = new Map<string, RoutingPolicy>(ROUTING_LOGICS.map((logic) => [logic, logic === name ? configured : build(logic)]));
+  return new HeaderSelectedPolicy(configured, byName);
 }

@@ -1,6 +1,8 @@
 // Admin and listing endpoints: liveness, the router's own readiness, metrics, the engine table and the model list.
 import type { ServerResponse } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
+import type { EngineLoad } from '../catalog/types.js';
+import { isFresh } from '../health/engine-stats.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
@@ -32,8 +34,15 @@ export async function metrics(res: ServerResponse, m: RouterMetrics): Promise<vo
   res.end(body);
 }
 
-export function engines(res: ServerResponse, catalog: ModelCatalog): void {
+/** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
+function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: number): object | null {
+  if (!load) return null;
+  return { running: load.running, waiting: load.waiting, kvUsage: load.kvUsage ?? null, at: new Date(load.at).toISOString(), fresh: isFresh(load, now, statsIntervalMs) };
+}
+
+export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {
   const iso = (ms: number): string => new Date(ms).toISOString();
+  const now = Date.now();
   sendJson(res, 200, {
     endpoints: catalog.endpoints().map((e) => ({
       id: e.id,
@@ -45,6 +54,7 @@ export function engines(res: ServerResponse, catalog: ModelCatalog): void {
       discoveredAt: iso(e.discoveredAt),
       everReady: e.everReady,
       inFlight: e.inFlight,
+      load: loadView(e.engineLoad, now, statsIntervalMs),
       lastProbe: e.lastProbe ? { at: iso(e.lastProbe.at), ok: e.lastProbe.ok, detail: e.lastProbe.detail } : null,
       lastError: e.lastError ?? null,
     })),

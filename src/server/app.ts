@@ -7,12 +7,14 @@ import type { RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
 import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
+import { EngineStatsScraper } from '../health/engine-stats.js';
 import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
+import { Scaling } from '../scaling/index.js';
 import * as admin from './admin.js';
 import { errors, sendError } from './errors.js';
 import { handleInference, INFERENCE_PATHS, type InferenceDeps } from './openai.js';
@@ -23,7 +25,9 @@ export class RouterApp {
   readonly catalog = new ModelCatalog();
   readonly metrics: RouterMetrics;
   readonly sync = new SyncTracker();
+  readonly scaling: Scaling;
   private readonly prober: Prober;
+  private readonly engineStats: EngineStatsScraper;
   private readonly pools: UpstreamPools;
   private readonly server: http.Server;
   private readonly routes = new Map<string, Handler>();
@@ -39,6 +43,12 @@ export class RouterApp {
   ) {
     this.metrics = new RouterMetrics(this.catalog);
     this.pools = new UpstreamPools(config.timeouts);
+    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }));
+    this.metrics.watchScaling({
+      held: (m) => this.scaling.hold.held(m),
+      oldestHeldSeconds: (m) => this.scaling.hold.oldestAgeSeconds(m),
+      stalled: (m) => this.scaling.demand.stalled(m),
+    });
     this.prober = new Prober(
       this.catalog,
       {
@@ -50,14 +60,28 @@ export class RouterApp {
       },
       log.child({ component: 'prober' }),
     );
-    const forwarder = new Forwarder(this.pools, createPolicy(config.routingLogic), this.prober, config.timeouts, config.maxFailoverAttempts);
+    this.engineStats = new EngineStatsScraper(
+      this.catalog,
+      { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey },
+      log.child({ component: 'engine-stats' }),
+    );
+    const policy = createPolicy(config.routingLogic, {
+      sessionKey: config.sessionKey,
+      prefixBlockChars: config.prefixBlockChars,
+      prefixBalanceEpsilon: config.prefixBalanceEpsilon,
+      engineStatsIntervalMs: config.engineStatsIntervalMs,
+      allowRoutingHeader: config.allowRoutingHeader,
+    });
+    const forwarder = new Forwarder(this.pools, policy, this.prober, config.timeouts, config.maxFailoverAttempts);
     const deps: InferenceDeps = {
       catalog: this.catalog,
       forwarder,
       metrics: this.metrics,
       log,
       maxBodyBytes: config.maxBodyBytes,
-      retryAfterSeconds: () => config.retryAfterSeconds,
+      scaling: this.scaling,
+      sync: this.sync,
+      syncWaitMs: config.syncWaitMs,
       engineAuthorization: config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined,
       forwardClientAuth: config.forwardClientAuth,
     };
@@ -68,7 +92,7 @@ export class RouterApp {
       admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
     );
     this.routes.set('GET /metrics', (_req, res) => admin.metrics(res, this.metrics));
-    this.routes.set('GET /engines', (_req, res) => admin.engines(res, this.catalog));
+    this.routes.set('GET /engines', (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs));
 
     this.catalog.onChange((e) => {
       if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url)) this.pools.release(e.endpoint.url);
@@ -124,6 +148,8 @@ export class RouterApp {
       this.kubernetes.start();
     }
     this.prober.start();
+    this.engineStats.start();
+    await this.scaling.start(this.config.host);
     this.server.listen(this.config.port, this.config.host);
     await once(this.server, 'listening');
     if (this.config.logStatsIntervalMs > 0) {
@@ -170,7 +196,9 @@ export class RouterApp {
     const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
     await closed;
     clearTimeout(timer);
+    await this.scaling.stop();
     await this.prober.stop();
+    await this.engineStats.stop();
     await this.pools.closeAll();
   }
 }

@@ -49,6 +49,16 @@ export const errors = {
     message: `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
     headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
   }),
+  queueFull: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 429, code: 'queue_full', type: 'rate_limit_error', param: 'model',
+    message: `Too many requests are already waiting for ${JSON.stringify(model)} to start; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  discoveryNotSynced: (model: string): RouterError => ({
+    status: 503, code: 'model_unavailable', type: 'service_unavailable', param: 'model',
+    message: `The router has not finished listing its engines yet, so it cannot tell whether ${JSON.stringify(model)} exists; retry shortly.`,
+    headers: { 'retry-after': '1', 'x-llm-router-model-state': 'unavailable' },
+  }),
   notFound: (path: string): RouterError => ({
     status: 404, code: 'not_found', type: 'invalid_request_error',
     message: `No route for ${path}.`,

@@ -8,6 +8,9 @@ import type { Forwarder } from '../proxy/forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
 import type { Logger } from '../util/log.js';
+import { QueueFullError } from '../scaling/hold-queue.js';
+import type { Scaling } from '../scaling/index.js';
+import type { SyncTracker } from '../discovery/sync.js';
 import { BodyTooLargeError, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
 
@@ -23,7 +26,10 @@ export interface InferenceDeps {
   readonly metrics: RouterMetrics;
   readonly log: Logger;
   readonly maxBodyBytes: number;
-  readonly retryAfterSeconds: () => number;
+  readonly scaling: Scaling;
+  /** discovery: an unknown model is only unknown once every source has listed */
+  readonly sync: SyncTracker;
+  readonly syncWaitMs: number;
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
 }
@@ -92,7 +98,12 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
     answer(parsed.error);
     return;
   }
-  const resolution = deps.catalog.resolve(parsed.model);
+  let resolution = deps.catalog.resolve(parsed.model);
+  if (resolution.kind === 'unknown' && !deps.sync.complete) {
+    // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
+    if (!(await deps.sync.whenSynced(deps.syncWaitMs))) return answer(errors.discoveryNotSynced(parsed.model));
+    resolution = deps.catalog.resolve(parsed.model);
+  }
   if (resolution.kind === 'unknown') {
     metricModel = UNKNOWN_MODEL_LABEL;
     answer(unresolvedError(resolution, 0));
@@ -100,13 +111,31 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
   }
   metricModel = resolution.model;
   deps.metrics.demanded(resolution.model);
-  if (resolution.kind === 'unavailable') {
-    answer(unresolvedError(resolution, deps.retryAfterSeconds()));
-    return;
+  const scaling = deps.scaling;
+  scaling.demand.arrived(resolution.model);
+  const retryAfter = (): number => scaling.coldStart.retryAfterSeconds(resolution.model);
+  let current: Resolution = resolution;
+  if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(resolution.model)) && scaling.hold.waitMs(resolution.model) > 0) {
+    // cold start: wait for an endpoint in arrival order instead of a fast 503, so the client keeps its request
+    let held: ReturnType<typeof scaling.hold.hold>;
+    try {
+      held = scaling.hold.hold(resolution.model);
+    } catch (err) {
+      if (err instanceof QueueFullError) return answer(errors.queueFull(parsed.model, retryAfter()));
+      throw err;
+    }
+    const leave = (): void => held.abort();
+    res.once('close', leave);
+    const outcome = await held.outcome;
+    res.off('close', leave);
+    if (outcome === 'aborted') return finish(499);
+    current = deps.catalog.resolve(parsed.model);
   }
+  if (current.kind !== 'routable') return answer(unresolvedError(current, retryAfter()));
 
-  const body = resolution.aliased ? rewriteModel(raw, resolution.model) : raw;
-  const model = resolution.model;
+  const body = current.aliased ? rewriteModel(raw, current.model) : raw;
+  const model = current.model;
+  scaling.demand.begin(model);
   const result = await deps.forwarder.forward(
     {
       route: { model, headers: req.headers, body: parsed.body },
@@ -126,7 +155,7 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
       requestId,
     },
     res,
-  );
+  ).finally(() => scaling.demand.end(model));
   endpoint = result.endpoint;
   switch (result.kind) {
     case 'answered':
@@ -146,8 +175,8 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
       if (result.failure === 'headers-timeout') return answer(errors.upstreamTimeout('no response headers in time'));
       if (result.failure === 'total-timeout') return answer(errors.upstreamTimeout('total request time exceeded'));
       const now = deps.catalog.resolve(model);
-      if (now.kind === 'unavailable') return answer(unresolvedError({ ...now, requested: parsed.model }, deps.retryAfterSeconds()));
-      if (result.failure === 'engine-busy') return answer(errors.modelUnavailable(parsed.model, 'loading', deps.retryAfterSeconds()));
+      if (now.kind === 'unavailable') return answer(unresolvedError({ ...now, requested: parsed.model }, retryAfter()));
+      if (result.failure === 'engine-busy') return answer(errors.modelUnavailable(parsed.model, 'loading', retryAfter()));
       return answer(errors.upstreamUnreachable(parsed.model));
     }
   }

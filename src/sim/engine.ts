@@ -21,6 +21,7 @@ import {
   usageChunk,
   type GenerationApi,
 } from './openai.js';
+import { PrefixCache, promptBlocks, renderPrompt } from './prefix-cache.js';
 import { SlotQueue } from './queue.js';
 import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
 import type { EngineKind, Fault, FaultMode, SimPhase, SimStats } from './types.js';
@@ -52,6 +53,12 @@ export interface SimEngineOptions {
   readonly embeddingDim?: number;
   /** reported in /v1/models, /info and /tokenize; default 4096 */
   readonly maxModelLen?: number;
+  /** prefill time per prompt token not found in the prefix cache, added to the TTFT; default 0 */
+  readonly prefillMsPerToken?: number;
+  /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off; default 4096 */
+  readonly prefixCacheBlocks?: number;
+  /** tokens per prefix-cache block; default 16 (vLLM's block size) */
+  readonly prefixBlockTokens?: number;
   /** value of the x-sim-engine header; default sim-<port> */
   readonly id?: string;
   /** fault applied once the engine listens; default none */
@@ -197,6 +204,11 @@ class SimServer implements SimEngine {
   private readonly successByReason: Record<string, number> = {};
   private promptTokenTotal = 0;
   private generationTokenTotal = 0;
+  private readonly prefillMsPerToken: number;
+  private readonly prefixBlockTokens: number;
+  private readonly prefixCache: PrefixCache;
+  private prefixQueryTokens = 0;
+  private prefixHitTokens = 0;
 
   constructor(private readonly options: SimEngineOptions) {
     this.host = options.host ?? '127.0.0.1';
@@ -209,6 +221,9 @@ class SimServer implements SimEngine {
     this.embeddingDim = options.embeddingDim ?? 8;
     this.maxModelLen = options.maxModelLen ?? 4096;
     this.queue = new SlotQueue(options.maxNumSeqs ?? 256);
+    this.prefillMsPerToken = options.prefillMsPerToken ?? 0;
+    this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens ?? 16);
+    this.prefixCache = new PrefixCache(options.prefixCacheBlocks ?? 4096);
     this.engineId = options.id;
     this.server = http.createServer((req, res) => this.onRequest(req, res));
     this.server.on('connection', (socket: net.Socket) => {
@@ -360,6 +375,8 @@ class SimServer implements SimEngine {
           successByReason: this.successByReason,
           promptTokens: this.promptTokenTotal,
           generationTokens: this.generationTokenTotal,
+          prefixCacheQueries: this.prefixQueryTokens,
+          prefixCacheHits: this.prefixHitTokens,
         });
         res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
         res.end(text);
@@ -471,15 +488,28 @@ class SimServer implements SimEngine {
     this.generationTokenTotal += generated;
   }
 
-  /** Holds a batch slot for delayMs, then answers with one JSON body. */
-  private answerLater(res: http.ServerResponse, exchange: Exchange, delayMs: number, record: SuccessRecord, build: () => object): void {
+  /**
+   * Time to first token of a prompt that starts prefilling now: the base TTFT plus prefill of the tokens the prefix
+   * cache does not hold. Looking the prompt up caches its blocks, as a real engine's prefill does.
+   */
+  private prefillTtft(body: Record<string, unknown>): number {
+    const { tokens, blocks } = promptBlocks(renderPrompt(body), this.prefixBlockTokens);
+    // like vLLM, the last prompt token is always computed, even when every block is cached
+    const hit = Math.min(this.prefixCache.lookup(blocks) * this.prefixBlockTokens, Math.max(0, tokens - 1));
+    this.prefixQueryTokens += tokens;
+    this.prefixHitTokens += hit;
+    return this.ttftMs + (tokens - hit) * this.prefillMsPerToken;
+  }
+
+  /** Holds a batch slot for delayMs (computed when the slot is granted), then answers with one JSON body. */
+  private answerLater(res: http.ServerResponse, exchange: Exchange, delayMs: number | (() => number), record: SuccessRecord, build: () => object): void {
     let timer: NodeJS.Timeout | undefined;
     const lease = this.queue.admit(() => {
       timer = setTimeout(() => {
         lease.release();
         this.recordSuccess(record);
         sendJson(res, 200, build());
-      }, delayMs);
+      }, typeof delayMs === 'number' ? delayMs : delayMs());
     });
     exchange.cleanup.push(() => {
       clearTimeout(timer);
@@ -502,7 +532,7 @@ class SimServer implements SimEngine {
       res.flushHeaders();
     }
     if (!stream) {
-      const delay = this.ttftMs + this.interTokenMs() * (budget.tokens - 1);
+      const delay = (): number => this.prefillTtft(body) + this.interTokenMs() * (budget.tokens - 1);
       const text = fillerText(budget.tokens);
       return this.answerLater(res, exchange, delay, { finishReason: budget.finishReason, prompt, generated: budget.tokens }, () =>
         completionBody(generation, text, budget.finishReason, usage(prompt, budget.tokens)),
@@ -534,7 +564,7 @@ class SimServer implements SimEngine {
       res.end(SSE_DONE);
     };
     const lease = this.queue.admit(() => {
-      timer = setTimeout(step, this.ttftMs);
+      timer = setTimeout(step, this.prefillTtft(body));
     });
     exchange.cleanup.push(() => {
       clearTimeout(timer);

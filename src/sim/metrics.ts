@@ -8,6 +8,9 @@ export interface MetricsSnapshot {
   readonly successByReason: Readonly<Record<string, number>>;
   readonly promptTokens: number;
   readonly generationTokens: number;
+  /** prompt tokens looked up in the prefix cache, and those found (vLLM counts both in tokens) */
+  readonly prefixCacheQueries?: number;
+  readonly prefixCacheHits?: number;
 }
 
 export function escapeLabel(value: string): string {
@@ -52,6 +55,8 @@ export function renderMetrics(kind: EngineKind, modelName: string, s: MetricsSna
   );
   family(lines, 'vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', [[model, s.promptTokens]]);
   family(lines, 'vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', [[model, s.generationTokens]]);
+  family(lines, 'vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', [[model, s.prefixCacheQueries ?? 0]]);
+  family(lines, 'vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [[model, s.prefixCacheHits ?? 0]]);
   if (kind === 'tgi') {
     lines.push('# TYPE tgi_queue_size gauge', `tgi_queue_size ${num(s.waiting)}`);
     lines.push('# TYPE tgi_batch_current_size gauge', `tgi_batch_current_size ${num(s.running)}`);

@@ -215,16 +215,24 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     kube.setForbidden('statefulsets', false);
     await r.stop();
 
+    kube.create(deployment('declared-in-cluster', 0, { labels: { model: 'cluster-model' } }));
     await kube.stop();
-    const down = await startK8sRouter(['--known-models', 'static-one']);
+    const down = await startK8sRouter(['--known-models', 'static-one', '--sync-wait-seconds', '0.5']);
+    let pending: Promise<string[]> | undefined;
     try {
       await sleep(500);
       assert.equal((await call(`${down.url}/ready`)).status, 503);
       assert.deepEqual(await answers([down], 'static-one'), ['503 model_unavailable scaled-to-zero']);
+      // not listed yet: never a fatal 404 for a model that may exist
+      assert.deepEqual(await answers([down], 'cluster-model'), ['503 model_unavailable unavailable']);
+      pending = answers([down], 'cluster-model');
     } finally {
       await kube.restart();
     }
     await until('ready once the API server is back', async () => (await call(`${down.url}/ready`)).status === 200, 20_000);
+    assert.deepEqual(await answers([down], 'cluster-model'), ['503 model_unavailable scaled-to-zero']);
+    assert.ok((await pending)![0]!.startsWith('503'));
+    kube.remove('deployments', 'default', 'declared-in-cluster');
     await down.stop();
   });
 });

@@ -1,0 +1,187 @@
+// Issue 5 checks: the hold queue, demand signals, the KEDA scaler over real gRPC, learned Retry-After, stuck-wake alarm.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { request } from 'undici';
+import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { stopAll } from '../support/process.js';
+import { call, chat, startRouter, startSim, type Running } from '../support/router.js';
+
+const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+
+function deployment(name: string, model: string, replicas: number) {
+  return {
+    apiVersion: 'apps/v1', kind: 'Deployment',
+    metadata: { name, namespace: 'default', labels: { app: 'llm' } },
+    spec: { replicas, selector: { matchLabels: { app: 'llm', deploy: name } }, template: { metadata: { labels: { app: 'llm', deploy: name, model } }, spec: { containers: [{ name: 'e', image: 'x' }] } } },
+  };
+}
+
+function addPod(kube: FakeKube, name: string, model: string, port: number): void {
+  kube.create({
+    apiVersion: 'v1', kind: 'Pod',
+    metadata: { name, namespace: 'default', labels: { app: 'llm', model }, annotations: { 'llm-router/port': String(port) } },
+    spec: { containers: [{ name: 'e', image: 'x' }] },
+  });
+  kube.setPodIP('default', name, '127.0.0.1');
+  kube.setPodReady('default', name, true);
+}
+
+async function metric(router: string, name: string, model: string): Promise<number> {
+  const text = (await call(`${router}/metrics`)).text;
+  const m = new RegExp(`^${name}\\{model="${model.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : NaN;
+}
+
+describe('scale from zero', { timeout: 120_000 }, () => {
+  let kube: FakeKube;
+  const k8s = ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', ...FAST];
+  const startK8sRouter = (extra: string[]): Promise<Running> => startRouter([...k8s, ...extra], { KUBECONFIG: kube.kubeconfigPath });
+
+  before(async () => {
+    kube = await startFakeKube();
+  });
+  after(async () => {
+    await stopAll();
+    await kube.close();
+  });
+
+  test('a request for a model at zero is held until an engine has loaded, then answered 200; a full queue answers 429 queue_full', async () => {
+    kube.create(deployment('hold', 'held-model', 0));
+    const router = await startK8sRouter(['--cold-start-wait', '30', '--cold-start-queue-size', '2']);
+    const started = Date.now();
+    const first = call(`${router.url}/v1/chat/completions`, { body: chat('held-model'), timeoutMs: 30_000 });
+    const second = call(`${router.url}/v1/chat/completions`, { body: chat('held-model'), timeoutMs: 30_000 });
+    while ((await metric(router.url, 'llm_router_model_requests_held', 'held-model')) < 2) await sleep(20);
+    const third = await call(`${router.url}/v1/chat/completions`, { body: chat('held-model') });
+    assert.equal(third.status, 429);
+    assert.equal(third.json<{ error: { code: string } }>().error.code, 'queue_full');
+    assert.ok(Number(third.headers['retry-after']) >= 1);
+
+    // the autoscaler wakes the model: a pod appears whose engine needs ~3 s to load
+    kube.patch('deployments', 'default', 'hold', { spec: { replicas: 1 } });
+    const sim = await startSim(['--model', 'held-model', '--startup-loading-seconds', '3']);
+    addPod(kube, 'hold-1', 'held-model', sim.port);
+    const [a, b] = await Promise.all([first, second]);
+    assert.deepEqual([a.status, b.status], [200, 200], 'no client saw an error');
+    assert.ok(Date.now() - started >= 3_000, 'they waited for the load');
+    assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'held-model'), 0);
+    assert.ok((await metric(router.url, 'llm_router_model_demand_total', 'held-model')) >= 3, 'every arrival counts as demand, 429 included');
+    await router.stop();
+  });
+
+  test('a held client that disconnects leaves the queue at once and nothing is forwarded for it', async () => {
+    kube.create(deployment('leave', 'leave-model', 0));
+    const router = await startK8sRouter(['--cold-start-wait', '30']);
+    const controller = new AbortController();
+    const pending = request(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('leave-model'), signal: controller.signal }).catch(() => undefined);
+    while ((await metric(router.url, 'llm_router_model_requests_held', 'leave-model')) < 1) await sleep(20);
+    assert.ok((await metric(router.url, 'llm_router_model_oldest_held_seconds', 'leave-model')) >= 0);
+    controller.abort();
+    await pending;
+    const deadline = Date.now() + 2_000;
+    while ((await metric(router.url, 'llm_router_model_requests_held', 'leave-model')) !== 0 && Date.now() < deadline) await sleep(10);
+    assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'leave-model'), 0);
+    const sim = await startSim(['--model', 'leave-model']);
+    addPod(kube, 'leave-1', 'leave-model', sim.port);
+    while ((await call(`${router.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data.find((m) => m.id === 'leave-model')?.status !== 'ready') await sleep(50);
+    await sleep(300);
+    assert.equal((await call(`${sim.url}/_sim/stats`)).json<{ received: number }>().received, 0);
+    await router.stop();
+  });
+
+  test('the KEDA external scaler answers IsActive and GetMetrics over gRPC, rising with held demand and falling after the grace period', async () => {
+    kube.create(deployment('keda', 'org/keda-model', 0));
+    const router = await startK8sRouter(['--cold-start-wait', '30', '--keda-scaler-port', '0', '--scale-to-zero-grace-seconds', '1', '--log-level', 'info']);
+    await router.proc.waitForOutput('KEDA external scaler listening');
+    const port = Number(/"port":(\d+),"msg":"KEDA external scaler listening/.exec(router.proc.output())?.[1]);
+    const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), { keepCase: true, longs: Number, defaults: true });
+    const pkg = grpc.loadPackageDefinition(def) as unknown as { externalscaler: { ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials) => grpc.Client & Record<string, Function> } };
+    const client = new pkg.externalscaler.ExternalScaler(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
+    const rpc = <T>(method: string, arg: unknown): Promise<T> =>
+      new Promise((resolve, reject) => (client[method] as Function).call(client, arg, { deadline: Date.now() + 5_000 }, (err: Error | null, res: T) => (err ? reject(err) : resolve(res))));
+    const ref = { name: 'keda-model', namespace: 'default', scalerMetadata: { model: 'org/keda-model', targetValue: '4' } };
+    try {
+      assert.deepEqual(await rpc('IsActive', ref), { result: false });
+      const spec = await rpc<{ metricSpecs: { metricName: string; targetSize: number }[] }>('GetMetricSpec', ref);
+      assert.deepEqual(spec.metricSpecs.map((s) => [s.metricName, s.targetSize]), [['llm-router-org-keda-model', 4]]);
+      const metricValue = async (): Promise<number> =>
+        (await rpc<{ metricValues: { metricValue: number }[] }>('GetMetrics', { scaledObjectRef: ref, metricName: spec.metricSpecs[0]!.metricName })).metricValues[0]!.metricValue;
+      assert.equal(await metricValue(), 0);
+
+      const stream = (client.StreamIsActive as Function).call(client, ref) as grpc.ClientReadableStream<{ result: boolean }>;
+      const pushed: boolean[] = [];
+      stream.on('data', (d: { result: boolean }) => pushed.push(d.result));
+      stream.on('error', () => undefined);
+
+      const held = [1, 2, 3].map(() => call(`${router.url}/v1/chat/completions`, { body: chat('org/keda-model'), timeoutMs: 30_000 }));
+      while ((await metricValue()) < 3) await sleep(20);
+      assert.deepEqual(await rpc('IsActive', ref), { result: true });
+
+      const sim = await startSim(['--model', 'org/keda-model']);
+      kube.patch('deployments', 'default', 'keda', { spec: { replicas: 1 } });
+      addPod(kube, 'keda-1', 'org/keda-model', sim.port);
+      assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200, 200]);
+      assert.equal(await metricValue(), 0, 'nothing held or in flight');
+      assert.deepEqual(await rpc('IsActive', ref), { result: true }, 'still active within the grace period');
+      await sleep(1_500);
+      assert.deepEqual(await rpc('IsActive', ref), { result: false }, 'inactive after the grace period');
+      await sleep(1_200);
+      assert.deepEqual(pushed.slice(0, 3), [false, true, false], 'StreamIsActive pushed each change');
+      stream.cancel();
+      await assert.rejects(rpc('IsActive', { name: 'x', namespace: 'default', scalerMetadata: {} }), /model/);
+    } finally {
+      client.close();
+      await router.stop();
+    }
+  });
+
+  test('Retry-After reflects the measured cold start and decreases while the model loads', async () => {
+    kube.create(deployment('retry', 'retry-model', 1));
+    const router = await startK8sRouter(['--retry-after', '17']);
+    const before = await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') });
+    assert.equal(before.headers['retry-after'], '17', 'the flag default until something is measured');
+
+    const first = await startSim(['--model', 'retry-model', '--startup-loading-seconds', '4']);
+    addPod(kube, 'retry-1', 'retry-model', first.port);
+    while ((await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') })).status !== 200) await sleep(100);
+
+    // a new pod of the same model: the router expects it to take about as long
+    kube.remove('pods', 'default', 'retry-1');
+    await first.stop();
+    const second = await startSim(['--model', 'retry-model', '--startup-loading-seconds', '4']);
+    addPod(kube, 'retry-2', 'retry-model', second.port);
+    const seen: number[] = [];
+    for (;;) {
+      const res = await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') });
+      if (res.status === 200) break;
+      if (res.headers['x-llm-router-model-state'] === 'loading') seen.push(Number(res.headers['retry-after']));
+      await sleep(250);
+    }
+    assert.ok(seen.length >= 4, `several answers while loading: ${seen}`);
+    assert.ok(seen[0]! >= 3 && seen[0]! <= 6, `first Retry-After near 4: ${seen}`);
+    assert.ok(seen.at(-1)! <= 2, `it decreased while loading: ${seen}`);
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! <= seen[i - 1]!, `never increases: ${seen}`);
+    await router.stop();
+  });
+
+  test('stuck wake: demand with no endpoint for longer than the alarm time sets the gauge and logs once; an endpoint clears it', async () => {
+    kube.create(deployment('stuck', 'stuck-model', 0));
+    const router = await startK8sRouter(['--wake-alarm-seconds', '0.5', '--log-level', 'info']);
+    for (let i = 0; i < 8; i++) {
+      await call(`${router.url}/v1/chat/completions`, { body: chat('stuck-model') });
+      await sleep(150);
+    }
+    assert.equal(await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model'), 1);
+    assert.equal(router.proc.output().split('stuck wake: the model has had demand').length - 1, 1, 'logged once per episode');
+    const sim = await startSim(['--model', 'stuck-model']);
+    addPod(kube, 'stuck-1', 'stuck-model', sim.port);
+    const deadline = Date.now() + 5_000;
+    while ((await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model')) !== 0 && Date.now() < deadline) await sleep(50);
+    assert.equal(await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model'), 0);
+    await router.stop();
+  });
+});
