@@ -1,0 +1,134 @@
+// Engine load signals: Prometheus text parsing (vLLM, SGLang, TGI names), staleness, and the scraper against a simulator.
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ModelCatalog } from '../../src/catalog/catalog.js';
+import type { Endpoint } from '../../src/catalog/types.js';
+import { EngineStatsScraper, forEachSample, isFresh, labelValue, otherLoad, parseEngineLoad, staleAfterMs } from '../../src/health/engine-stats.js';
+import { startSimEngine, type SimEngine } from '../../src/sim/engine.js';
+import { createLogger } from '../../src/util/log.js';
+
+const VLLM = `# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 3.0
+vllm:num_requests_running{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 2.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0
+vllm:num_requests_waiting{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.8125
+vllm:kv_cache_usage_perc{engine="1",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.25
+# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{le="0.001",model_name="meta-llama/Llama-3.1-8B-Instruct"} 0.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="meta-llama/Llama-3.1-8B-Instruct"} 12.0
+vllm:time_to_first_token_seconds_count{model_name="meta-llama/Llama-3.1-8B-Instruct"} 12.0
+`;
+
+test('vLLM: running and waiting are summed over series (data-parallel ranks); KV usage takes the fullest', () => {
+  assert.deepEqual(parseEngineLoad(VLLM), { running: 5, waiting: 7, kvUsage: 0.8125 });
+});
+
+test('vLLM before 0.10 (gpu_cache_usage_perc), CRLF line ends, timestamps and a missing KV gauge', () => {
+  const old = 'vllm:num_requests_running{model_name="m"} 1\r\nvllm:num_requests_waiting{model_name="m"} 4 1712345678000\r\nvllm:gpu_cache_usage_perc{model_name="m"} 0.5\r\n';
+  assert.deepEqual(parseEngineLoad(old), { running: 1, waiting: 4, kvUsage: 0.5 });
+  assert.deepEqual(parseEngineLoad('vllm:num_requests_running 2\n'), { running: 2, waiting: 0, kvUsage: undefined });
+});
+
+test('SGLang and TGI names; an engine speaking two dialects is read by the first of vLLM, SGLang, TGI', () => {
+  const sglang = '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="m"} 6.0\nsglang:num_queue_reqs{model_name="m"} 2.0\nsglang:token_usage{model_name="m"} 0.42\n';
+  assert.deepEqual(parseEngineLoad(sglang), { running: 6, waiting: 2, kvUsage: 0.42 });
+  const tgi = '# TYPE tgi_queue_size gauge\ntgi_queue_size 9\n# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 4\n';
+  assert.deepEqual(parseEngineLoad(tgi), { running: 4, waiting: 9, kvUsage: undefined });
+  assert.deepEqual(parseEngineLoad(`vllm:num_requests_running{model_name="m"} 1.0\nvllm:num_requests_waiting{model_name="m"} 0.0\n${tgi}`), {
+    running: 1,
+    waiting: 0,
+    kvUsage: undefined,
+  });
+});
+
+test('no load metrics, NaN values and garbage give no load rather than an idle one', () => {
+  assert.equal(parseEngineLoad(''), undefined);
+  assert.equal(parseEngineLoad('# HELP x y\nprocess_cpu_seconds_total 12.5\n'), undefined);
+  assert.equal(parseEngineLoad('vllm:num_requests_running{model_name="m"} NaN\n'), undefined);
+  assert.equal(parseEngineLoad('vllm:num_requests_running{model_name="m\n'), undefined);
+  assert.equal(parseEngineLoad('<html>502 Bad Gateway</html>'), undefined);
+});
+
+test('label values may hold quotes, braces, spaces and escapes', () => {
+  const text = 'vllm:num_requests_running{model_name="we\\"ird } model",x="a\\\\b"} 3\nvllm:num_requests_waiting{model_name="line\\nbreak"} 1\n';
+  const seen: Array<[string, string | undefined, number]> = [];
+  forEachSample(text, () => true, (name, labels, value) => seen.push([name, labelValue(labels, 'model_name'), value]));
+  assert.deepEqual(seen, [
+    ['vllm:num_requests_running', 'we"ird } model', 3],
+    ['vllm:num_requests_waiting', 'line\nbreak', 1],
+  ]);
+  assert.equal(labelValue('model_name="m",x="a\\\\b"', 'x'), 'a\\b');
+  assert.equal(labelValue('model_name="m"', 'absent'), undefined);
+});
+
+test('the load other clients put on an engine: beyond our in-flight requests, with its queue counted again', () => {
+  // 8 running + 2 waiting, 10 of them ours: nothing from others, but the queue and a full KV cache weigh in
+  assert.equal(otherLoad({ running: 8, waiting: 2, kvUsage: 1 }, 10), 0 + 2 + 4);
+  // 6 running, none ours: all of it is someone else's
+  assert.equal(otherLoad({ running: 6, waiting: 0, kvUsage: 0 }, 0), 6);
+  // more ours in flight than the engine reports (still in transit): never negative
+  assert.equal(otherLoad({ running: 1, waiting: 0, kvUsage: undefined }, 5), 0);
+});
+
+test('a snapshot older than three intervals is stale', () => {
+  const load = { at: 10_000, running: 0, waiting: 0, kvUsage: 0, otherLoad: 0 };
+  assert.equal(staleAfterMs(1000), 3000);
+  assert.equal(isFresh(load, 13_000, 1000), true);
+  assert.equal(isFresh(load, 13_001, 1000), false);
+  assert.equal(isFresh(undefined, 10_000, 1000), false);
+  assert.equal(isFresh(load, 10_140, 50), true);
+  assert.equal(isFresh(load, 10_151, 50), false);
+});
+
+const engines: SimEngine[] = [];
+const scrapers: EngineStatsScraper[] = [];
+after(async () => {
+  await Promise.all(scrapers.map((s) => s.stop()));
+  await Promise.all(engines.map((e) => e.close()));
+});
+
+async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+test('the scraper keeps each ready endpoint’s latest load with its time; a hung /metrics lets it go stale', async () => {
+  const engine = await startSimEngine({ port: 0, ttftMs: 60_000, maxNumSeqs: 1 });
+  engines.push(engine);
+  const catalog = new ModelCatalog();
+  catalog.setEndpoints('static', [{ id: engine.url, url: engine.url, models: ['sim-model'] }]);
+  const endpoint = catalog.endpoints()[0] as Endpoint;
+  const scraper = new EngineStatsScraper(catalog, { intervalMs: 50, timeoutMs: 200, apiKey: undefined }, createLogger({ level: 'silent', format: 'json' }));
+  scrapers.push(scraper);
+  scraper.start();
+  await sleep(150);
+  assert.equal(endpoint.engineLoad, undefined, 'endpoints that are not ready are not scraped');
+
+  catalog.setState(endpoint, 'ready');
+  // two requests straight to the engine: one runs (for a minute), one waits
+  const controllers = [new AbortController(), new AbortController()];
+  for (const c of controllers) {
+    void fetch(`${engine.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'hi' }), headers: { 'content-type': 'application/json' }, signal: c.signal }).catch(() => undefined);
+  }
+  await until('the queue in the snapshot', () => endpoint.engineLoad?.waiting === 1);
+  const load = endpoint.engineLoad!;
+  assert.equal(load.running, 1);
+  assert.equal(load.kvUsage, 1);
+  assert.ok(isFresh(load, Date.now(), 50));
+
+  await engine.setFault({ mode: 'hang', scope: 'all' });
+  await until('the snapshot to go stale', () => !isFresh(endpoint.engineLoad, Date.now(), 50));
+  assert.equal(endpoint.engineLoad?.waiting, 1, 'the last snapshot is kept; staleness is judged by its time');
+  for (const c of controllers) c.abort();
+});
