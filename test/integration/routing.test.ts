@@ -1,0 +1,177 @@
+// Routing policies against real router and simulator processes: replica-consistent prefix affinity, bounded load
+// under a hot prefix, the routing header, session stickiness when an engine leaves, and least-load avoiding a queue.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { stopAll } from '../support/process.js';
+import { call, engines, startRouter, startSim, type Running } from '../support/router.js';
+
+const MODEL = 'chat-model';
+
+async function allReady(router: string, count: number, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if ((await engines(router)).filter((e) => e.state === 'ready').length === count) return;
+    await sleep(50);
+  }
+  throw new Error(`${router}: ${count} ready endpoints not seen in ${timeoutMs} ms`);
+}
+
+/** Sends one chat request and answers which engine served it. */
+async function served(router: string, messages: unknown[], opts: { headers?: Record<string, string>; maxTokens?: number } = {}): Promise<string> {
+  const res = await call(`${router}/v1/chat/completions`, {
+    body: JSON.stringify({ model: MODEL, messages, max_tokens: opts.maxTokens ?? 1 }),
+    ...(opts.headers ? { headers: opts.headers } : {}),
+    timeoutMs: 20_000,
+  });
+  assert.equal(res.status, 200, res.text);
+  return res.headers['x-sim-engine'] as string;
+}
+
+const systemPrompt = (tenant: number): string =>
+  `You are the support assistant of tenant ${tenant}. ` + 'Follow the policy manual, answer in two sentences, and never invent order numbers. '.repeat(30);
+const conversation = (tenant: number, question: string): unknown[] => [
+  { role: 'system', content: systemPrompt(tenant) },
+  { role: 'user', content: question },
+];
+
+describe('routing policies over four simulated engines', { timeout: 120_000 }, () => {
+  const sims: Running[] = [];
+  const backends = (): string[] => ['--static-backends', sims.map((s) => s.url).join(','), '--static-models', sims.map(() => MODEL).join(',')];
+
+  before(async () => {
+    for (let i = 0; i < 4; i++) {
+      sims.push(await startSim(['--model', MODEL, '--id', `e${i}`, '--ttft-ms', '5', '--itl-ms', '50', '--output-tokens', '20']));
+    }
+  });
+  after(stopAll);
+
+  test('two router processes send the same prefixes to the same engines; prompts differing only after the prefix stay together', async () => {
+    const [a, b] = await Promise.all([startRouter(['--routing-logic', 'prefixaware', ...backends()]), startRouter(['--routing-logic', 'prefixaware', ...backends()])]);
+    try {
+      await Promise.all([allReady(a!.url, 4), allReady(b!.url, 4)]);
+      const used = new Set<string>();
+      for (let tenant = 0; tenant < 12; tenant++) {
+        const home = await served(a!.url, conversation(tenant, 'Where is my parcel?'));
+        used.add(home);
+        assert.equal(await served(b!.url, conversation(tenant, 'Where is my parcel?')), home, `tenant ${tenant} on the other replica`);
+        assert.equal(await served(b!.url, conversation(tenant, 'Can I return an opened item?')), home, `tenant ${tenant}, another question`);
+        assert.equal(await served(a!.url, [...conversation(tenant, 'Where is my parcel?'), { role: 'assistant', content: 'On its way.' }, { role: 'user', content: 'When?' }]), home);
+      }
+      assert.ok(used.size >= 3, `12 prefixes used only ${[...used].join(', ')}`);
+    } finally {
+      await Promise.all([a!.stop(), b!.stop()]);
+    }
+  });
+
+  test('under a hot prefix no engine carries more than ceil(1.25 x the mean) in flight, and affinity returns when the burst is over', async () => {
+    const router = await startRouter(['--routing-logic', 'prefixaware', ...backends()]);
+    try {
+      await allReady(router.url, 4);
+      const hot = conversation(99, 'Is the service down?');
+      const home = await served(router.url, hot);
+      // 40 requests at once, each streaming 20 tokens 50 ms apart: all 40 are in flight together
+      const burst = await Promise.all(Array.from({ length: 40 }, () => served(router.url, hot, { maxTokens: 20 })));
+      const per = new Map<string, number>();
+      for (const e of burst) per.set(e, (per.get(e) ?? 0) + 1);
+      const counts = [...per.values()];
+      assert.ok(Math.max(...counts) <= Math.ceil((1.25 * 40) / 4), `per engine: ${JSON.stringify([...per])}`);
+      assert.equal(per.get(home), Math.max(...counts), 'the prefix’s own engine takes the most');
+      for (let i = 0; i < 5; i++) assert.equal(await served(router.url, hot), home);
+    } finally {
+      await router.stop();
+    }
+  });
+
+  test('x-llm-router-routing chooses the policy per request only with --allow-routing-header', async () => {
+    const [allowed, plain] = await Promise.all([startRouter(['--allow-routing-header', ...backends()]), startRouter(backends())]);
+    try {
+      await Promise.all([allReady(allowed!.url, 4), allReady(plain!.url, 4)]);
+      const prompt = conversation(7, 'hello');
+      const headers = { 'x-llm-router-routing': 'prefixaware' };
+      const pinned = new Set<string>();
+      const rotated = new Set<string>();
+      const ignored = new Set<string>();
+      for (let i = 0; i < 8; i++) {
+        pinned.add(await served(allowed!.url, prompt, { headers }));
+        rotated.add(await served(allowed!.url, prompt));
+        ignored.add(await served(plain!.url, prompt, { headers }));
+      }
+      assert.equal(pinned.size, 1);
+      assert.equal(rotated.size, 4, 'without the header: round robin');
+      assert.equal(ignored.size, 4, 'the header is ignored unless allowed');
+    } finally {
+      await Promise.all([allowed!.stop(), plain!.stop()]);
+    }
+  });
+
+  test('session: a key stays on its engine; when that engine leaves only its sessions move', async () => {
+    const router = await startRouter(['--routing-logic', 'session', '--session-key', 'X-Session-Id', '--probe-ready-interval', '0.2', ...backends()]);
+    try {
+      await allReady(router.url, 4);
+      const ask = (key: string): Promise<string> => served(router.url, [{ role: 'user', content: 'hi' }], { headers: { 'x-session-id': key } });
+      const before = new Map<string, string>();
+      for (let k = 0; k < 32; k++) {
+        const key = `session-${k}`;
+        before.set(key, await ask(key));
+        assert.equal(await ask(key), before.get(key));
+      }
+      const load = new Map<string, number>();
+      for (const e of before.values()) load.set(e, (load.get(e) ?? 0) + 1);
+      assert.equal(load.size, 4, `sessions spread: ${JSON.stringify([...load])}`);
+      const [gone] = [...load].sort((x, y) => y[1] - x[1])[0]!;
+      const sim = sims.find((s) => s.proc.args.includes(gone))!;
+      await sim.stop();
+      const deadline = Date.now() + 15_000;
+      while ((await engines(router.url)).find((e) => e.url === sim.url)?.state === 'ready') {
+        assert.ok(Date.now() < deadline, 'the stopped engine was never marked failed');
+        await sleep(50);
+      }
+      for (const [key, was] of before) {
+        const now = await ask(key);
+        if (was === gone) assert.notEqual(now, gone);
+        else assert.equal(now, was, `${key} moved from ${was} though its engine stayed`);
+        assert.equal(await ask(key), now, `${key} is sticky on its new engine`);
+      }
+    } finally {
+      await router.stop();
+    }
+  });
+});
+
+describe('least-load', { timeout: 60_000 }, () => {
+  after(stopAll);
+
+  test('avoids an engine whose queue is long even though this router sent it nothing', async () => {
+    const queued = await startSim(['--model', MODEL, '--id', 'queued', '--max-num-seqs', '1', '--ttft-ms', '30000']);
+    const free = await startSim(['--model', MODEL, '--id', 'free', '--ttft-ms', '5', '--itl-ms', '1']);
+    const router = await startRouter(['--routing-logic', 'least-load', '--engine-stats-interval', '0.1', '--static-backends', `${queued.url},${free.url}`, '--static-models', `${MODEL},${MODEL}`]);
+    const controller = new AbortController();
+    try {
+      await allReady(router.url, 2);
+      // other clients' traffic, straight to the engine: one running for 30 s, four waiting
+      for (let i = 0; i < 5; i++) {
+        void request(`${queued.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x' }] }),
+          signal: controller.signal,
+        }).catch(() => undefined);
+      }
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const view = (await call(`${router.url}/engines`)).json<{ endpoints: Array<{ url: string; load: { waiting: number; fresh: boolean } | null }> }>();
+        const load = view.endpoints.find((e) => e.url === queued.url)?.load;
+        if (load && load.fresh && load.waiting >= 4) break;
+        assert.ok(Date.now() < deadline, `the queue never showed in /engines: ${JSON.stringify(view.endpoints)}`);
+        await sleep(50);
+      }
+      const servedBy = await Promise.all(Array.from({ length: 10 }, () => served(router.url, [{ role: 'user', content: 'hello' }])));
+      assert.deepEqual([...new Set(servedBy)], ['free']);
+    } finally {
+      controller.abort();
+      await router.stop();
+    }
+  });
+});
