@@ -1,5 +1,6 @@
-// `llm-router demo`: simulated engines plus the router, showing the three answers a client can get:
-// a ready model (200), a declared model at zero replicas (503 + Retry-After) and an unknown model (404).
+// `llm-router demo`: simulated engines plus the router, showing the answers a client can get: a ready model (200),
+// a declared model at zero replicas (503 + Retry-After), an unknown model (404), and a model at zero that a
+// simulated autoscaler wakes while the router holds the request (200 after the cold start).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
@@ -9,14 +10,17 @@ import { loadRouterConfig } from '../config/config.js';
 import { RouterApp } from '../server/app.js';
 import { createLogger } from '../util/log.js';
 import { parseFlags, FlagReader, usage, type FlagSpec } from '../cli/flags.js';
+import { DemoAutoscaler } from './autoscaler.js';
 
 const DEMO_FLAGS: readonly FlagSpec[] = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address for the router' },
   { name: 'port', kind: 'int', default: 8001, min: 0, help: 'port for the router' },
   { name: 'log-level', kind: 'string', default: 'info', help: 'router log level' },
+  { name: 'idle-seconds', kind: 'number', default: 20, min: 0.1, help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero' },
 ];
 
-export const DEMO_MODELS = { ready: 'demo-chat', alias: 'gpt-4o-mini', embed: 'demo-embed', zero: 'demo-sleeper', unknown: 'no-such-model' } as const;
+export const DEMO_MODELS = { ready: 'demo-chat', alias: 'gpt-4o-mini', embed: 'demo-embed', zero: 'demo-sleeper', wake: 'demo-wakeup', unknown: 'no-such-model' } as const;
+
 
 async function freePort(): Promise<number> {
   const s = net.createServer().listen(0, '127.0.0.1');
@@ -54,6 +58,7 @@ export function demoCases(base: string): DemoCase[] {
     { title: 'an alias routes to its model', command: post('/v1/chat/completions', chat(DEMO_MODELS.alias)), expectStatus: 200 },
     { title: 'embeddings route by model too', command: post('/v1/embeddings', { model: DEMO_MODELS.embed, input: 'hello' }), expectStatus: 200 },
     { title: 'a declared model at zero replicas: 503, Retry-After, x-llm-router-model-state: scaled-to-zero', command: post('/v1/chat/completions', chat(DEMO_MODELS.zero)), expectStatus: 503 },
+    { title: `a model at zero with a cold-start wait: held while the demo autoscaler starts an engine (~4 s), then answered`, command: post('/v1/chat/completions', chat(DEMO_MODELS.wake)), expectStatus: 200 },
     { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
     { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
     { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
@@ -99,17 +104,35 @@ export async function runDemo(argv: string[]): Promise<void> {
       '--static-models', [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed].join(','),
       '--static-aliases', `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
       '--known-models', DEMO_MODELS.zero,
+      '--cold-start-wait-per-model', `${DEMO_MODELS.wake}=60`,
+      '--scale-to-zero-grace-seconds', String(flags.number('idle-seconds')),
       '--log-level', flags.string('log-level') as string,
     ],
     {},
   );
-  const app = new RouterApp(config, createLogger({ level: config.logLevel, format: 'text' }));
+  const log = createLogger({ level: config.logLevel, format: 'text' });
+  const app = new RouterApp(config, log);
   await app.start();
+  const autoscaler = new DemoAutoscaler(
+    app.catalog,
+    app.scaling,
+    {
+      model: DEMO_MODELS.wake,
+      startEngine: async () => {
+        const e = startEngine(await freePort(), DEMO_MODELS.wake, ['--startup-refuse-seconds', '1', '--startup-loading-seconds', '3']);
+        engines.push(e);
+        return { url: e.url, stop: () => e.child.kill('SIGTERM') };
+      },
+    },
+    log,
+  );
+  autoscaler.start();
   const base = app.url;
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
     stopping = true;
+    autoscaler.stop();
     stopEngines();
     app.stop(1_000).finally(() => process.exit(0));
   };
@@ -127,7 +150,9 @@ export async function runDemo(argv: string[]): Promise<void> {
     `  ${DEMO_MODELS.ready}: two simulated vLLM engines (the second one is still loading for a few seconds)`,
     `  ${DEMO_MODELS.alias}: an alias of ${DEMO_MODELS.ready}`,
     `  ${DEMO_MODELS.embed}: one simulated embedding engine`,
-    `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero)`,
+    `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero): 503 + Retry-After`,
+    `  ${DEMO_MODELS.wake}: at zero too, but a simulated autoscaler starts an engine when requests wait for it,`,
+    `      and stops it after ${flags.number('idle-seconds')} s without requests: watch /engines and llm_router_model_* in /metrics`,
     '',
     'Try:',
   ];

@@ -11,7 +11,7 @@ after(stopAll);
 
 test('llm-router demo: every printed curl case answers as printed; SIGINT stops router and engines', { timeout: 60_000 }, async () => {
   const port = await freePort();
-  const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn']);
+  const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn', '--idle-seconds', '2']);
   await demo.waitForOutput('Press Ctrl-C', 30_000);
   const lines = demo.output().split('\n').map((l) => l.trim());
   const cases: { title: string; expect: number; command: string }[] = [];
@@ -33,6 +33,12 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
     if (c.title.startsWith('streaming')) assert.match(stdout, /data: \[DONE\]/);
   }
   assert.deepEqual([...seen].sort(), [200, 404, 503]);
+  // the simulated autoscaler woke demo-wakeup for its case; after 2 s without requests it goes back to zero
+  const wakeup = async (): Promise<string | undefined> =>
+    ((await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as { data: { id: string; status: string }[] }).data.find((m) => m.id === 'demo-wakeup')?.status;
+  const deadline = Date.now() + 15_000;
+  while ((await wakeup()) !== 'scaled-to-zero' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+  assert.equal(await wakeup(), 'scaled-to-zero');
   const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as { endpoints: { url: string }[] };
   const code = await demo.stop('SIGINT');
   assert.equal(code, 0);
