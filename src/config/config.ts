@@ -52,6 +52,22 @@ export interface ScalingConfig {
   readonly maxRetryAfterSeconds: number;
 }
 
+export interface SecurityConfig {
+  readonly apiKeys: readonly string[];
+  readonly apiKeysFile: string | undefined;
+  /** undefined: admin endpoints stay on the main port */
+  readonly adminPort: number | undefined;
+  readonly maxHeaderBytes: number;
+  /** 0 = no rate limit */
+  readonly rateLimitRps: number;
+  readonly rateLimitBurst: number;
+  /** 0 = no limit */
+  readonly maxConcurrentRequests: number;
+  readonly clientTimeoutMs: number;
+  readonly drainMs: number;
+  readonly shutdownTimeoutMs: number;
+}
+
 export interface RouterConfig {
   readonly host: string;
   readonly port: number;
@@ -75,6 +91,7 @@ export interface RouterConfig {
   readonly engineKind: EngineKind;
   readonly engineApiKey: string | undefined;
   readonly forwardClientAuth: boolean;
+  readonly security: SecurityConfig;
   readonly probe: ProbeConfig;
   readonly passiveFailureThreshold: number;
   readonly maxFailoverAttempts: number;
@@ -266,6 +283,18 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     engineKind: f.string('engine-kind') as EngineKind,
     engineApiKey: f.string('engine-api-key') || undefined,
     forwardClientAuth: f.boolean('forward-client-auth'),
+    security: {
+      apiKeys: f.list('api-key'),
+      apiKeysFile: f.string('api-keys-file') || undefined,
+      adminPort: f.number('admin-port'),
+      maxHeaderBytes: f.number('max-header-bytes') as number,
+      rateLimitRps: f.number('rate-limit-rps') as number,
+      rateLimitBurst: (f.number('rate-limit-burst') as number) || Math.max(1, Math.ceil(f.number('rate-limit-rps') as number)),
+      maxConcurrentRequests: f.number('max-concurrent-requests') as number,
+      clientTimeoutMs: seconds(f.number('client-timeout')),
+      drainMs: seconds(f.number('drain-seconds')),
+      shutdownTimeoutMs: seconds(f.number('shutdown-timeout')),
+    },
     probe: {
       intervalMs: seconds(f.number('probe-interval')),
       readyIntervalMs: seconds(f.number('probe-ready-interval')),

@@ -134,7 +134,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     stopping = true;
     autoscaler.stop();
     stopEngines();
-    app.stop(1_000).finally(() => process.exit(0));
+    app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }).finally(() => process.exit(0));
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

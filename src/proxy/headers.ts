@@ -29,7 +29,7 @@ export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHead
     const name = (raw[i] as string).toLowerCase();
     if (name === 'connection') connection = raw[i + 1];
     if (HOP_BY_HOP.has(name) || name === 'host' || name === 'content-length' || name === 'x-request-id' || name === 'expect') continue;
-    if (name === 'authorization' && dropAuthorization) continue;
+    if ((name === 'authorization' || name === 'x-api-key') && dropAuthorization) continue;
     out.push(raw[i] as string, raw[i + 1] as string);
   }
   const extra = connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);

@@ -1,5 +1,6 @@
 // Assembles the router: catalog, discovery, prober, policy, forwarder and the HTTP server with its route table.
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type http from 'node:http';
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { ModelCatalog } from '../catalog/catalog.js';
@@ -17,9 +18,12 @@ import type { Logger } from '../util/log.js';
 import { Scaling } from '../scaling/index.js';
 import * as admin from './admin.js';
 import { errors, sendError } from './errors.js';
+import { presentedKey } from './auth.js';
 import { handleInference, INFERENCE_PATHS, type InferenceDeps } from './openai.js';
-
-type Handler = (req: IncomingMessage, res: ServerResponse, path: string) => void | Promise<void>;
+import { ApiKeys } from './auth.js';
+import { createHttpServer } from './http-server.js';
+import { ConcurrencyLimit, TokenBuckets } from './limits.js';
+import { createRequestListener, type Route } from './routes.js';
 
 export class RouterApp {
   readonly catalog = new ModelCatalog();
@@ -30,8 +34,10 @@ export class RouterApp {
   private readonly engineStats: EngineStatsScraper;
   private readonly pools: UpstreamPools;
   private readonly server: http.Server;
-  private readonly routes = new Map<string, Handler>();
-  private readonly inferencePaths = new Set(INFERENCE_PATHS);
+  /** /metrics and /engines on their own port (--admin-port), when set */
+  private readonly adminServer: http.Server | undefined;
+  private readonly keys: ApiKeys;
+  private readonly concurrency: ConcurrencyLimit;
   private readonly startedAt = Date.now();
   private shuttingDown = false;
   private statsTimer: NodeJS.Timeout | undefined;
@@ -73,6 +79,10 @@ export class RouterApp {
       allowRoutingHeader: config.allowRoutingHeader,
     });
     const forwarder = new Forwarder(this.pools, policy, this.prober, config.timeouts, config.maxFailoverAttempts);
+    const sec = config.security;
+    this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
+    this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
+    const buckets = sec.rateLimitRps > 0 ? new TokenBuckets(sec.rateLimitRps, sec.rateLimitBurst) : undefined;
     const deps: InferenceDeps = {
       catalog: this.catalog,
       forwarder,
@@ -84,41 +94,41 @@ export class RouterApp {
       syncWaitMs: config.syncWaitMs,
       engineAuthorization: config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined,
       forwardClientAuth: config.forwardClientAuth,
+      admit: (req) => {
+        if (buckets) {
+          // per key when keys are in use, else per client address
+          const wait = buckets.take(presentedKey(req.headers) ?? req.socket.remoteAddress ?? '');
+          if (wait > 0) return errors.rateLimited(Math.max(1, Math.ceil(wait)));
+        }
+        return this.concurrency.acquire() ?? errors.overloaded();
+      },
     };
-    for (const p of INFERENCE_PATHS) this.routes.set(`POST ${p}`, (req, res, path) => handleInference(req, res, path, deps));
-    this.routes.set('GET /v1/models', (_req, res) => admin.listModels(res, this.catalog, this.startedAt));
-    this.routes.set('GET /health', (_req, res) => admin.health(res));
-    this.routes.set('GET /ready', (_req, res) =>
-      admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
-    );
-    this.routes.set('GET /metrics', (_req, res) => admin.metrics(res, this.metrics));
-    this.routes.set('GET /engines', (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs));
+    const probes: Route[] = [
+      { method: 'GET', path: '/health', handler: (_req, res) => admin.health(res), public: true },
+      {
+        method: 'GET', path: '/ready', public: true,
+        handler: (_req, res) => admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
+      },
+    ];
+    const adminRoutes: Route[] = [
+      { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
+      { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
+    ];
+    const routes: Route[] = [
+      ...INFERENCE_PATHS.map((p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps) })),
+      { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, this.catalog, this.startedAt) },
+      ...probes,
+      ...(sec.adminPort === undefined ? adminRoutes : []),
+    ];
+    const onError = (res: ServerResponse, err: unknown): void => this.internalError(res, err);
+    this.server = createHttpServer(sec, createRequestListener(routes, { keys: this.keys, onError }));
+    // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
+    this.adminServer =
+      sec.adminPort === undefined ? undefined : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
 
     this.catalog.onChange((e) => {
       if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url)) this.pools.release(e.endpoint.url);
     });
-    this.server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 0 }, (req, res) => this.dispatch(req, res));
-  }
-
-  private dispatch(req: IncomingMessage, res: ServerResponse): void {
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    const handler = this.routes.get(`${req.method ?? 'GET'} ${path}`);
-    if (!handler) {
-      if (this.inferencePaths.has(path)) return sendError(res, errors.methodNotAllowed(req.method ?? '', path, 'POST'));
-      if (path === '/v1/models' || path === '/health' || path === '/ready' || path === '/metrics' || path === '/engines') {
-        return sendError(res, errors.methodNotAllowed(req.method ?? '', path, 'GET'));
-      }
-      req.resume();
-      return sendError(res, errors.notFound(path));
-    }
-    try {
-      const done = handler(req, res, path);
-      if (done) done.catch((err: unknown) => this.internalError(res, err));
-    } catch (err) {
-      this.internalError(res, err);
-    }
   }
 
   private internalError(res: ServerResponse, err: unknown): void {
@@ -152,6 +162,10 @@ export class RouterApp {
     await this.scaling.start(this.config.host);
     this.server.listen(this.config.port, this.config.host);
     await once(this.server, 'listening');
+    if (this.adminServer) {
+      this.adminServer.listen(this.config.security.adminPort, this.config.host);
+      await once(this.adminServer, 'listening');
+    }
     if (this.config.logStatsIntervalMs > 0) {
       this.statsTimer = setInterval(() => this.logStats(), this.config.logStatsIntervalMs);
       this.statsTimer.unref();
@@ -159,6 +173,8 @@ export class RouterApp {
     this.log.info(
       {
         url: this.url,
+        ...(this.adminServer ? { adminUrl: this.adminUrl } : {}),
+        apiKeys: this.keys.enabled,
         models: this.catalog.models().map((m) => `${m.id}:${m.status}`),
         endpoints: this.catalog.endpoints().length,
         routing: this.config.routingLogic,
@@ -172,8 +188,16 @@ export class RouterApp {
   }
 
   get url(): string {
+    return this.urlOf(this.port);
+  }
+
+  get adminUrl(): string | undefined {
+    return this.adminServer ? this.urlOf((this.adminServer.address() as AddressInfo).port) : undefined;
+  }
+
+  private urlOf(port: number): string {
     const host = this.config.host === '0.0.0.0' || this.config.host === '::' ? '127.0.0.1' : this.config.host;
-    return `http://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
+    return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   }
 
   private logStats(): void {
@@ -186,16 +210,30 @@ export class RouterApp {
     );
   }
 
-  /** Readiness turns 503 at once; new connections stop; in-flight requests get up to `graceMs` to finish. */
-  async stop(graceMs = 10_000): Promise<void> {
+  /**
+   * Graceful stop: /ready turns 503 at once and the router keeps serving for `drainMs` (load balancers notice),
+   * then stops accepting connections and gives in-flight requests and streams up to `shutdownTimeoutMs` to finish.
+   */
+  async stop(opts: { drainMs?: number; shutdownTimeoutMs?: number } = {}): Promise<void> {
+    const drainMs = opts.drainMs ?? this.config.security.drainMs;
+    const graceMs = opts.shutdownTimeoutMs ?? this.config.security.shutdownTimeoutMs;
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
+    if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     this.kubernetes?.stop();
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    this.server.closeIdleConnections();
-    const timer = setTimeout(() => this.server.closeAllConnections(), graceMs);
+    const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];
+    const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    for (const s of servers) s.closeIdleConnections();
+    // keep-alive connections that finish a response now are closed instead of kept
+    const idle = setInterval(() => this.server.closeIdleConnections(), 100);
+    const timer = setTimeout(() => {
+      this.log.warn({ inFlight: this.concurrency.inFlight }, 'shutdown timeout: closing the connections still open');
+      for (const s of servers) s.closeAllConnections();
+    }, graceMs);
     await closed;
     clearTimeout(timer);
+    clearInterval(idle);
+    this.keys.stop();
     await this.scaling.stop();
     await this.prober.stop();
     await this.engineStats.stop();

@@ -59,6 +59,21 @@ export const errors = {
     message: `The router has not finished listing its engines yet, so it cannot tell whether ${JSON.stringify(model)} exists; retry shortly.`,
     headers: { 'retry-after': '1', 'x-llm-router-model-state': 'unavailable' },
   }),
+  invalidApiKey: (): RouterError => ({
+    status: 401, code: 'invalid_api_key', type: 'authentication_error',
+    message: 'A valid API key is required: send it as Authorization: Bearer KEY.',
+    headers: { 'www-authenticate': 'Bearer' },
+  }),
+  rateLimited: (retryAfterSeconds: number): RouterError => ({
+    status: 429, code: 'rate_limited', type: 'rate_limit_error',
+    message: `Too many requests for this API key; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  overloaded: (): RouterError => ({
+    status: 429, code: 'overloaded', type: 'rate_limit_error',
+    message: 'The router is at its limit of concurrent requests; retry shortly.',
+    headers: { 'retry-after': '1' },
+  }),
   notFound: (path: string): RouterError => ({
     status: 404, code: 'not_found', type: 'invalid_request_error',
     message: `No route for ${path}.`,

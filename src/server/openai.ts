@@ -32,6 +32,8 @@ export interface InferenceDeps {
   readonly syncWaitMs: number;
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
+  /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
+  readonly admit: (req: IncomingMessage) => (() => void) | RouterError;
 }
 
 const REQUEST_ID_OK = /^[\x21-\x7e]{1,200}$/;
@@ -70,16 +72,34 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
   const requestId = requestIdOf(req);
   let metricModel = '';
   let endpoint: Endpoint | undefined;
+  let bodyBytes = 0;
+  let release: (() => void) | undefined;
+  const socket = req.socket;
+  const writtenBefore = socket.bytesWritten;
   const answer = (err: RouterError): void => {
     sendError(res, err, { 'x-request-id': requestId });
     finish(err.status);
   };
   const finish = (status: number): void => {
-    deps.metrics.answered(metricModel, status, (performance.now() - started) / 1000);
-    if (deps.log.isLevelEnabled('debug')) {
-      deps.log.debug({ requestId, path, model: metricModel, endpoint: endpoint?.url, status, ms: Math.round(performance.now() - started) }, 'request');
+    release?.();
+    const ms = performance.now() - started;
+    deps.metrics.answered(metricModel, status, ms / 1000);
+    // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
+    if (deps.log.isLevelEnabled('info')) {
+      deps.log.info(
+        { requestId, path, model: metricModel, endpoint: endpoint?.url, status, ms: Math.round(ms), bytesIn: bodyBytes, bytesOut: socket.bytesWritten - writtenBefore },
+        'request',
+      );
     }
   };
+
+  const admitted = deps.admit(req);
+  if (typeof admitted !== 'function') {
+    req.resume();
+    answer(admitted);
+    return;
+  }
+  release = admitted;
 
   let raw: Buffer;
   try {
@@ -93,6 +113,7 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
     }
     return;
   }
+  bodyBytes = raw.length;
   const parsed = parseInference(raw);
   if (!parsed.ok) {
     answer(parsed.error);

@@ -11,7 +11,8 @@ export interface Running {
 
 /** `llm-router serve` on 127.0.0.1 and a free port; resolves once it listens. */
 export async function startRouter(args: readonly string[], env: Record<string, string> = {}): Promise<Running> {
-  const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--log-format', 'json', ...args], env);
+  // no drain pause on SIGTERM unless a test asks for one (it would only slow every test's teardown)
+  const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--log-format', 'json', '--drain-seconds', '0', ...args], env);
   await proc.waitForOutput('llm-router listening');
   const match = /"url":"(http:\/\/127\.0\.0\.1:(\d+))"/.exec(proc.output());
   if (!match) throw new Error(`no url in router output:\n${proc.output()}`);

@@ -1,0 +1,54 @@
+// node:http servers with the router's limits: head size, time for a client to send its request, and
+// OpenAI-shaped answers for requests that fail before they reach a handler.
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { errorBody, sendError, type RouterError } from './errors.js';
+
+export interface ServerLimits {
+  readonly maxHeaderBytes: number;
+  readonly clientTimeoutMs: number;
+}
+
+const CLIENT_ERRORS: Record<string, RouterError> = {
+  HPE_HEADER_OVERFLOW: { status: 431, code: 'headers_too_large', type: 'invalid_request_error', message: 'The request head is larger than the limit.' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, code: 'client_timeout', type: 'invalid_request_error', message: 'The request was not received in time.' },
+};
+const BAD_REQUEST: RouterError = { status: 400, code: 'bad_request', type: 'invalid_request_error', message: 'The request is not valid HTTP.' };
+
+function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  const e = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
+  // a request whose head arrived already has a response object: answer through it if nothing was sent yet
+  const pending = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  if (pending instanceof http.ServerResponse) {
+    if (pending.headersSent || !socket.writable) socket.destroy();
+    else {
+      pending.shouldKeepAlive = false;
+      sendError(pending, e, { connection: 'close' });
+    }
+    return;
+  }
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = errorBody(e);
+  socket.end(
+    `HTTP/1.1 ${e.status} ${http.STATUS_CODES[e.status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
+}
+
+export function createHttpServer(limits: ServerLimits, listener: (req: IncomingMessage, res: ServerResponse) => void): http.Server {
+  const server = http.createServer(
+    {
+      keepAliveTimeout: 65_000,
+      maxHeaderSize: limits.maxHeaderBytes,
+      // headers and body must arrive within the client timeout; streaming the response is not limited by it
+      headersTimeout: limits.clientTimeoutMs,
+      requestTimeout: limits.clientTimeoutMs,
+      connectionsCheckingInterval: Math.max(100, Math.min(limits.clientTimeoutMs / 4, 30_000)),
+    },
+    listener,
+  );
+  server.on('clientError', answerClientError);
+  return server;
+}

@@ -1,0 +1,210 @@
+// Issue 9 items 1-4: API keys, the admin port, limits, slow clients, graceful shutdown and safe logs.
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { stopAll } from '../support/process.js';
+import { call, chat, startRouter, startSim, waitModelStatus } from '../support/router.js';
+
+const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
+
+/** A minimal OpenAI engine that records the headers of every inference request it gets. */
+async function recordingEngine(model: string): Promise<{ url: string; seen: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
+  const seen: http.IncomingHttpHeaders[] = [];
+  const server = http.createServer((req, res) => {
+    if (req.url === '/v1/models') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: model, object: 'model' }] }));
+      return;
+    }
+    seen.push(req.headers);
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"ok":true}');
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(() => r());
+    }),
+  };
+}
+
+async function rawRequest(port: number, text: string, waitMs = 5_000): Promise<string> {
+  const socket = net.connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  let answer = '';
+  socket.on('data', (d) => (answer += String(d)));
+  socket.on('error', () => undefined);
+  socket.write(text);
+  const deadline = Date.now() + waitMs;
+  while (!answer.includes('\r\n\r\n') && Date.now() < deadline && !socket.destroyed) await sleep(20);
+  await sleep(50);
+  socket.destroy();
+  return answer;
+}
+
+describe('security and limits', { timeout: 120_000 }, () => {
+  after(stopAll);
+
+  test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async () => {
+    const engine = await recordingEngine('m');
+    const dir = mkdtempSync(path.join(tmpdir(), 'keys-'));
+    const file = path.join(dir, 'keys');
+    writeFileSync(file, '# clients\nfile-key-1\n\n');
+    const router = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--api-key', 'flag-key', '--api-keys-file', file, ...FAST], { LLM_ROUTER_API_KEYS: 'env-key' });
+    try {
+      await sleep(300);
+      const ask = (headers: Record<string, string>) => call(`${router.url}/v1/chat/completions`, { body: chat('m'), headers });
+      for (const headers of [{}, { authorization: 'Bearer nope' }, { authorization: 'Basic flag-key' }, { 'x-api-key': '' }]) {
+        const res = await ask(headers);
+        assert.equal(res.status, 401, JSON.stringify(headers));
+        assert.equal(res.json<{ error: { code: string } }>().error.code, 'invalid_api_key');
+      }
+      // flag and env both configure --api-key: the flag wins over env, as for every setting
+      assert.equal((await ask({ authorization: 'Bearer flag-key' })).status, 200);
+      assert.equal((await ask({ 'x-api-key': 'file-key-1' })).status, 200);
+      assert.equal((await call(`${router.url}/health`)).status, 200);
+      assert.equal((await call(`${router.url}/ready`)).status, 200);
+      assert.equal((await call(`${router.url}/metrics`)).status, 401);
+      assert.equal((await call(`${router.url}/v1/models`)).status, 401);
+      assert.equal((await call(`${router.url}/metrics`, { headers: { authorization: 'Bearer flag-key' } })).status, 200);
+
+      writeFileSync(file, 'file-key-2\n');
+      const deadline = Date.now() + 8_000;
+      while ((await ask({ authorization: 'Bearer file-key-2' })).status !== 200 && Date.now() < deadline) await sleep(200);
+      assert.equal((await ask({ authorization: 'Bearer file-key-2' })).status, 200, 'the new key works');
+      assert.equal((await ask({ authorization: 'Bearer file-key-1' })).status, 401, 'the removed key does not');
+
+      // the client's credentials never reach the engine; none were configured for it either
+      assert.ok(engine.seen.length >= 3);
+      assert.ok(engine.seen.every((h) => h.authorization === undefined && h['x-api-key'] === undefined));
+    } finally {
+      await router.stop();
+      await engine.close();
+    }
+    const envOnly = await startRouter(['--known-models', 'z'], { LLM_ROUTER_API_KEYS: 'env-a,env-b' });
+    assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: 'Bearer env-b' } })).status, 503);
+    assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z') })).status, 401);
+  });
+
+  test('the engine key replaces the client key unless --forward-client-auth', async () => {
+    const engine = await recordingEngine('m');
+    const withKey = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--engine-api-key', 'engine-secret', ...FAST]);
+    const forwarding = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--forward-client-auth', ...FAST]);
+    try {
+      await waitModelStatus(withKey.url, 'm', 'ready');
+      await waitModelStatus(forwarding.url, 'm', 'ready');
+      await call(`${withKey.url}/v1/chat/completions`, { body: chat('m'), headers: { authorization: 'Bearer client-secret' } });
+      assert.equal(engine.seen.at(-1)?.authorization, 'Bearer engine-secret');
+      await call(`${forwarding.url}/v1/chat/completions`, { body: chat('m'), headers: { authorization: 'Bearer client-secret' } });
+      assert.equal(engine.seen.at(-1)?.authorization, 'Bearer client-secret');
+    } finally {
+      await engine.close();
+    }
+  });
+
+  test('--admin-port moves /metrics and /engines off the main port', async () => {
+    const router = await startRouter(['--known-models', 'z', '--admin-port', '0', '--api-key', 'k', '--log-level', 'info']);
+    const adminUrl = /"adminUrl":"(http:[^"]+)"/.exec(router.proc.output())?.[1];
+    assert.ok(adminUrl);
+    assert.equal((await call(`${adminUrl}/metrics`)).status, 200, 'no key needed on the admin port');
+    assert.equal((await call(`${adminUrl}/engines`)).status, 200);
+    assert.equal((await call(`${router.url}/metrics`, { headers: { authorization: 'Bearer k' } })).status, 404);
+    assert.equal((await call(`${adminUrl}/v1/chat/completions`, { body: chat('z') })).status, 404, 'no inference on the admin port');
+  });
+
+  test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async () => {
+    const sim = await startSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--rate-limit-rps', '1', '--rate-limit-burst', '2', '--api-key', 'a,b', ...FAST]);
+    await sleep(400);
+    const ask = (key: string) => call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers: { authorization: `Bearer ${key}` } });
+    const burst = await Promise.all([ask('a'), ask('a'), ask('a')]);
+    const statuses = burst.map((r) => r.status).sort();
+    assert.deepEqual(statuses, [200, 200, 429]);
+    const limited = burst.find((r) => r.status === 429)!;
+    assert.equal(limited.json<{ error: { code: string } }>().error.code, 'rate_limited');
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
+    assert.equal((await ask('b')).status, 200, 'another key has its own bucket');
+
+    const capped = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-concurrent-requests', '2', ...FAST]);
+    await waitModelStatus(capped.url, 'm', 'ready');
+    const three = await Promise.all([1, 2, 3].map(() => call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })));
+    assert.deepEqual(three.map((r) => r.status).sort(), [200, 200, 429]);
+    assert.equal(three.find((r) => r.status === 429)!.json<{ error: { code: string } }>().error.code, 'overloaded');
+    assert.equal((await call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status, 200, 'slots are given back');
+  });
+
+  test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {
+    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-header-bytes', '2048', '--client-timeout', '1', ...FAST]);
+    await waitModelStatus(router.url, 'm', 'ready');
+    const big = await rawRequest(router.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(4096)}\r\nContent-Length: 2\r\n\r\n{}`);
+    assert.match(big, /^HTTP\/1.1 431/);
+    assert.match(big, /"code":"headers_too_large"/);
+
+    const started = Date.now();
+    const slow = await rawRequest(router.port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":', 10_000);
+    assert.match(slow, /^HTTP\/1.1 408/);
+    assert.match(slow, /"code":"client_timeout"/);
+    assert.ok(Date.now() - started < 6_000, 'answered within a few seconds of the 1 s timeout');
+
+    const stream = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }), timeoutMs: 10_000 });
+    assert.equal(stream.status, 200);
+    assert.match(stream.text, /\[DONE\]/, 'a 1.8 s stream outlives the 1 s client timeout');
+  });
+
+  test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
+    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '30']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '1', '--shutdown-timeout', '10', ...FAST]);
+    await waitModelStatus(router.url, 'm', 'ready');
+    const stream = request(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }) });
+    const res = await stream;
+    const text = res.body.text();
+    router.proc.child.kill('SIGTERM');
+    const exited = once(router.proc.child, 'exit');
+    await sleep(100);
+    assert.equal((await call(`${router.url}/ready`)).status, 503, '/ready turns 503 at once');
+    assert.equal((await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status, 200, 'still serving during the drain');
+    await sleep(1_300);
+    await assert.rejects(call(`${router.url}/health`, { timeoutMs: 1_000 }), 'no new connections after the drain');
+    assert.match(await text, /\[DONE\]/, 'the in-flight stream finished');
+    const [code] = await exited;
+    assert.equal(code, 0);
+  });
+
+  test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
+    const sim = await startSim(['--model', 'm']);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--log-level', 'debug', '--engine-api-key', 'ENGINEKEY123', '--api-key', 'CLIENTKEY123', ...FAST]);
+    await sleep(400);
+    const res = await call(`${router.url}/v1/chat/completions`, {
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'TOPSECRETPROMPT' }] }),
+      headers: { authorization: 'Bearer CLIENTKEY123', 'x-request-id': 'req-abc-1' },
+    });
+    assert.equal(res.status, 200);
+    await sleep(200);
+    const out = router.proc.output();
+    const line = out.split('\n').find((l) => l.includes('"requestId":"req-abc-1"'));
+    assert.ok(line, 'an access log line');
+    const rec = JSON.parse(line) as Record<string, unknown>;
+    assert.equal(rec.msg, 'request');
+    assert.equal(rec.model, 'm');
+    assert.equal(rec.status, 200);
+    assert.equal(rec.endpoint, sim.url);
+    assert.ok((rec.bytesIn as number) > 0 && (rec.bytesOut as number) > 0);
+    for (const secret of ['TOPSECRETPROMPT', 'CLIENTKEY123', 'ENGINEKEY123', 'The quick brown']) assert.ok(!out.includes(secret), `${secret} is not logged`);
+  });
+});
