@@ -57,7 +57,7 @@ export interface EngineLoad {
   readonly waiting: number;
   /** KV-cache usage 0..1; undefined when the engine does not export it */
   readonly kvUsage: number | undefined;
-  /** load the engine carries beyond this router's in-flight requests, in requests; what least-load adds to in-flight */
+  /** load the engine carries beyond this router's in-flight requests, in requests (see otherLoad in engine-stats.ts) */
   readonly otherLoad: number;
 }
 

@@ -16,8 +16,6 @@ export interface EngineLoadSample {
 /** A snapshot older than this many intervals is unknown load, never idle. */
 export const STALE_INTERVALS = 3;
 
-/** KV usage near 1 means the next requests queue or preempt: at 100 % it weighs as much as this many requests. */
-export const KV_USAGE_WEIGHT = 4;
 
 const MAX_METRICS_BYTES = 16 * 1024 * 1024;
 
@@ -31,11 +29,13 @@ export function isFresh(load: EngineLoad | undefined, now: number, intervalMs: n
 
 /**
  * Load on the engine beyond this router's own in-flight requests, in requests: what other clients (other router
- * replicas) have there, plus the queue again (a queue means the batch is full) plus KV pressure.
- * least-load scores an endpoint as its live in-flight count plus this.
+ * replicas, direct callers) run or queue there, plus KV-cache usage as a fraction of one request.
+ * least-load scores an endpoint as its live in-flight count plus this. Only the excess over our own requests comes
+ * from the scrape: our own share is known live, and re-counting it from a snapshot up to 3 intervals old would
+ * steer traffic by where it was a second ago. KV usage breaks ties between equal counts (long contexts fill it).
  */
 export function otherLoad(sample: EngineLoadSample, inFlightAtScrape: number): number {
-  return Math.max(0, sample.running + sample.waiting - inFlightAtScrape) + sample.waiting + KV_USAGE_WEIGHT * (sample.kvUsage ?? 0);
+  return Math.max(0, sample.running + sample.waiting - inFlightAtScrape) + (sample.kvUsage ?? 0);
 }
 
 /**
@@ -237,6 +237,8 @@ export class EngineStatsScraper {
   private async scrape(endpoint: Endpoint): Promise<void> {
     if (this.stopped || this.scraping.has(endpoint)) return;
     this.scraping.add(endpoint);
+    // the engine counts at about the time the scrape reaches it: compare with ours when it was sent
+    const ours = endpoint.inFlight;
     try {
       const headers: Record<string, string> = { accept: 'text/plain' };
       if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
@@ -255,7 +257,7 @@ export class EngineStatsScraper {
       }
       const sample = parseEngineLoad(await res.body.text());
       if (!sample || this.stopped) return;
-      endpoint.engineLoad = { at: this.now(), ...sample, otherLoad: otherLoad(sample, endpoint.inFlight) };
+      endpoint.engineLoad = { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) };
     } catch (err) {
       // the snapshot ages into "unknown"; the prober, not this scraper, decides about health
       this.log.debug({ endpoint: endpoint.url, err: (err as Error).message }, 'engine /metrics scrape failed');

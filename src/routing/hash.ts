@@ -96,13 +96,12 @@ export function rendezvousIndex(candidates: readonly Endpoint[], key: number, ex
   return best;
 }
 
-// Scratch space for boundedRendezvousIndex (synchronous, so shared): weights and in-flight counts per candidate.
+// Scratch space for boundedRendezvousIndex (synchronous, so shared): the weights of the last key.
 let weightScratch = new Uint32Array(64);
-let inFlightScratch = new Int32Array(64);
 
 /**
  * Rendezvous with bounded loads: the highest-weight candidate for `key` whose in-flight count stays within
- * ceil(spread x (total in-flight + 1) / n) after taking this request; -1 when every candidate is excluded.
+ * room = ceil(spread x (total in-flight + 1) / n) after taking this request; -1 when every candidate is excluded.
  * Some candidate always has room (the bound is above the mean), unless failover excluded all that do: then the
  * unbounded winner among the rest.
  */
@@ -121,7 +120,6 @@ export function boundedRendezvousIndex(candidates: readonly Endpoint[], key: num
     let size = weightScratch.length;
     while (size < n) size *= 2;
     weightScratch = new Uint32Array(size);
-    inFlightScratch = new Int32Array(size);
   }
   const weights = weightScratch;
   let best = -1;
@@ -135,24 +133,22 @@ export function boundedRendezvousIndex(candidates: readonly Endpoint[], key: num
       bestWeight = w;
     }
   }
-  // the bound is at least one request, so an idle winner needs no count of the others
-  const winnerInFlight = best < 0 ? 0 : (candidates[best] as Endpoint).inFlight;
-  if (winnerInFlight === 0) return best;
-  const inFlight = inFlightScratch;
+  if (best < 0) return best;
+  // The winner has room when ceil(spread x (total + 1) / n) > its in-flight count, i.e. once the total in flight
+  // exceeds winner x n / spread - 1: stop counting there (an idle winner needs no count at all).
+  const winnerInFlight = (candidates[best] as Endpoint).inFlight;
+  const enough = (winnerInFlight * n) / spread - 1;
   let total = 0;
-  for (let i = 0; i < n; i++) {
-    const f = (candidates[i] as Endpoint).inFlight;
-    inFlight[i] = f;
-    total += f;
-  }
+  for (let i = 0; i < n && total <= enough; i++) total += (candidates[i] as Endpoint).inFlight;
+  if (total > enough) return best;
+  // the winner is full: the next in this key's rendezvous order with room
   const room = Math.ceil((spread * (total + 1)) / n);
-  if (winnerInFlight < room) return best;
   let spill = -1;
   let spillWeight = -1;
   for (let i = 0; i < n; i++) {
-    if ((inFlight[i] as number) >= room) continue;
     const w = weights[i] as number;
-    if (w > spillWeight || (w === spillWeight && (hashes[i] as number) > (hashes[spill] as number))) {
+    if (w < spillWeight || (candidates[i] as Endpoint).inFlight >= room) continue;
+    if (w > spillWeight || (hashes[i] as number) > (hashes[spill] as number)) {
       spill = i;
       spillWeight = w;
     }
