@@ -1,6 +1,6 @@
 // Every metric name the router exports, in one place. Gauges over catalog state are computed at scrape time,
 // so the request path only touches two counters and one histogram.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { EndpointState, ModelState } from '../catalog/types.js';
 
@@ -17,41 +17,90 @@ export interface ScalingGauges {
   stalled(model: string): boolean;
 }
 
-interface ModelChildren {
-  demand: Counter.Internal | undefined;
-  readonly duration: Histogram.Internal<string>;
-  readonly byStatus: Map<number, Counter.Internal>;
+const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+/** What the request path counts for one model: plain numbers, turned into Prometheus samples only at scrape time. */
+interface ModelTally {
+  demand: number;
+  readonly byStatus: Map<number, number>;
+  /** per bucket of DURATION_BUCKETS, plus +Inf; not cumulative */
+  readonly durationBuckets: Float64Array;
+  durationSum: number;
+  durationCount: number;
+}
+
+interface HistogramSample {
+  readonly metricName: string;
+  readonly labels: Readonly<Record<string, string | number>>;
+  readonly value: number;
+}
+
+/**
+ * llm_router_request_duration_seconds as a prom-client metric whose samples are computed from the tallies at scrape
+ * time: prom-client's Histogram hashes its labels on every observe(), which the request path should not pay for.
+ */
+class DurationHistogram {
+  readonly name = 'llm_router_request_duration_seconds';
+  readonly help = 'Time from request arrival to the end of the response, by model';
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+
+  constructor(private readonly tallies: ReadonlyMap<string, ModelTally>) {}
+
+  get(): { name: string; help: string; type: string; aggregator: string; values: HistogramSample[] } {
+    const values: HistogramSample[] = [];
+    for (const [model, t] of this.tallies) {
+      if (t.durationCount === 0) continue;
+      let cumulative = 0;
+      for (let i = 0; i <= DURATION_BUCKETS.length; i++) {
+        cumulative += t.durationBuckets[i] as number;
+        values.push({ metricName: `${this.name}_bucket`, labels: { le: i < DURATION_BUCKETS.length ? (DURATION_BUCKETS[i] as number) : '+Inf', model }, value: cumulative });
+      }
+      values.push({ metricName: `${this.name}_sum`, labels: { model }, value: t.durationSum });
+      values.push({ metricName: `${this.name}_count`, labels: { model }, value: t.durationCount });
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    // the tallies are cumulative by definition; nothing to reset
+  }
 }
 
 export class RouterMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'model' | 'status'>;
-  private readonly duration: Histogram<'model'>;
-  private readonly demand: Counter<'model'>;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
   private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
   private scaling: ScalingGauges = { held: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
-  /** label children per model, so that the request path does no label hashing and builds no strings */
-  private readonly perModel = new Map<string, ModelChildren>();
+  /** per model, so that the request path does no label hashing and builds no strings */
+  private readonly tallies = new Map<string, ModelTally>();
 
   constructor(catalog: ModelCatalog, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'llm_router_process_' });
-    this.requests = new Counter({ name: 'llm_router_requests_total', help: 'Requests answered, by model and HTTP status', labelNames: ['model', 'status'], registers });
-    this.duration = new Histogram({
-      name: 'llm_router_request_duration_seconds',
-      help: 'Time from request arrival to the end of the response, by model',
-      labelNames: ['model'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    const tallies = this.tallies;
+    new Counter({
+      name: 'llm_router_requests_total',
+      help: 'Requests answered, by model and HTTP status',
+      labelNames: ['model', 'status'],
       registers,
+      collect() {
+        this.reset();
+        for (const [model, t] of tallies) for (const [status, n] of t.byStatus) this.inc({ model, status: String(status) }, n);
+      },
     });
-    this.demand = new Counter({
+    this.registry.registerMetric(new DurationHistogram(tallies) as unknown as Metric);
+    new Counter({
       name: 'llm_router_model_demand_total',
       help: 'Requests that arrived for a declared model, whatever the answer (503 included): the demand signal for autoscalers',
       labelNames: ['model'],
       registers,
+      collect() {
+        this.reset();
+        for (const [model, t] of tallies) if (t.demand > 0) this.inc({ model }, t.demand);
+      },
     });
     this.upstreamFailures = new Counter({
       name: 'llm_router_upstream_failures_total',
@@ -150,31 +199,29 @@ export class RouterMetrics {
     });
   }
 
-  private children(model: string): ModelChildren {
-    let c = this.perModel.get(model);
-    if (!c) {
-      c = { demand: undefined, duration: this.duration.labels(model), byStatus: new Map() };
-      this.perModel.set(model, c);
+  private tally(model: string): ModelTally {
+    let t = this.tallies.get(model);
+    if (!t) {
+      t = { demand: 0, byStatus: new Map(), durationBuckets: new Float64Array(DURATION_BUCKETS.length + 1), durationSum: 0, durationCount: 0 };
+      this.tallies.set(model, t);
     }
-    return c;
+    return t;
   }
 
   /** Counts an arrival for a model the catalog knows (any answer). */
   demanded(model: string): void {
-    const c = this.children(model);
-    (c.demand ??= this.demand.labels(model)).inc();
+    this.tally(model).demand++;
   }
 
   /** Records a finished request; `model` is the canonical name, '' when the request named none, or UNKNOWN_MODEL_LABEL. */
   answered(model: string, status: number, seconds: number): void {
-    const c = this.children(model);
-    let counter = c.byStatus.get(status);
-    if (!counter) {
-      counter = this.requests.labels(model, String(status));
-      c.byStatus.set(status, counter);
-    }
-    counter.inc();
-    c.duration.observe(seconds);
+    const t = this.tally(model);
+    t.byStatus.set(status, (t.byStatus.get(status) ?? 0) + 1);
+    let i = 0;
+    while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
+    (t.durationBuckets[i] as number)++;
+    t.durationSum += seconds;
+    t.durationCount++;
   }
 
   upstreamFailure(endpointUrl: string, kind: string): void {

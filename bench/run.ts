@@ -1,0 +1,387 @@
+// `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
+// Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE.
+// Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startNginx } from './nginx.js';
+import { fetchOnce, freePort, killAllNow, startProc, stopAll, usageOf, waitUntil, type Proc } from './procs.js';
+import { median, renderTable, type Row } from './report.js';
+import { measureRouting, type RoutingResult } from './routing.js';
+import { runStreams, type StreamsResult } from './streams.js';
+import { JSON_BODY, MODEL, SSE_BODY, runWrk, wrkScript, type WrkResult } from './wrk.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = path.join(root, 'dist', 'cli', 'main.js');
+
+interface Options {
+  readonly quick: boolean;
+  readonly rounds: number;
+  readonly seconds: number;
+  readonly latencySeconds: number;
+  readonly connections: number;
+  readonly chunks: number;
+  readonly streams: number;
+  readonly streamTokens: number;
+  readonly streamItlMs: number;
+  readonly out: string | undefined;
+  /** parts to run: routing, base, logging, workers, streams (default all) */
+  readonly only: ReadonlySet<string>;
+}
+
+const PARTS = ['routing', 'base', 'logging', 'workers', 'streams'];
+
+function parseOptions(argv: readonly string[]): Options {
+  const quick = argv.includes('--quick');
+  const value = (name: string, fallback: number): number => {
+    const i = argv.indexOf(`--${name}`);
+    if (i < 0) return fallback;
+    const n = Number(argv[i + 1]);
+    if (!Number.isFinite(n) || n <= 0) throw new Error(`--${name} needs a positive number`);
+    return n;
+  };
+  const outIndex = argv.indexOf('--out');
+  return {
+    quick,
+    rounds: value('rounds', quick ? 2 : 3),
+    seconds: value('seconds', quick ? 2 : 5),
+    latencySeconds: value('latency-seconds', quick ? 2 : 3),
+    connections: value('connections', 50),
+    chunks: value('chunks', 50),
+    streams: value('streams', 2_000),
+    streamTokens: value('stream-tokens', quick ? 40 : 60),
+    streamItlMs: value('stream-itl-ms', 100),
+    out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
+    only: new Set(argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : PARTS),
+  };
+}
+
+function log(line: string): void {
+  process.stderr.write(`[bench] ${line}\n`);
+}
+
+function has(tool: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${tool}`], { stdio: 'ignore' }).status === 0;
+}
+
+/** wrk and nginx from Debian when missing; a tool that still is missing skips its column. */
+function ensureTools(): { wrk: boolean; nginx: boolean } {
+  const missing = (['wrk', 'nginx'] as const).filter((t) => !has(t));
+  if (missing.length > 0) {
+    if (process.getuid?.() !== 0 || !has('apt-get')) {
+      log(`missing ${missing.join(', ')} and cannot install (needs root and apt-get)`);
+    } else {
+      log(`installing ${missing.map((t) => (t === 'nginx' ? 'nginx-light' : t)).join(' ')} with apt-get`);
+      const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+      spawnSync('apt-get', ['update', '-qq'], { stdio: 'ignore', env, timeout: 300_000 });
+      spawnSync('apt-get', ['install', '-y', '-qq', ...missing.map((t) => (t === 'nginx' ? 'nginx-light' : t))], { stdio: 'ignore', env, timeout: 600_000 });
+    }
+  }
+  const tools = { wrk: has('wrk'), nginx: has('nginx') };
+  if (!tools.wrk) log('wrk is not available: the request/s and latency columns are skipped');
+  if (!tools.nginx) log('nginx is not available: the nginx column is skipped');
+  return tools;
+}
+
+type Target = 'direct' | 'nginx' | 'router';
+
+interface Sample extends WrkResult {
+  /** CPU time the proxy process tree used per request, in microseconds (undefined for direct) */
+  readonly cpuUsPerRequest: number | undefined;
+}
+
+interface Scenario {
+  readonly name: string;
+  readonly script: string;
+  readonly connections: number;
+  readonly seconds: number;
+}
+
+interface PassResult {
+  readonly name: string;
+  /** scenario -> target -> samples, one per round */
+  readonly samples: Record<string, Partial<Record<Target, Sample[]>>>;
+}
+
+async function measure(port: number, proc: Proc | undefined, s: Scenario): Promise<Sample> {
+  const before = proc ? usageOf(proc.pid).cpuSeconds : 0;
+  const r = await runWrk({ port, script: s.script, connections: s.connections, seconds: s.seconds });
+  const cpu = proc ? usageOf(proc.pid).cpuSeconds - before : 0;
+  return { ...r, cpuUsPerRequest: proc && r.requests > 0 ? (cpu * 1e6) / r.requests : undefined };
+}
+
+/** Runs every scenario against every target, round after round, rotating the order of targets in each round. */
+async function interleaved(
+  name: string,
+  targets: ReadonlyArray<{ target: Target; port: number; proc: Proc | undefined }>,
+  scenarios: readonly Scenario[],
+  rounds: number,
+): Promise<PassResult> {
+  const samples: PassResult['samples'] = {};
+  for (const s of scenarios) {
+    samples[s.name] = {};
+    for (const t of targets) await runWrk({ port: t.port, script: s.script, connections: s.connections, seconds: 1 }); // warm-up (JIT, pools)
+  }
+  for (let round = 0; round < rounds; round++) {
+    for (const s of scenarios) {
+      const order = targets.map((_, i) => targets[(i + round) % targets.length] as (typeof targets)[number]);
+      for (const t of order) {
+        const sample = await measure(t.port, t.proc, s);
+        ((samples[s.name] as Partial<Record<Target, Sample[]>>)[t.target] ??= []).push(sample);
+        log(`${name} round ${round + 1}/${rounds} ${s.name} ${t.target}: ${sample.rps.toFixed(0)} req/s p50 ${sample.p50Ms.toFixed(3)} ms p99 ${sample.p99Ms.toFixed(3)} ms${sample.errors ? ` ERRORS ${sample.errors}` : ''}`);
+      }
+    }
+  }
+  return { name, samples };
+}
+
+function startRouter(dir: string, name: string, port: number, backendPort: number, extra: readonly string[]): Proc {
+  const args = [
+    CLI, 'serve', '--host', '127.0.0.1', '--port', String(port),
+    '--static-backends', `http://127.0.0.1:${backendPort}`, '--static-models', MODEL,
+    '--log-level', 'warn', ...extra,
+  ];
+  return startProc(name, process.execPath, args, path.join(dir, `${name}.log`));
+}
+
+async function waitServing(port: number, proc: Proc, times = 1): Promise<void> {
+  await waitUntil(`${proc.name} on ${port}`, async () => (await fetchOnce(port, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, { proc, times, timeoutMs: 30_000 });
+}
+
+function stat(samples: readonly Sample[] | undefined, pick: (s: Sample) => number | undefined): number | undefined {
+  if (!samples || samples.length === 0) return undefined;
+  const values = samples.map(pick).filter((v): v is number => v !== undefined);
+  return values.length ? median(values) : undefined;
+}
+
+interface Results {
+  readonly startedAt: string;
+  readonly machine: { cpus: number; model: string; node: string; nginx: string | undefined; wrk: string | undefined };
+  readonly options: Options;
+  readonly routing: RoutingResult[];
+  readonly passes: PassResult[];
+  readonly streams: (StreamsResult & { routerPeakRssMb: number; routerIdleRssMb: number; routerCpuPercent: number }) | undefined;
+  readonly routerRssAfterLoadMb: number | undefined;
+  readonly rows: Row[];
+  readonly skipped: string[];
+}
+
+async function streamsScenario(dir: string, o: Options): Promise<Results['streams']> {
+  const simPort = await freePort();
+  const routerPort = await freePort();
+  const sim = startProc('sim', process.execPath, [
+    CLI, 'sim', '--port', String(simPort), '--model', MODEL, '--ttft-ms', '50', '--itl-ms', String(o.streamItlMs),
+    '--output-tokens', String(o.streamTokens), '--max-num-seqs', String(o.streams * 2),
+  ], path.join(dir, 'sim.log'));
+  await waitUntil('simulator', async () => (await fetchOnce(simPort, 'GET', '/v1/models')).status === 200, { proc: sim });
+  const router = startRouter(dir, 'router-streams', routerPort, simPort, []);
+  await waitServing(routerPort, router);
+  await sleep(500);
+  const idle = usageOf(router.pid);
+  let peakRss = idle.rssBytes;
+  const sampler = setInterval(() => (peakRss = Math.max(peakRss, usageOf(router.pid).rssBytes)), 100);
+  const t0 = performance.now();
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Tell me a long story.' }], stream: true });
+  const result = await runStreams({ port: routerPort, streams: o.streams, body, stallThresholdMs: 1_000, timeoutMs: 60_000 + o.streamTokens * o.streamItlMs * 2 });
+  const wall = (performance.now() - t0) / 1000;
+  clearInterval(sampler);
+  const after = usageOf(router.pid);
+  peakRss = Math.max(peakRss, after.rssBytes);
+  await router.stop();
+  await sim.stop();
+  return {
+    ...result,
+    routerIdleRssMb: idle.rssBytes / 2 ** 20,
+    routerPeakRssMb: peakRss / 2 ** 20,
+    routerCpuPercent: ((after.cpuSeconds - idle.cpuSeconds) / wall) * 100,
+  };
+}
+
+function version(cmd: string, args: string[]): string | undefined {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0 && !r.stderr && !r.stdout) return undefined;
+  return `${r.stdout}${r.stderr}`.split('\n').find((l) => l.trim())?.trim();
+}
+
+function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
+  const rows: Row[] = [];
+  const pass = (name: string): PassResult | undefined => r.passes.find((p) => p.name === name);
+  const base = pass('base');
+  const json = `JSON, ${o.connections} conns`;
+  const sse = `SSE ${o.chunks} chunks, ${o.connections} conns`;
+  if (base) {
+    for (const [scenario, label, target, minRatio] of [
+      ['json', json, '>= 0.70x nginx', 0.7],
+      ['sse', sse, '>= 1.00x nginx', 1.0],
+    ] as const) {
+      const s = base.samples[scenario] ?? {};
+      const rps = (t: Target): number | undefined => stat(s[t], (x) => x.rps);
+      const met = rps('router') !== undefined && rps('nginx') !== undefined ? (rps('router') as number) / (rps('nginx') as number) >= minRatio : undefined;
+      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), router: rps('router'), ratios: true, target, met });
+      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
+    }
+    const one = base.samples.json1 ?? {};
+    const p50 = (t: Target): number | undefined => stat(one[t], (x) => x.p50Ms);
+    const direct = p50('direct');
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), router: p50('router'), ratios: true, digits: 3 });
+    // added latency per round (proxy minus direct in the same round), then the median
+    const added = (t: Target): number | undefined => {
+      const a = one[t];
+      const d = one.direct;
+      if (!a || !d) return undefined;
+      return median(a.map((x, i) => x.p50Ms - (d[i] as Sample).p50Ms));
+    };
+    const routerAdded = added('router');
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
+  }
+  for (const [name, label] of [
+    ['logging', 'logging on (router info, nginx access_log)'],
+    ['workers', 'router --workers 2, nginx 2 workers'],
+  ] as const) {
+    const p = pass(name);
+    if (!p) continue;
+    for (const [scenario, what] of [
+      ['json', 'JSON'],
+      ['sse', 'SSE'],
+    ] as const) {
+      const s = p.samples[scenario] ?? {};
+      rows.push({ scenario: `${label}`, metric: `${what} requests/s`, direct: stat(s.direct, (x) => x.rps), nginx: stat(s.nginx, (x) => x.rps), router: stat(s.router, (x) => x.rps), ratios: true });
+    }
+  }
+  if (r.streams) {
+    const s = r.streams;
+    const label = `${s.streams} concurrent SSE streams (sim, ${o.streamTokens} tokens, ${o.streamItlMs} ms apart)`;
+    rows.push({ scenario: label, metric: 'completed streams', router: s.completed, target: `all ${s.streams}`, met: s.completed === s.streams });
+    rows.push({ scenario: label, metric: 'peak open at once', router: s.peakOpen });
+    rows.push({ scenario: label, metric: 'router peak RSS MB', router: s.routerPeakRssMb, digits: 1, target: '<= 250 MB', met: s.routerPeakRssMb <= 250 });
+    rows.push({ scenario: label, metric: 'router CPU % of one core', router: s.routerCpuPercent, digits: 0 });
+    rows.push({ scenario: label, metric: `longest gap in a stream ms (stalls > ${s.stallThresholdMs} ms: ${s.stalls})`, router: s.maxGapMs, digits: 0, target: 'no stalls', met: s.stalls === 0 });
+    rows.push({ scenario: label, metric: 'time to first byte ms, p50', router: s.firstByteMs.p50, digits: 0 });
+    rows.push({ scenario: label, metric: 'time to first byte ms, max', router: s.firstByteMs.max, digits: 0 });
+    if (s.listenOverflows !== undefined) rows.push({ scenario: label, metric: 'accept-queue overflows (machine-wide)', router: s.listenOverflows });
+  }
+  for (const x of r.routing) {
+    rows.push({ scenario: `routing decision, ${x.endpoints} endpoints / ${x.models} models`, metric: `${x.policy} ns/op`, router: x.nsPerOp, digits: 0, target: '<= 5000 ns', met: x.nsPerOp <= 5_000 });
+  }
+  return rows;
+}
+
+async function main(): Promise<void> {
+  const o = parseOptions(process.argv.slice(2));
+  const startedAt = new Date();
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'llm-router-bench-'));
+  workDir = dir;
+  const skipped: string[] = [];
+  const passes: PassResult[] = [];
+  let streams: Results['streams'];
+  let routerRssAfterLoadMb: number | undefined;
+  log(`work dir ${dir}${o.quick ? ' (quick run)' : ''}`);
+
+  let routing: RoutingResult[] = [];
+  if (o.only.has('routing')) {
+    log('routing decision microbenchmark');
+    routing = measureRouting({ ops: o.quick ? 200_000 : 1_000_000, rounds: o.quick ? 3 : 5 });
+  }
+
+  const tools = ensureTools();
+  if (!tools.nginx) skipped.push('nginx column: nginx is not installed');
+  if (!tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
+  const scripts = { json: wrkScript(dir, 'json', JSON_BODY), sse: wrkScript(dir, 'sse', SSE_BODY) };
+  const scenarios: Scenario[] = [
+    { name: 'json', script: scripts.json, connections: o.connections, seconds: o.seconds },
+    { name: 'sse', script: scripts.sse, connections: o.connections, seconds: o.seconds },
+  ];
+
+  if (tools.wrk && (o.only.has('base') || o.only.has('logging') || o.only.has('workers'))) {
+    const upstreamPort = await freePort();
+    const upstream = startProc('upstream', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'upstream.ts'), '--port', String(upstreamPort), '--chunks', String(o.chunks)], path.join(dir, 'upstream.log'));
+    await waitUntil('upstream', async () => (await fetchOnce(upstreamPort, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, { proc: upstream });
+    const direct = { target: 'direct' as const, port: upstreamPort, proc: undefined };
+
+    const pass = async (name: string, nginxWorkers: number, accessLog: boolean, routerArgs: string[], extraScenarios: Scenario[] = []): Promise<void> => {
+      const targets: Array<{ target: Target; port: number; proc: Proc | undefined }> = [direct];
+      const routerPort = await freePort();
+      const router = startRouter(dir, `router-${name}`, routerPort, upstreamPort, routerArgs);
+      let nginx: Proc | undefined;
+      try {
+        if (tools.nginx) {
+          const nginxPort = await freePort();
+          nginx = startNginx({ dir, port: nginxPort, upstreamPort, workers: nginxWorkers, accessLog });
+          await waitServing(nginxPort, nginx);
+          targets.push({ target: 'nginx', port: nginxPort, proc: nginx });
+        }
+        await waitServing(routerPort, router, 6);
+        targets.push({ target: 'router', port: routerPort, proc: router });
+        passes.push(await interleaved(name, targets, [...scenarios, ...extraScenarios], o.rounds));
+        if (name === 'base') routerRssAfterLoadMb = usageOf(router.pid).rssBytes / 2 ** 20;
+      } finally {
+        await router.stop();
+        await nginx?.stop();
+      }
+    };
+
+    try {
+      if (o.only.has('base')) await pass('base', 1, false, [], [{ name: 'json1', script: scripts.json, connections: 1, seconds: o.latencySeconds }]);
+      if (o.only.has('logging')) await pass('logging', 1, true, ['--log-level', 'info']);
+      if (o.only.has('workers')) await pass('workers', 2, false, ['--workers', '2']);
+    } finally {
+      await upstream.stop();
+    }
+  }
+
+  if (o.only.has('streams')) {
+    log(`${o.streams} concurrent streams through one router process`);
+    streams = await streamsScenario(dir, o);
+  }
+
+  const partial = {
+    startedAt: startedAt.toISOString(),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, nginx: tools.nginx ? version('nginx', ['-v']) : undefined, wrk: tools.wrk ? version('wrk', ['-v']) : undefined },
+    options: o,
+    routing,
+    passes,
+    streams,
+    routerRssAfterLoadMb,
+    skipped,
+  };
+  const rows = buildRows(partial, o);
+  const results: Results = { ...partial, rows };
+  const out = o.out ?? path.join(root, 'bench', 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+  mkdirSync(path.dirname(out), { recursive: true });
+  writeFileSync(out, JSON.stringify(results, null, 2) + '\n');
+  process.stdout.write(`\n${renderTable(rows)}\n\n`);
+  if (routerRssAfterLoadMb !== undefined) process.stdout.write(`router RSS after the base pass: ${routerRssAfterLoadMb.toFixed(1)} MB\n`);
+  if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
+  for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
+  process.stdout.write(`results: ${path.relative(process.cwd(), out)}\n`);
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** kept on failure, for the logs of the processes */
+let workDir = '';
+let interrupted = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (interrupted) return;
+    interrupted = true;
+    log(`${signal}: stopping everything that was started`);
+    stopAll().finally(() => process.exit(130));
+  });
+}
+process.on('exit', killAllNow);
+
+main()
+  .catch(async (err: unknown) => {
+    log(`failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    if (workDir) log(`logs of the started processes are in ${workDir}`);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    await stopAll();
+  });
+
