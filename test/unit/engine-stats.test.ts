@@ -3,7 +3,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelCatalog } from '../../src/catalog/catalog.js';
-import type { Endpoint } from '../../src/catalog/types.js';
+import type { Endpoint, EngineLoad } from '../../src/catalog/types.js';
 import { EngineStatsScraper, forEachSample, isFresh, labelValue, otherLoad, parseEngineLoad, staleAfterMs } from '../../src/health/engine-stats.js';
 import { startSimEngine, type SimEngine } from '../../src/sim/engine.js';
 import { createLogger } from '../../src/util/log.js';
@@ -109,11 +109,12 @@ test('the scraper keeps each ready endpoint’s latest load with its time; a hun
   const catalog = new ModelCatalog();
   catalog.setEndpoints('static', [{ id: engine.url, url: engine.url, models: ['sim-model'] }]);
   const endpoint = catalog.endpoints()[0] as Endpoint;
+  const loadNow = (): EngineLoad | undefined => endpoint.engineLoad;
   const scraper = new EngineStatsScraper(catalog, { intervalMs: 50, timeoutMs: 200, apiKey: undefined }, createLogger({ level: 'silent', format: 'json' }));
   scrapers.push(scraper);
   scraper.start();
   await sleep(150);
-  assert.equal(endpoint.engineLoad, undefined, 'endpoints that are not ready are not scraped');
+  assert.equal(loadNow(), undefined, 'endpoints that are not ready are not scraped');
 
   catalog.setState(endpoint, 'ready');
   // two requests straight to the engine: one runs (for a minute), one waits
@@ -121,14 +122,14 @@ test('the scraper keeps each ready endpoint’s latest load with its time; a hun
   for (const c of controllers) {
     void fetch(`${engine.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'hi' }), headers: { 'content-type': 'application/json' }, signal: c.signal }).catch(() => undefined);
   }
-  await until('the queue in the snapshot', () => endpoint.engineLoad?.waiting === 1);
-  const load = endpoint.engineLoad!;
+  await until('the queue in the snapshot', () => loadNow()?.waiting === 1);
+  const load = loadNow() as EngineLoad;
   assert.equal(load.running, 1);
   assert.equal(load.kvUsage, 1);
   assert.ok(isFresh(load, Date.now(), 50));
 
   await engine.setFault({ mode: 'hang', scope: 'all' });
-  await until('the snapshot to go stale', () => !isFresh(endpoint.engineLoad, Date.now(), 50));
-  assert.equal(endpoint.engineLoad?.waiting, 1, 'the last snapshot is kept; staleness is judged by its time');
+  await until('the snapshot to go stale', () => !isFresh(loadNow(), Date.now(), 50));
+  assert.equal(loadNow()?.waiting, 1, 'the last snapshot is kept; staleness is judged by its time');
   for (const c of controllers) c.abort();
 });
