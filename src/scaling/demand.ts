@@ -4,7 +4,8 @@ import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Logger } from '../util/log.js';
 
 interface ModelDemand {
-  lastArrival: number;
+  /** last arrival or completion: a model stays active for the grace period after its last request ended too */
+  lastActivity: number;
   inFlight: number;
   /** when demand started while the model had no endpoint at all; undefined when no episode is open */
   episodeStart: number | undefined;
@@ -47,7 +48,7 @@ export class DemandTracker {
   private entry(model: string): ModelDemand {
     let d = this.models.get(model);
     if (!d) {
-      d = { lastArrival: 0, inFlight: 0, episodeStart: undefined, stalled: false };
+      d = { lastActivity: 0, inFlight: 0, episodeStart: undefined, stalled: false };
       this.models.set(model, d);
     }
     return d;
@@ -56,8 +57,8 @@ export class DemandTracker {
   /** A request arrived for a declared model (whatever its answer will be). */
   arrived(model: string): void {
     const d = this.entry(model);
-    d.lastArrival = this.now();
-    if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = d.lastArrival;
+    d.lastActivity = this.now();
+    if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = d.lastActivity;
   }
 
   begin(model: string): void {
@@ -67,18 +68,19 @@ export class DemandTracker {
   end(model: string): void {
     const d = this.entry(model);
     d.inFlight = Math.max(0, d.inFlight - 1);
+    d.lastActivity = this.now();
   }
 
   inFlight(model: string): number {
     return this.models.get(model)?.inFlight ?? 0;
   }
 
-  /** Held or in-flight requests, or an arrival within the grace period. */
+  /** Held or in-flight requests, or a request that arrived or ended within the grace period. */
   active(model: string): boolean {
     const d = this.models.get(model);
     if (this.held(model) > 0) return true;
     if (!d) return false;
-    return d.inFlight > 0 || (d.lastArrival > 0 && this.now() - d.lastArrival < this.opts.graceMs);
+    return d.inFlight > 0 || (d.lastActivity > 0 && this.now() - d.lastActivity < this.opts.graceMs);
   }
 
   stalled(model: string): boolean {

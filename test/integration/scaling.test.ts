@@ -95,7 +95,7 @@ describe('scale from zero', { timeout: 120_000 }, () => {
 
   test('the KEDA external scaler answers IsActive and GetMetrics over gRPC, rising with held demand and falling after the grace period', async () => {
     kube.create(deployment('keda', 'org/keda-model', 0));
-    const router = await startK8sRouter(['--cold-start-wait', '30', '--keda-scaler-port', '0', '--scale-to-zero-grace-seconds', '1', '--log-level', 'info']);
+    const router = await startK8sRouter(['--cold-start-wait', '30', '--keda-scaler-port', '0', '--scale-to-zero-grace-seconds', '2', '--log-level', 'info']);
     await router.proc.waitForOutput('KEDA external scaler listening');
     const port = Number(/"port":(\d+),"msg":"KEDA external scaler listening/.exec(router.proc.output())?.[1]);
     const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), { keepCase: true, longs: Number, defaults: true });
@@ -126,8 +126,8 @@ describe('scale from zero', { timeout: 120_000 }, () => {
       addPod(kube, 'keda-1', 'org/keda-model', sim.port);
       assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200, 200]);
       assert.equal(await metricValue(), 0, 'nothing held or in flight');
-      assert.deepEqual(await rpc('IsActive', ref), { result: true }, 'still active within the grace period');
-      await sleep(1_500);
+      assert.deepEqual(await rpc('IsActive', ref), { result: true }, 'still active within the grace period after the last request');
+      await sleep(2_500);
       assert.deepEqual(await rpc('IsActive', ref), { result: false }, 'inactive after the grace period');
       await sleep(1_200);
       assert.deepEqual(pushed.slice(0, 3), [false, true, false], 'StreamIsActive pushed each change');

@@ -69,7 +69,8 @@ describe('security and limits', { timeout: 120_000 }, () => {
     try {
       await sleep(300);
       const ask = (headers: Record<string, string>) => call(`${router.url}/v1/chat/completions`, { body: chat('m'), headers });
-      for (const headers of [{}, { authorization: 'Bearer nope' }, { authorization: 'Basic flag-key' }, { 'x-api-key': '' }]) {
+      const bad: Record<string, string>[] = [{}, { authorization: 'Bearer nope' }, { authorization: 'Basic flag-key' }, { 'x-api-key': '' }];
+      for (const headers of bad) {
         const res = await ask(headers);
         assert.equal(res.status, 401, JSON.stringify(headers));
         assert.equal(res.json<{ error: { code: string } }>().error.code, 'invalid_api_key');
