@@ -3,12 +3,14 @@
 // Prints prefix-cache hit rate, TTFT p50/p99 and throughput per policy, then the cost of one routing decision per
 // policy at 1,000 endpoints.
 //
-//   node --import tsx bench/routing-quality.ts [--quick] [--conversations N] [--concurrency C[,C...]] [--json FILE]
+//   node --import tsx bench/routing-quality.ts [--quick] [--conversations N] [--concurrency C[,C...]] [--rounds R]
+//                                              [--only quality,decisions] [--json FILE]
 //
 // Routers run as child processes (dist/cli/main.js when built, else the sources through tsx); engines run in this
 // process (startSimEngine); everything listens on 127.0.0.1 and is stopped before the script exits.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -32,6 +34,8 @@ export interface QualityOptions {
   readonly conversations: number;
   /** closed-loop users per run; each level is a separate set of runs */
   readonly concurrency: readonly number[];
+  /** every configuration runs this many times, interleaved with the others; the table shows medians */
+  readonly rounds: number;
   readonly seed: number;
 }
 
@@ -305,20 +309,38 @@ async function replay(policy: string, replicas: number, workload: Workload, conc
   }
 }
 
+function medianOf(values: readonly number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
+}
+
+/** Every configuration once per round, rounds interleaved so that a noisy moment on the machine hits all policies alike. */
 export async function runRoutingQuality(opts: QualityOptions, log: (line: string) => void = () => undefined): Promise<QualityResult[]> {
   const workload = buildWorkload(opts.conversations, opts.seed);
   log(`workload: ${opts.conversations} conversations, ${workload.requests} requests, ${workload.systemPrompts} system prompts; best possible hit rate ${(idealHitRate(workload) * 100).toFixed(1)} %`);
-  const results: QualityResult[] = [];
-  for (const users of opts.concurrency) {
-    for (const replicas of [1, 2]) {
-      for (const policy of QUALITY_POLICIES) {
-        const r = await replay(policy, replicas, workload, users);
-        log(`${users} users, ${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms, p99 ${r.ttftP99Ms.toFixed(0)} ms, ${r.requestsPerSecond.toFixed(1)} req/s`);
-        results.push(r);
-      }
+  const configs = opts.concurrency.flatMap((users) => [1, 2].flatMap((replicas) => QUALITY_POLICIES.map((policy) => ({ users, replicas, policy }))));
+  const runs = configs.map((): QualityResult[] => []);
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const [i, { users, replicas, policy }] of configs.entries()) {
+      const r = await replay(policy, replicas, workload, users);
+      log(`round ${round + 1}, ${users} users, ${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms, p99 ${r.ttftP99Ms.toFixed(0)} ms, ${r.requestsPerSecond.toFixed(1)} req/s`);
+      (runs[i] as QualityResult[]).push(r);
     }
   }
-  return results;
+  return runs.map((rs) => {
+    const m = (f: (r: QualityResult) => number): number => medianOf(rs.map(f));
+    const first = rs[0] as QualityResult;
+    return {
+      ...first,
+      failed: rs.reduce((n, r) => n + r.failed, 0),
+      hitRate: m((r) => r.hitRate),
+      ttftP50Ms: m((r) => r.ttftP50Ms),
+      ttftP99Ms: m((r) => r.ttftP99Ms),
+      requestsPerSecond: m((r) => r.requestsPerSecond),
+      imbalance: m((r) => r.imbalance),
+    };
+  });
 }
 
 export function renderQualityTable(results: readonly QualityResult[]): string {
@@ -357,7 +379,7 @@ export interface DecisionCost {
  * each, chat bodies with this workload's system prompts, and a session header: what each policy reads is there.
  * The policies come from dist/ when built (what `serve` runs), else from the sources.
  */
-export async function measureDecisions(endpoints = 1000, rounds = 41, ops = 2000): Promise<{ source: string; costs: DecisionCost[] }> {
+export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 1000): Promise<{ source: string; costs: DecisionCost[] }> {
   const distIndex = path.join(root, 'dist', 'routing', 'index.js');
   const source = existsSync(distIndex) ? 'dist' : 'src';
   const mod = (await import(pathToFileURL(source === 'dist' ? distIndex : path.join(root, 'src', 'routing', 'index.ts')).href)) as { createPolicy: typeof CreatePolicy };
@@ -385,21 +407,23 @@ export async function measureDecisions(endpoints = 1000, rounds = 41, ops = 2000
     // parsed from JSON like the handler's body, so strings are flat as in production
     body: JSON.parse(JSON.stringify({ model: MODEL, messages: messagesFor(c, Math.min(1, c.turns.length - 1)), max_tokens: 16 })) as Record<string, unknown>,
   }));
-  const costs: DecisionCost[] = [];
-  for (const name of MICRO_POLICIES) {
-    // an hour-long scrape interval keeps the snapshots fresh for the whole measurement
-    const policy = mod.createPolicy(name, { sessionKey: 'x-session-id', engineStatsIntervalMs: 3_600_000 });
-    const timings: number[] = [];
-    let sink = 0;
-    for (let r = 0; r <= rounds; r++) {
+  // an hour-long scrape interval keeps the snapshots fresh for the whole measurement
+  const policies = MICRO_POLICIES.map((name) => mod.createPolicy(name, { sessionKey: 'x-session-id', engineStatsIntervalMs: 3_600_000 }));
+  const timings = policies.map((): number[] => []);
+  let sink = 0;
+  // rounds interleave the policies, so that a busy moment on the machine does not land on one of them only
+  for (let r = 0; r <= rounds; r++) {
+    for (const [p, policy] of policies.entries()) {
       const t0 = process.hrtime.bigint();
       for (let i = 0; i < ops; i++) sink += (policy.pick(candidates, requests[i & 63] as RouteRequest) as Endpoint).inFlight;
-      if (r > 0) timings.push(Number(process.hrtime.bigint() - t0) / ops);
+      if (r > 0) (timings[p] as number[]).push(Number(process.hrtime.bigint() - t0) / ops);
     }
-    if (sink < 0) throw new Error('unreachable');
-    timings.sort((a, b) => a - b);
-    costs.push({ policy: name, endpoints, medianNs: timings[Math.floor(timings.length / 2)] as number, minNs: timings[0] as number });
   }
+  if (sink < 0) throw new Error('unreachable');
+  const costs = MICRO_POLICIES.map((policy, p) => {
+    const t = [...(timings[p] as number[])].sort((a, b) => a - b);
+    return { policy, endpoints, medianNs: medianOf(t), minNs: t[0] as number };
+  });
   return { source, costs };
 }
 
@@ -411,7 +435,7 @@ export function renderDecisionTable(costs: readonly DecisionCost[]): string {
 
 // ---- command line ----
 
-function parseArgs(argv: readonly string[]): QualityOptions & { json: string | undefined } {
+function parseArgs(argv: readonly string[]): QualityOptions & { json: string | undefined; only: ReadonlySet<string> } {
   const list = (name: string, fallback: number[]): number[] => {
     const i = argv.indexOf(`--${name}`);
     if (i < 0) return fallback;
@@ -434,8 +458,10 @@ function parseArgs(argv: readonly string[]): QualityOptions & { json: string | u
   return {
     conversations: positive('conversations', quick ? 80 : 240),
     concurrency: list('concurrency', quick ? [32] : [16, 32]),
+    rounds: positive('rounds', quick ? 1 : 3),
     seed: positive('seed', 42),
     json: value('json'),
+    only: new Set((value('only') ?? 'quality,decisions').split(',')),
   };
 }
 
@@ -448,14 +474,19 @@ async function main(): Promise<void> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    const results = await runRoutingQuality(opts, (line) => process.stderr.write(`${line}\n`));
-    const decisions = await measureDecisions();
-    const ideal = idealHitRate(buildWorkload(opts.conversations, opts.seed));
-    process.stdout.write(
-      `\nRouting quality (${opts.conversations} conversations, ${ENGINES} engines of ${ENGINE.maxNumSeqs} slots and ${ENGINE.prefixCacheBlocks} cache blocks each; ` +
-        `one engine with an unbounded cache would hit ${(ideal * 100).toFixed(1)} %)\n\n${renderQualityTable(results)}\n`,
-    );
-    process.stdout.write(`\nRouting decision cost (policies from ${decisions.source}/)\n\n${renderDecisionTable(decisions.costs)}\n`);
+    const results = opts.only.has('quality') ? await runRoutingQuality(opts, (line) => process.stderr.write(`${line}\n`)) : [];
+    const decisions = opts.only.has('decisions') ? await measureDecisions() : undefined;
+    if (results.length > 0) {
+      const ideal = idealHitRate(buildWorkload(opts.conversations, opts.seed));
+      process.stdout.write(
+        `\nRouting quality (${opts.conversations} conversations, ${ENGINES} engines of ${ENGINE.maxNumSeqs} slots and ${ENGINE.prefixCacheBlocks} cache blocks each; ` +
+          `one engine with an unbounded cache would hit ${(ideal * 100).toFixed(1)} %; medians of ${opts.rounds} interleaved rounds)\n\n${renderQualityTable(results)}\n`,
+      );
+    }
+    if (decisions) {
+      const load = os.loadavg()[0]?.toFixed(1);
+      process.stdout.write(`\nRouting decision cost (policies from ${decisions.source}/; load average ${load} on ${os.cpus().length} cores)\n\n${renderDecisionTable(decisions.costs)}\n`);
+    }
     if (opts.json) writeFileSync(opts.json, JSON.stringify({ options: opts, results, decisions }, null, 2));
   } finally {
     await Promise.all([...routers].map(stopRouter));
