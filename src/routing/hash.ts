@@ -50,7 +50,7 @@ interface HashedCandidates {
 // so the endpoint hashes are computed once per array and found with one lookup per request.
 const cache = new WeakMap<readonly Endpoint[], HashedCandidates>();
 
-/** Endpoint hashes parallel to `candidates`, cached per array (an array reused with other contents is rehashed). */
+/** Endpoint hashes parallel to `candidates`, cached per array (recognised by identity, length, first and last endpoint). */
 export function candidateHashes(candidates: readonly Endpoint[]): Uint32Array {
   const n = candidates.length;
   const c = cache.get(candidates);

@@ -12,8 +12,9 @@ import { FNV_OFFSET, mix32 } from './hash.js';
 const FNV_PRIME = 0x01000193;
 /**
  * After the first block, every 4th character (by position in the rendered prompt) is hashed. Prompts that share a
- * prefix still share the key; prompts that differ by more than a character or two almost surely do not; and
- * reading 8 blocks costs about a third as much (the hashing is most of a decision's cost at 256-char blocks).
+ * prefix still share the key; prompts that differ in a run of 4 or more characters, or by an inserted or deleted one,
+ * practically never do (one changed letter may go unseen: such prompts then share an engine, which costs nothing);
+ * and reading 8 blocks costs about a third as much (hashing is most of a decision's cost at 256-char blocks).
  */
 const SAMPLE_STRIDE = 4;
 
