@@ -16,6 +16,8 @@ interface Tracked extends ProbeCounters {
   /** a probe was asked for while one was running */
   again: boolean;
   passiveFailures: number;
+  /** a run of engine 5xx answers asked the prober to confirm: a bad probe now means failed at once */
+  suspect: boolean;
   warmedUp: boolean;
 }
 
@@ -76,7 +78,17 @@ export class Prober implements ForwardObserver {
     const t = this.tracked.get(endpoint);
     if (!t) return;
     t.passiveFailures++;
-    if (endpoint.state === 'ready' && t.passiveFailures >= this.opts.passiveFailureThreshold) {
+    const run = t.passiveFailures >= this.opts.passiveFailureThreshold;
+    if (failure === 'engine-5xx') {
+      // the engine answered: its 5xx may come from one client's input, so a run of them is confirmed by a probe
+      // before the endpoint is failed — one client's bad requests must not take the model away from the others
+      if (run && endpoint.state === 'ready') {
+        t.suspect = true;
+        this.probeNow(endpoint);
+      }
+      return;
+    }
+    if (run && endpoint.state === 'ready') {
       t.backoff = 1;
       this.transition(endpoint, 'failed', `${t.passiveFailures} requests failed in a row; last: ${detail}`);
     }
@@ -94,7 +106,7 @@ export class Prober implements ForwardObserver {
 
   private track(endpoint: Endpoint): void {
     if (this.tracked.has(endpoint) || this.stopped) return;
-    const t: Tracked = { successes: 0, failures: 0, backoff: 0, timer: undefined, running: false, again: false, passiveFailures: 0, warmedUp: !this.opts.probe.warmup };
+    const t: Tracked = { successes: 0, failures: 0, backoff: 0, timer: undefined, running: false, again: false, passiveFailures: 0, suspect: false, warmedUp: !this.opts.probe.warmup };
     this.tracked.set(endpoint, t);
     t.timer = setTimeout(() => void this.run(endpoint), 0);
   }
@@ -120,6 +132,15 @@ export class Prober implements ForwardObserver {
         else result = { verdict: 'serving-api', refused: false, detail: w.detail };
       }
       endpoint.lastProbe = { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail };
+      if (t.suspect) {
+        t.suspect = false;
+        if (result.verdict !== 'ready' && endpoint.state === 'ready') {
+          t.backoff = 1;
+          this.transition(endpoint, 'failed', `${t.passiveFailures} requests answered 5xx in a row and the probe failed: ${result.detail}`);
+          return;
+        }
+        t.passiveFailures = 0;
+      }
       const next = afterProbe(endpoint, t, result, this.opts.probe, Date.now());
       if (next.state === 'ready') t.passiveFailures = 0;
       this.transition(endpoint, next.state, next.error);

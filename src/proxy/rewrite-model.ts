@@ -1,5 +1,7 @@
 // Replaces the value of the top-level "model" field in a JSON body, leaving every other byte as the client sent it.
-// Used only for aliases; the body has already been validated by JSON.parse.
+// Used only for aliases; the body has already been validated by JSON.parse. The scan reads the bytes as latin1
+// (one char per byte: JSON's structure is ASCII, and UTF-8 continuation bytes never look like '"' or '\\'),
+// so string offsets are byte offsets and the splice keeps every other byte, even invalid UTF-8.
 
 /** Index just past the JSON string starting at `start` (which is a quote). */
 function skipString(text: string, start: number): number {
@@ -15,7 +17,7 @@ function skipString(text: string, start: number): number {
 
 /** Returns the body with the last top-level "model" value replaced (JSON.parse keeps the last duplicate too). */
 export function rewriteModel(body: Buffer, model: string): Buffer {
-  const text = body.toString('utf8');
+  const text = body.toString('latin1');
   let depth = 0;
   let valueStart = -1;
   let valueEnd = -1;
@@ -26,7 +28,7 @@ export function rewriteModel(body: Buffer, model: string): Buffer {
       const end = skipString(text, i);
       if (depth === 1 && expectingKey) {
         const raw = text.slice(i, end);
-        const key = raw.includes('\\') ? (JSON.parse(raw) as string) : raw.slice(1, -1);
+        const key = raw.includes('\\') ? (JSON.parse(Buffer.from(raw, 'latin1').toString('utf8')) as string) : raw.slice(1, -1);
         let j = end;
         while (j < text.length && text[j] !== ':') j++;
         j++;
@@ -50,5 +52,5 @@ export function rewriteModel(body: Buffer, model: string): Buffer {
     }
   }
   if (valueStart < 0) return body;
-  return Buffer.from(text.slice(0, valueStart) + JSON.stringify(model) + text.slice(valueEnd), 'utf8');
+  return Buffer.concat([body.subarray(0, valueStart), Buffer.from(JSON.stringify(model), 'utf8'), body.subarray(valueEnd)]);
 }

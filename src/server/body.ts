@@ -49,3 +49,34 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     req.on('close', onClose);
   });
 }
+
+/**
+ * Reads and throws away the rest of a refused body, so the 413 reaches a client that writes its whole body before
+ * reading (closing with unread data would reset the connection). Resolves false if more than `limit` bytes
+ * follow or the client goes away (the caller then closes the connection); the client timeout bounds the time.
+ */
+export function discardBody(req: IncomingMessage, limit: number): Promise<boolean> {
+  if (req.complete) return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    let seen = 0;
+    const done = (drained: boolean): void => {
+      req.off('data', onData);
+      req.off('end', onEnd);
+      req.off('close', onClose);
+      req.off('error', onClose);
+      if (!drained) req.pause();
+      resolve(drained);
+    };
+    const onData = (chunk: Buffer): void => {
+      seen += chunk.length;
+      if (seen > limit) done(false);
+    };
+    const onEnd = (): void => done(true);
+    const onClose = (): void => done(req.complete);
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('close', onClose);
+    req.on('error', onClose);
+    req.resume();
+  });
+}

@@ -13,6 +13,12 @@ const CLIENT_ERRORS: Record<string, RouterError> = {
   HPE_HEADER_OVERFLOW: { status: 431, code: 'headers_too_large', type: 'invalid_request_error', message: 'The request head is larger than the limit.' },
   ERR_HTTP_REQUEST_TIMEOUT: { status: 408, code: 'client_timeout', type: 'invalid_request_error', message: 'The request was not received in time.' },
 };
+const EXPECTATION_FAILED: RouterError = {
+  status: 417, code: 'expectation_failed', type: 'invalid_request_error', message: 'Only "Expect: 100-continue" is supported.',
+};
+const CONNECT_REFUSED: RouterError = {
+  status: 405, code: 'method_not_allowed', type: 'invalid_request_error', message: 'CONNECT is not supported: this is not a forward proxy.',
+};
 const BAD_REQUEST: RouterError = { status: 400, code: 'bad_request', type: 'invalid_request_error', message: 'The request is not valid HTTP.' };
 
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
@@ -46,9 +52,17 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
       headersTimeout: limits.clientTimeoutMs,
       requestTimeout: limits.clientTimeoutMs,
       connectionsCheckingInterval: Math.max(100, Math.min(limits.clientTimeoutMs / 4, 30_000)),
+      // routing needs no Host header; answering a request without one beats Node's bare 400
+      requireHostHeader: false,
     },
     listener,
   );
   server.on('clientError', answerClientError);
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => sendError(res, EXPECTATION_FAILED, { connection: 'close' }));
+  server.on('connect', (_req: IncomingMessage, socket: Socket) => {
+    const body = errorBody(CONNECT_REFUSED);
+    socket.on('error', () => undefined);
+    socket.end(`HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nallow: GET, POST\r\nconnection: close\r\n\r\n${body}`);
+  });
   return server;
 }

@@ -11,7 +11,7 @@ import type { Logger } from '../util/log.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
-import { BodyTooLargeError, readBody } from './body.js';
+import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
 
 /** Paths routed by the JSON body's `model`. */
@@ -35,6 +35,9 @@ export interface InferenceDeps {
   /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
   readonly admit: (req: IncomingMessage) => (() => void) | RouterError;
 }
+
+/** how much of a refused body is read and thrown away so the client sees the 413 */
+const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
 
 const REQUEST_ID_OK = /^[\x21-\x7e]{1,200}$/;
 
@@ -106,7 +109,11 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
     raw = await readBody(req, deps.maxBodyBytes);
   } catch (err) {
     if (err instanceof BodyTooLargeError) {
-      res.setHeader('connection', 'close');
+      // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
+      // that writes its whole body before reading gets the 413 instead of a reset connection
+      void discardBody(req, DISCARD_LIMIT_BYTES).then((drained) => {
+        if (!drained) req.socket.destroy();
+      });
       answer(errors.bodyTooLarge(deps.maxBodyBytes));
     } else {
       finish(499);

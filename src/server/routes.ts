@@ -27,7 +27,9 @@ export function createRequestListener(
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q < 0 ? url : url.slice(0, q);
-    const route = table.get(`${req.method ?? 'GET'} ${path}`);
+    // HEAD is GET without the body (node:http drops the body of a HEAD answer)
+    const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
+    const route = table.get(`${method} ${path}`);
     if (!route) {
       req.resume();
       const allowed = methods.get(path);

@@ -456,6 +456,11 @@ class SimServer implements SimEngine {
 
     const fault = this.currentFault;
     if (fault.mode === 'error500') return sendJson(res, 500, errorBody('Internal server error (simulated engine fault).', 'InternalServerError', 500));
+    // a per-request failure, as an engine bug triggered by one client's input would give
+    const forced = Number(req.headers['x-sim-status']);
+    if (Number.isInteger(forced) && forced >= 400 && forced <= 599) {
+      return sendJson(res, forced, errorBody(`Simulated failure for this request (x-sim-status ${forced}).`, 'InternalServerError', forced));
+    }
     if (fault.mode === 'overloaded') {
       return sendJson(res, 503, errorBody('The engine is overloaded: too many requests waiting; retry later.', 'ServiceUnavailableError', 503), { 'retry-after': '1' });
     }

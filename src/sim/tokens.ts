@@ -10,16 +10,24 @@ export function countTokens(text: string): number {
 /** Body fields that carry prompt text across the OpenAI, rerank, score, tokenize and Anthropic shapes. */
 const PROMPT_FIELDS = ['messages', 'prompt', 'input', 'system', 'query', 'documents', 'text_1', 'text_2', 'text', 'tokens'] as const;
 
-/** Tokens of a value: strings are counted, numbers are token ids, message parts count by their content/text. */
+/**
+ * Tokens of a value: strings are counted, numbers are token ids, message parts count by their content/text.
+ * Iterative, so that any nesting depth a client sends is counted instead of overflowing the stack.
+ */
 export function tokensOf(value: unknown): number {
-  if (typeof value === 'string') return countTokens(value);
-  if (typeof value === 'number') return 1;
-  if (Array.isArray(value)) return value.reduce((sum: number, v: unknown) => sum + tokensOf(v), 0);
-  if (typeof value === 'object' && value !== null) {
-    const record = value as Record<string, unknown>;
-    return tokensOf(record.content) + tokensOf(record.text);
+  let total = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === 'string') total += countTokens(v);
+    else if (typeof v === 'number') total += 1;
+    else if (Array.isArray(v)) for (const item of v) stack.push(item);
+    else if (typeof v === 'object' && v !== null) {
+      const record = v as Record<string, unknown>;
+      stack.push(record.content, record.text);
+    }
   }
-  return 0;
+  return total;
 }
 
 export function promptTokens(body: Record<string, unknown>): number {

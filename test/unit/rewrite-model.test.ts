@@ -27,3 +27,9 @@ test('property: the rewritten body parses to the same object with only model rep
     { numRuns: 300 },
   );
 });
+
+test('bytes that are not valid UTF-8 elsewhere in the body are kept as they are', () => {
+  const body = Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('","model":"a"}')]);
+  const out = rewriteModel(body, 'bé');
+  assert.deepEqual(out, Buffer.concat([Buffer.from('{"prompt":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('","model":"bé"}')]));
+});
