@@ -1,5 +1,6 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
-// Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE.
+// Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
+// --only routing,base,logging,workers,streams (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,8 @@ import { runStreams, type StreamsResult } from './streams.js';
 import { JSON_BODY, MODEL, SSE_BODY, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = path.join(root, 'dist', 'cli', 'main.js');
+/** the built CLI; --router-cli PATH measures another build (e.g. the code before a change) */
+let CLI = path.join(root, 'dist', 'cli', 'main.js');
 
 interface Options {
   readonly quick: boolean;
@@ -52,7 +54,7 @@ function parseOptions(argv: readonly string[]): Options {
     connections: value('connections', 50),
     chunks: value('chunks', 50),
     streams: value('streams', 2_000),
-    streamTokens: value('stream-tokens', quick ? 40 : 60),
+    streamTokens: value('stream-tokens', quick ? 60 : 80),
     streamItlMs: value('stream-itl-ms', 100),
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
     only: new Set(argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : PARTS),
@@ -142,7 +144,8 @@ function startRouter(dir: string, name: string, port: number, backendPort: numbe
   const args = [
     CLI, 'serve', '--host', '127.0.0.1', '--port', String(port),
     '--static-backends', `http://127.0.0.1:${backendPort}`, '--static-models', MODEL,
-    '--log-level', 'warn', ...extra,
+    // no drain period on SIGTERM: nothing balances load onto these routers, and passes must not overlap
+    '--log-level', 'warn', '--drain-seconds', '0', ...extra,
   ];
   return startProc(name, process.execPath, args, path.join(dir, `${name}.log`));
 }
@@ -160,7 +163,7 @@ function stat(samples: readonly Sample[] | undefined, pick: (s: Sample) => numbe
 interface Results {
   readonly startedAt: string;
   readonly machine: { cpus: number; model: string; node: string; nginx: string | undefined; wrk: string | undefined };
-  readonly options: Options;
+  readonly options: Omit<Options, 'only'> & { only: string[]; routerCli: string };
   readonly routing: RoutingResult[];
   readonly passes: PassResult[];
   readonly streams: (StreamsResult & { routerPeakRssMb: number; routerIdleRssMb: number; routerCpuPercent: number }) | undefined;
@@ -273,6 +276,8 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
 
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2));
+  const cliIndex = process.argv.indexOf('--router-cli');
+  if (cliIndex >= 0) CLI = path.resolve(process.argv[cliIndex + 1] ?? CLI);
   const startedAt = new Date();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'llm-router-bench-'));
   workDir = dir;
@@ -280,7 +285,7 @@ async function main(): Promise<void> {
   const passes: PassResult[] = [];
   let streams: Results['streams'];
   let routerRssAfterLoadMb: number | undefined;
-  log(`work dir ${dir}${o.quick ? ' (quick run)' : ''}`);
+  log(`work dir ${dir}${o.quick ? ' (quick run)' : ''}; router ${CLI}`);
 
   let routing: RoutingResult[] = [];
   if (o.only.has('routing')) {
@@ -342,7 +347,7 @@ async function main(): Promise<void> {
   const partial = {
     startedAt: startedAt.toISOString(),
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, nginx: tools.nginx ? version('nginx', ['-v']) : undefined, wrk: tools.wrk ? version('wrk', ['-v']) : undefined },
-    options: o,
+    options: { ...o, only: [...o.only], routerCli: CLI },
     routing,
     passes,
     streams,

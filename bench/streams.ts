@@ -124,14 +124,14 @@ export async function runStreams(opts: {
       socket.on('close', () => end(false, last === 0 ? 'closed before any byte' : 'closed before the end of the stream'));
     });
 
-  const batch = opts.rampBatch ?? 25;
+  const batch = opts.rampBatch ?? 10;
   const deadline = started + opts.timeoutMs;
   const timer = setTimeout(() => {
     for (const s of sockets) s.destroy(new Error('benchmark time limit reached'));
   }, opts.timeoutMs);
   for (let i = 0; i < opts.streams && performance.now() < deadline; i += batch) {
     for (let j = i; j < Math.min(i + batch, opts.streams); j++) finished.push(one());
-    await sleep(opts.rampEveryMs ?? 25);
+    await sleep(opts.rampEveryMs ?? 20);
   }
   await Promise.all(finished);
   clearTimeout(timer);
