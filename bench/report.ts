@@ -5,6 +5,8 @@ export interface Row {
   readonly metric: string;
   readonly direct?: number | undefined;
   readonly nginx?: number | undefined;
+  /** the minimal node:http + undici proxy (bench/floor-proxy.ts) */
+  readonly floor?: number | undefined;
   readonly router?: number | undefined;
   /** print ratios for this row */
   readonly ratios?: boolean;
@@ -25,7 +27,7 @@ function ratio(a: number | undefined, b: number | undefined): string {
 }
 
 export function renderTable(rows: readonly Row[]): string {
-  const header = ['scenario', 'metric', 'direct', 'nginx', 'router', 'router/nginx', 'router/direct', 'target'];
+  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'router', 'router/nginx', 'router/direct', 'router/floor', 'target'];
   const body = rows.map((r) => {
     const d = r.digits ?? 0;
     return [
@@ -33,9 +35,11 @@ export function renderTable(rows: readonly Row[]): string {
       r.metric,
       num(r.direct, d),
       num(r.nginx, d),
+      num(r.floor, d),
       num(r.router, d),
       r.ratios ? ratio(r.router, r.nginx) : '',
       r.ratios ? ratio(r.router, r.direct) : '',
+      r.ratios ? ratio(r.router, r.floor) : '',
       r.target ? `${r.target} ${r.met === undefined ? '(not measured)' : r.met ? 'MET' : 'MISSED'}` : '',
     ];
   });

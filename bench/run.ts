@@ -88,7 +88,7 @@ function ensureTools(): { wrk: boolean; nginx: boolean } {
   return tools;
 }
 
-type Target = 'direct' | 'nginx' | 'router';
+type Target = 'direct' | 'nginx' | 'floor' | 'router';
 
 interface Sample extends WrkResult {
   /** CPU time the proxy process tree used per request, in microseconds (undefined for direct) */
@@ -223,15 +223,15 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       const s = base.samples[scenario] ?? {};
       const rps = (t: Target): number | undefined => stat(s[t], (x) => x.rps);
       const met = rps('router') !== undefined && rps('nginx') !== undefined ? (rps('router') as number) / (rps('nginx') as number) >= minRatio : undefined;
-      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), router: rps('router'), ratios: true, target, met });
-      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
+      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), floor: rps('floor'), router: rps('router'), ratios: true, target, met });
+      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), floor: stat(s.floor, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), floor: stat(s.floor, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), floor: stat(s.floor, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
     }
     const one = base.samples.json1 ?? {};
     const p50 = (t: Target): number | undefined => stat(one[t], (x) => x.p50Ms);
     const direct = p50('direct');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), router: p50('router'), ratios: true, digits: 3 });
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), floor: p50('floor'), router: p50('router'), ratios: true, digits: 3 });
     // added latency per round (proxy minus direct in the same round), then the median
     const added = (t: Target): number | undefined => {
       const a = one[t];
@@ -240,7 +240,7 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       return median(a.map((x, i) => x.p50Ms - (d[i] as Sample).p50Ms));
     };
     const routerAdded = added('router');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), floor: added('floor'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
   }
   for (const [name, label] of [
     ['logging', 'logging on (router info, nginx access_log)'],
@@ -308,12 +308,19 @@ async function main(): Promise<void> {
     await waitUntil('upstream', async () => (await fetchOnce(upstreamPort, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, { proc: upstream });
     const direct = { target: 'direct' as const, port: upstreamPort, proc: undefined };
 
-    const pass = async (name: string, nginxWorkers: number, accessLog: boolean, routerArgs: string[], extraScenarios: Scenario[] = []): Promise<void> => {
+    const pass = async (name: string, nginxWorkers: number, accessLog: boolean, routerArgs: string[], extraScenarios: Scenario[] = [], withFloor = false): Promise<void> => {
       const targets: Array<{ target: Target; port: number; proc: Proc | undefined }> = [direct];
       const routerPort = await freePort();
       const router = startRouter(dir, `router-${name}`, routerPort, upstreamPort, routerArgs);
       let nginx: Proc | undefined;
+      let floor: Proc | undefined;
       try {
+        if (withFloor) {
+          const floorPort = await freePort();
+          floor = startProc('node-floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'floor-proxy.ts'), '--port', String(floorPort), '--upstream-port', String(upstreamPort)], path.join(dir, 'floor.log'));
+          await waitServing(floorPort, floor);
+          targets.push({ target: 'floor', port: floorPort, proc: floor });
+        }
         if (tools.nginx) {
           const nginxPort = await freePort();
           nginx = startNginx({ dir, port: nginxPort, upstreamPort, workers: nginxWorkers, accessLog });
@@ -327,11 +334,12 @@ async function main(): Promise<void> {
       } finally {
         await router.stop();
         await nginx?.stop();
+        await floor?.stop();
       }
     };
 
     try {
-      if (o.only.has('base')) await pass('base', 1, false, [], [{ name: 'json1', script: scripts.json, connections: 1, seconds: o.latencySeconds }]);
+      if (o.only.has('base')) await pass('base', 1, false, [], [{ name: 'json1', script: scripts.json, connections: 1, seconds: o.latencySeconds }], true);
       if (o.only.has('logging')) await pass('logging', 1, true, ['--log-level', 'info']);
       if (o.only.has('workers')) await pass('workers', 2, false, ['--workers', '2']);
     } finally {
