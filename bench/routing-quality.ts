@@ -487,7 +487,7 @@ async function main(): Promise<void> {
       const load = os.loadavg()[0]?.toFixed(1);
       process.stdout.write(`\nRouting decision cost (policies from ${decisions.source}/; load average ${load} on ${os.cpus().length} cores)\n\n${renderDecisionTable(decisions.costs)}\n`);
     }
-    if (opts.json) writeFileSync(opts.json, JSON.stringify({ options: opts, results, decisions }, null, 2));
+    if (opts.json) writeFileSync(opts.json, JSON.stringify({ options: { ...opts, only: [...opts.only] }, results, decisions }, null, 2));
   } finally {
     await Promise.all([...routers].map(stopRouter));
   }
