@@ -29,13 +29,14 @@ export function isFresh(load: EngineLoad | undefined, now: number, intervalMs: n
 
 /**
  * Load on the engine beyond this router's own in-flight requests, in requests: what other clients (other router
- * replicas, direct callers) run or queue there, plus KV-cache usage as a fraction of one request.
- * least-load scores an endpoint as its live in-flight count plus this. Only the excess over our own requests comes
- * from the scrape: our own share is known live, and re-counting it from a snapshot up to 3 intervals old would
- * steer traffic by where it was a second ago. KV usage breaks ties between equal counts (long contexts fill it).
+ * replicas, direct callers) run or queue there; the queue once more, since a queue means the batch is full and a new
+ * request waits rather than joins; and KV-cache usage as a fraction of one request (long contexts fill it), which
+ * breaks ties between equal counts. least-load scores an endpoint as its live in-flight count plus this. Our own
+ * running share is not taken from the scrape: it is known live, and a snapshot up to 3 intervals old would steer
+ * traffic by where it was a second ago.
  */
 export function otherLoad(sample: EngineLoadSample, inFlightAtScrape: number): number {
-  return Math.max(0, sample.running + sample.waiting - inFlightAtScrape) + (sample.kvUsage ?? 0);
+  return Math.max(0, sample.running + sample.waiting - inFlightAtScrape) + sample.waiting + (sample.kvUsage ?? 0);
 }
 
 /**

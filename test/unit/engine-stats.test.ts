@@ -69,11 +69,11 @@ test('label values may hold quotes, braces, spaces and escapes', () => {
   assert.equal(labelValue('model_name="m"', 'absent'), undefined);
 });
 
-test('the load other clients put on an engine: what runs or waits there beyond our in-flight requests, KV usage as a tie-break', () => {
-  // 8 running + 2 waiting, all 10 ours: nothing from others; a full KV cache weighs as one request
-  assert.equal(otherLoad({ running: 8, waiting: 2, kvUsage: 1 }, 10), 1);
-  // 6 running and 4 queued, none ours: all of it is someone else's
-  assert.equal(otherLoad({ running: 6, waiting: 4, kvUsage: 0.5 }, 0), 10.5);
+test('the load other clients put on an engine: what runs or waits there beyond our requests, the queue again, KV usage as a tie-break', () => {
+  // 8 running + 2 waiting, all 10 ours: nothing from others, but the engine is saturated; a full KV cache weighs as one request
+  assert.equal(otherLoad({ running: 8, waiting: 2, kvUsage: 1 }, 10), 0 + 2 + 1);
+  // 6 running and 4 queued, none ours: all of it is someone else's, and the queue counts twice
+  assert.equal(otherLoad({ running: 6, waiting: 4, kvUsage: 0.5 }, 0), 10 + 4 + 0.5);
   // more ours in flight than the engine reports (still in transit): never negative
   assert.equal(otherLoad({ running: 1, waiting: 0, kvUsage: undefined }, 5), 0);
 });
