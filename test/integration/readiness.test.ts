@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { freePort, stopAll } from '../support/process.js';
-import { call, chat, engines, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, engines, startRouter, startSim, waitModelStatus, type EngineView } from '../support/router.js';
 
 const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
@@ -40,7 +40,7 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
   };
 }
 
-describe('readiness, lifecycle and failover', { timeout: 90_000 }, () => {
+describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   after(stopAll);
 
   test('rollout: a second engine that refuses then loads never fails a request and gets traffic soon after it is ready', async () => {
@@ -70,8 +70,8 @@ describe('readiness, lifecycle and failover', { timeout: 90_000 }, () => {
     assert.deepEqual(failures, [], 'not one client request failed');
     const firstNew = results.find((r) => r.engine === 'new');
     assert.ok(firstNew, 'the new engine received traffic');
-    // two probe intervals (2 x 0.2 s) after it became ready, plus slack for a busy machine
-    assert.ok(firstNew.at - engineReadyAt < 400 + 1_000, `first request on the new engine ${firstNew.at - engineReadyAt} ms after it was ready`);
+    // two probe intervals (2 x 0.2 s) after it became ready, plus generous slack for a busy machine
+    assert.ok(firstNew.at - engineReadyAt < 400 + 2_500, `first request on the new engine ${firstNew.at - engineReadyAt} ms after it was ready`);
     const seenStates = await call(`${router.url}/engines`);
     assert.match(seenStates.text, /"state":"ready"/);
   });
@@ -177,26 +177,35 @@ describe('readiness, lifecycle and failover', { timeout: 90_000 }, () => {
   });
 });
 
-describe('probe semantics per engine kind', { timeout: 60_000 }, () => {
+/** Polls /engines until the single endpoint is in `state` (generous bound: a busy machine is slow, not wrong). */
+async function waitEndpointState(router: string, state: string, timeoutMs = 15_000): Promise<EngineView> {
+  const deadline = Date.now() + timeoutMs;
+  let last: EngineView | undefined;
+  while (Date.now() < deadline) {
+    last = (await engines(router))[0];
+    if (last?.state === state) return last;
+    await sleep(50);
+  }
+  assert.fail(`endpoint never reached ${state}; last: ${JSON.stringify(last)}`);
+}
+
+describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
   after(stopAll);
   for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
     test(`${kind}: loading is not ready; ready once loaded`, async () => {
       const port = await freePort();
       const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'kind-model', '--engine-kind', kind, ...FAST_PROBES]);
-      await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '1.5'], { port });
-      await sleep(500);
-      const during = (await engines(router.url))[0]!;
-      assert.equal(during.state, 'serving-api', `${kind} while loading: ${JSON.stringify(during)}`);
+      await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '4'], { port });
+      await waitEndpointState(router.url, 'serving-api');
       assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'], 'loading');
-      await waitModelStatus(router.url, 'kind-model', 'ready', 10_000);
+      await waitModelStatus(router.url, 'kind-model', 'ready', 15_000);
     });
   }
 
   test('vllm: /v1/models is 200 but lists another model = not ready, with the reason in /engines', async () => {
     const sim = await startSim(['--model', 'other-model']);
     const router = await startRouter(['--static-backends', sim.url, '--static-models', 'wanted-model', ...FAST_PROBES]);
-    await sleep(600);
-    const e = (await engines(router.url))[0]!;
+    const e = await waitEndpointState(router.url, 'serving-api');
     assert.equal(e.state, 'serving-api');
     assert.match(String(e.lastError), /lists \[other-model\], not wanted-model/);
     const res = await call(`${router.url}/v1/chat/completions`, { body: chat('wanted-model') });
