@@ -162,7 +162,8 @@ describe('scale from zero', { timeout: 120_000 }, () => {
       await sleep(250);
     }
     assert.ok(seen.length >= 4, `several answers while loading: ${seen}`);
-    assert.ok(seen[0]! >= 3 && seen[0]! <= 6, `first Retry-After near 4: ${seen}`);
+    // near the 4 s measured (a busy machine measures a bit more): not the flag default of 17
+    assert.ok(seen[0]! >= 3 && seen[0]! <= 8, `first Retry-After near 4: ${seen}`);
     assert.ok(seen.at(-1)! <= 2, `it decreased while loading: ${seen}`);
     for (let i = 1; i < seen.length; i++) assert.ok(seen[i]! <= seen[i - 1]!, `never increases: ${seen}`);
     await router.stop();

@@ -67,7 +67,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
     writeFileSync(file, '# clients\nfile-key-1\n\n');
     const router = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--api-key', 'flag-key', '--api-keys-file', file, ...FAST], { LLM_ROUTER_API_KEYS: 'env-key' });
     try {
-      await sleep(300);
+      await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer flag-key' });
       const ask = (headers: Record<string, string>) => call(`${router.url}/v1/chat/completions`, { body: chat('m'), headers });
       const bad: Record<string, string>[] = [{}, { authorization: 'Bearer nope' }, { authorization: 'Basic flag-key' }, { 'x-api-key': '' }];
       for (const headers of bad) {
@@ -131,7 +131,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async () => {
     const sim = await startSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
     const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--rate-limit-rps', '1', '--rate-limit-burst', '2', '--api-key', 'a,b', ...FAST]);
-    await sleep(400);
+    await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer a' }); // /v1/models is not rate-limited
     const ask = (key: string) => call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers: { authorization: `Bearer ${key}` } });
     const burst = await Promise.all([ask('a'), ask('a'), ask('a')]);
     const statuses = burst.map((r) => r.status).sort();
@@ -170,17 +170,19 @@ describe('security and limits', { timeout: 120_000 }, () => {
 
   test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
     const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '30']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '1', '--shutdown-timeout', '10', ...FAST]);
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '3', '--shutdown-timeout', '10', ...FAST]);
     await waitModelStatus(router.url, 'm', 'ready');
     const stream = request(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }) });
     const res = await stream;
     const text = res.body.text();
+    const signalled = Date.now();
     router.proc.child.kill('SIGTERM');
     const exited = once(router.proc.child, 'exit');
-    await sleep(100);
-    assert.equal((await call(`${router.url}/ready`)).status, 503, '/ready turns 503 at once');
+    let ready = 200;
+    while (ready !== 503 && Date.now() - signalled < 1_500) ready = (await call(`${router.url}/ready`)).status;
+    assert.equal(ready, 503, '/ready turns 503 at once');
     assert.equal((await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status, 200, 'still serving during the drain');
-    await sleep(1_300);
+    await sleep(3_300 - (Date.now() - signalled));
     await assert.rejects(call(`${router.url}/health`, { timeoutMs: 1_000 }), 'no new connections after the drain');
     assert.match(await text, /\[DONE\]/, 'the in-flight stream finished');
     const [code] = await exited;
@@ -190,7 +192,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
     const sim = await startSim(['--model', 'm']);
     const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--log-level', 'debug', '--engine-api-key', 'ENGINEKEY123', '--api-key', 'CLIENTKEY123', ...FAST]);
-    await sleep(400);
+    await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer CLIENTKEY123' });
     const res = await call(`${router.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'TOPSECRETPROMPT' }] }),
       headers: { authorization: 'Bearer CLIENTKEY123', 'x-request-id': 'req-abc-1' },

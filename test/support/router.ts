@@ -53,11 +53,11 @@ export function chat(model: string, extra: Record<string, unknown> = {}): string
 }
 
 /** Polls until the router's /v1/models shows `model` with `status`. */
-export async function waitModelStatus(router: string, model: string, status: string, timeoutMs = 15_000): Promise<void> {
+export async function waitModelStatus(router: string, model: string, status: string, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let seen = 'absent';
   while (Date.now() < deadline) {
-    const list = (await call(`${router}/v1/models`)).json<{ data: { id: string; status: string }[] }>();
+    const list = (await call(`${router}/v1/models`, { headers })).json<{ data: { id: string; status: string }[] }>();
     seen = list.data.find((m) => m.id === model)?.status ?? 'absent';
     if (seen === status) return;
     await new Promise((r) => setTimeout(r, 50));
