@@ -146,7 +146,7 @@ describe('least-load', { timeout: 60_000 }, () => {
   test('avoids an engine whose queue is long even though this router sent it nothing', async () => {
     const queued = await startSim(['--model', MODEL, '--id', 'queued', '--max-num-seqs', '1', '--ttft-ms', '30000']);
     const free = await startSim(['--model', MODEL, '--id', 'free', '--ttft-ms', '5', '--itl-ms', '1']);
-    const router = await startRouter(['--routing-logic', 'least-load', '--engine-stats-interval', '0.1', '--static-backends', `${queued.url},${free.url}`, '--static-models', `${MODEL},${MODEL}`]);
+    const router = await startRouter(['--routing-logic', 'least-load', '--engine-stats-interval', '0.5', '--static-backends', `${queued.url},${free.url}`, '--static-models', `${MODEL},${MODEL}`]);
     const controller = new AbortController();
     try {
       await allReady(router.url, 2);
