@@ -13,7 +13,7 @@ import { fetchOnce, freePort, killAllNow, startProc, stopAll, usageOf, waitUntil
 import { median, renderTable, type Row } from './report.js';
 import { measureRouting, type RoutingResult } from './routing.js';
 import { runStreams, type StreamsResult } from './streams.js';
-import { JSON_BODY, MODEL, SSE_BODY, runWrk, wrkScript, type WrkResult } from './wrk.js';
+import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** the built CLI; --router-cli PATH measures another build (e.g. the code before a change) */
@@ -383,10 +383,14 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     if (interrupted) return;
     interrupted = true;
     log(`${signal}: stopping everything that was started`);
+    killWrk();
     stopAll().finally(() => process.exit(130));
   });
 }
-process.on('exit', killAllNow);
+process.on('exit', () => {
+  killWrk();
+  killAllNow();
+});
 
 main()
   .catch(async (err: unknown) => {

@@ -1,5 +1,5 @@
 // Runs wrk (one thread, keep-alive connections) against a port and reads its results from a Lua done() hook.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -46,14 +46,23 @@ export function wrkScript(dir: string, name: string, body: string): string {
   return file;
 }
 
+const running = new Set<ChildProcess>();
+
+/** Kills a wrk that is still running (the harness is being stopped). */
+export function killWrk(): void {
+  for (const child of running) child.kill('SIGKILL');
+}
+
 export async function runWrk(opts: { port: number; script: string; connections: number; seconds: number; path?: string }): Promise<WrkResult> {
   const args = ['-t1', `-c${opts.connections}`, `-d${opts.seconds}s`, '--timeout', '10s', '-s', opts.script, `http://127.0.0.1:${opts.port}${opts.path ?? '/v1/chat/completions'}`];
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
   let out = '';
   child.stdout.on('data', (c: Buffer) => (out += c.toString()));
   child.stderr.on('data', (c: Buffer) => (out += c.toString()));
   const killer = setTimeout(() => child.kill('SIGKILL'), (opts.seconds + 30) * 1000);
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  running.delete(child);
   clearTimeout(killer);
   const line = out.split('\n').find((l) => l.startsWith('WRK_RESULT '));
   if (code !== 0 || !line) throw new Error(`wrk exited ${code}: ${out.trim().slice(-500)}`);
