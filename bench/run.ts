@@ -368,6 +368,15 @@ async function main(): Promise<void> {
   mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, JSON.stringify(results, null, 2) + '\n');
   process.stdout.write(`\n${renderTable(rows)}\n\n`);
+  // a proxy that answers errors fast would look fast: every error wrk saw is printed with the table
+  for (const p of passes) {
+    for (const [scenario, byTarget] of Object.entries(p.samples)) {
+      for (const [target, samples] of Object.entries(byTarget)) {
+        const errors = (samples ?? []).reduce((n, x) => n + x.errors, 0);
+        if (errors > 0) process.stdout.write(`ERRORS in ${p.name} ${scenario} ${target}: ${errors} (socket errors or non-2xx answers)\n`);
+      }
+    }
+  }
   if (routerRssAfterLoadMb !== undefined) process.stdout.write(`router RSS after the base pass: ${routerRssAfterLoadMb.toFixed(1)} MB\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
   for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
