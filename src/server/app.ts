@@ -25,6 +25,9 @@ import { createHttpServer } from './http-server.js';
 import { ConcurrencyLimit, TokenBuckets } from './limits.js';
 import { createRequestListener, type Route } from './routes.js';
 
+/** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
+const LISTEN_BACKLOG = 4096;
+
 export class RouterApp {
   readonly catalog = new ModelCatalog();
   readonly metrics: RouterMetrics;
@@ -160,10 +163,12 @@ export class RouterApp {
     this.prober.start();
     this.engineStats.start();
     await this.scaling.start(this.config.host);
-    this.server.listen(this.config.port, this.config.host);
+    // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
+    // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
+    this.server.listen({ port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG });
     await once(this.server, 'listening');
     if (this.adminServer) {
-      this.adminServer.listen(this.config.security.adminPort, this.config.host);
+      this.adminServer.listen({ port: this.config.security.adminPort, host: this.config.host, backlog: LISTEN_BACKLOG });
       await once(this.adminServer, 'listening');
     }
     if (this.config.logStatsIntervalMs > 0) {

@@ -304,7 +304,7 @@ class SimServer implements SimEngine {
   }
 
   private async listen(): Promise<void> {
-    this.server.listen(this.listenPort, this.host);
+    this.server.listen({ port: this.listenPort, host: this.host, backlog: 4096 });
     await once(this.server, 'listening');
     this.listenPort = (this.server.address() as net.AddressInfo).port;
   }
