@@ -13,6 +13,8 @@ import { fetchOnce, freePort, killAllNow, startProc, stopAll, usageOf, waitUntil
 import { median, renderTable, type Row } from './report.js';
 import { measureRouting, type RoutingResult } from './routing.js';
 import { runStreams, type StreamsResult } from './streams.js';
+import { renderSoak, runSoak, type SoakResult } from './soak.js';
+import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -34,7 +36,9 @@ interface Options {
   readonly only: ReadonlySet<string>;
 }
 
+/** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
 const PARTS = ['routing', 'base', 'logging', 'workers', 'streams'];
+const EXTRA_PARTS = ['quality', 'soak'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -57,7 +61,7 @@ function parseOptions(argv: readonly string[]): Options {
     streamTokens: value('stream-tokens', quick ? 60 : 80),
     streamItlMs: value('stream-itl-ms', 100),
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
-    only: new Set(argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : PARTS),
+    only: new Set(argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : argv.includes('--all') ? [...PARTS, ...EXTRA_PARTS] : PARTS),
   };
 }
 
@@ -352,6 +356,17 @@ async function main(): Promise<void> {
     streams = await streamsScenario(dir, o);
   }
 
+  let soak: SoakResult | undefined;
+  if (o.only.has('soak')) {
+    log('soak: mixed requests with engine faults injected');
+    soak = await runSoak({ requests: o.quick ? 10_000 : 100_000, concurrency: 64, streamShare: 0.3, requestTimeoutMs: 15_000 }, log);
+  }
+  let quality: Awaited<ReturnType<typeof runRoutingQuality>> | undefined;
+  if (o.only.has('quality')) {
+    log('routing quality per policy (prefix-cache hit rate, TTFT, throughput)');
+    quality = await runRoutingQuality({ conversations: o.quick ? 80 : 240, concurrency: o.quick ? [32] : [16, 32], rounds: o.quick ? 1 : 3, seed: 42 }, log);
+  }
+
   const partial = {
     startedAt: startedAt.toISOString(),
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, nginx: tools.nginx ? version('nginx', ['-v']) : undefined, wrk: tools.wrk ? version('wrk', ['-v']) : undefined },
@@ -360,6 +375,8 @@ async function main(): Promise<void> {
     passes,
     streams,
     routerRssAfterLoadMb,
+    soak,
+    quality,
     skipped,
   };
   const rows = buildRows(partial, o);
@@ -378,6 +395,8 @@ async function main(): Promise<void> {
     }
   }
   if (routerRssAfterLoadMb !== undefined) process.stdout.write(`router RSS after the base pass: ${routerRssAfterLoadMb.toFixed(1)} MB\n`);
+  if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
+  if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
   for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
   process.stdout.write(`results: ${path.relative(process.cwd(), out)}\n`);
