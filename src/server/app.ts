@@ -178,6 +178,7 @@ export class RouterApp {
     this.log.info(
       {
         url: this.url,
+        pid: process.pid,
         ...(this.adminServer ? { adminUrl: this.adminUrl } : {}),
         apiKeys: this.keys.enabled,
         models: this.catalog.models().map((m) => `${m.id}:${m.status}`),

@@ -206,4 +206,36 @@ describe('command line', { timeout: 30_000 }, () => {
       assert.match(p.output(), pattern);
     }
   });
+
+  test('--workers 2: two processes share the port and both serve; SIGTERM stops them all with exit 0', async () => {
+    const { freePort, startCli } = await import('../support/process.js');
+    const sim = await startSim(['--model', 'w']);
+    const port = await freePort();
+    const p = startCli(['serve', '--host', '127.0.0.1', '--port', String(port), '--workers', '2', '--drain-seconds', '0', '--log-format', 'json',
+      '--static-backends', sim.url, '--static-models', 'w', '--probe-interval', '0.2']);
+    await p.waitForOutput(/llm-router listening[\s\S]*llm-router listening/, 20_000);
+    const workerPids = [...p.output().matchAll(/"pid":(\d+)[^\n]*"msg":"llm-router listening"/g)].map((m) => Number(m[1]));
+    assert.equal(new Set(workerPids).size, 2, 'two worker processes listen');
+    const url = `http://127.0.0.1:${port}`;
+    // each request on a fresh connection, which the primary hands to the workers in turn
+    const once = async (path: string, body?: string): Promise<{ status: number; text: string }> => {
+      const res = await request(`${url}${path}`, { method: body ? 'POST' : 'GET', body, headers: { 'content-type': 'application/json' }, reset: true });
+      return { status: res.statusCode, text: await res.body.text() };
+    };
+    const deadline = Date.now() + 15_000;
+    let ready = 0;
+    while (ready < 6 && Date.now() < deadline) ready = (await once('/v1/chat/completions', chat('w'))).status === 200 ? ready + 1 : 0;
+    assert.equal(ready, 6, 'both workers route once their own prober found the engine ready');
+    for (let i = 0; i < 20; i++) assert.equal((await once('/v1/chat/completions', chat('w'))).status, 200);
+    const counts = new Set<number>();
+    for (let i = 0; i < 10; i++) {
+      const m = /llm_router_requests_total\{model="w",status="200"\} (\d+)/.exec((await once('/metrics')).text);
+      counts.add(Number(m?.[1] ?? 0));
+    }
+    // a single process serving everything would show 26 on one scrape and none on the other
+    assert.ok(Math.max(...counts) > 0 && Math.max(...counts) < 26, `each worker counted only its own share of the 26 requests: ${[...counts]}`);
+    const code = await p.stop('SIGTERM');
+    assert.equal(code, 0);
+    for (const pid of workerPids) assert.throws(() => process.kill(pid, 0), `worker ${pid} stopped`);
+  });
 });
