@@ -55,6 +55,7 @@ export class ModelCatalog {
   /** precomputed answers, rebuilt on every change so that resolve() is one map lookup */
   private resolutions = new Map<string, Resolution>();
   private views: ModelView[] = [];
+  private viewsById = new Map<string, ModelView>();
   private readonly now: () => number;
 
   constructor(opts: { now?: () => number } = {}) {
@@ -159,6 +160,11 @@ export class ModelCatalog {
     return this.resolutions.get(requested) ?? { kind: 'unknown', requested };
   }
 
+  /** One model's (or alias's) view, by name: a map lookup. */
+  model(name: string): ModelView | undefined {
+    return this.viewsById.get(name);
+  }
+
   models(): readonly ModelView[] {
     return this.views;
   }
@@ -225,6 +231,7 @@ export class ModelCatalog {
     views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this.resolutions = resolutions;
     this.views = views;
+    this.viewsById = new Map(views.map((v) => [v.id, v]));
   }
 }
 

@@ -76,20 +76,12 @@ export function rendezvousIndex(candidates: readonly Endpoint[], key: number, ex
   const n = hashes.length;
   let best = -1;
   let bestWeight = MIN_INT32;
-  if (exclude === undefined && room === Number.POSITIVE_INFINITY) {
-    for (let i = 0; i < n; i++) {
-      const h = hashes[i] as number;
-      const w = rendezvousWeight(key, h);
-      if (w > bestWeight || best < 0 || (w === bestWeight && h > (hashes[best] as number))) {
-        best = i;
-        bestWeight = w;
-      }
-    }
-    return best;
-  }
+  const filtered = exclude !== undefined || room !== Number.POSITIVE_INFINITY;
   for (let i = 0; i < n; i++) {
-    const e = candidates[i] as Endpoint;
-    if (e.inFlight >= room || (exclude !== undefined && exclude.has(e))) continue;
+    if (filtered) {
+      const e = candidates[i] as Endpoint;
+      if (e.inFlight >= room || (exclude !== undefined && exclude.has(e))) continue;
+    }
     const h = hashes[i] as number;
     const w = rendezvousWeight(key, h);
     if (w > bestWeight || best < 0 || (w === bestWeight && h > (hashes[best] as number))) {

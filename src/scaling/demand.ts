@@ -87,10 +87,9 @@ export class DemandTracker {
     return this.models.get(model)?.stalled ?? false;
   }
 
+  /** Any endpoint at all (an alias counts its target's): a map lookup, since arrived() runs on every request. */
   private hasEndpoint(model: string): boolean {
-    const r = this.catalog.resolve(model);
-    const target = r.kind === 'unknown' ? model : r.model;
-    return this.catalog.endpoints().some((e) => e.models.includes(target));
+    return (this.catalog.model(model)?.endpoints ?? 0) > 0;
   }
 
   /** Opens, raises and clears stuck-wake episodes. */

@@ -1,4 +1,5 @@
 // `llm-router sim` as a real process: streaming over time, client aborts, queueing, every fault mode.
+import type { SimStats } from '../../src/sim/types.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,18 +25,8 @@ before(async () => {
 });
 after(stopAll);
 
-interface Stats {
-  received: number;
-  completed: number;
-  failed: number;
-  aborted: number;
-  running: number;
-  waiting: number;
-  byPath: Record<string, number>;
-}
-
-async function stats(base: string): Promise<Stats> {
-  return (await (await request(`${base}/_sim/stats`)).body.json()) as Stats;
+async function stats(base: string): Promise<SimStats> {
+  return (await (await request(`${base}/_sim/stats`)).body.json()) as SimStats;
 }
 
 /** GET a path and return the status, discarding the body so the connection is reused. */

@@ -1,6 +1,7 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
 import { request } from 'undici';
 import { freePort, startCli, type Started } from './process.js';
+import type { SimStats } from '../../src/sim/types.js';
 
 export interface Running {
   readonly url: string;
@@ -76,6 +77,6 @@ export async function engines(router: string): Promise<EngineView[]> {
   return (await call(`${router}/engines`)).json<{ endpoints: EngineView[] }>().endpoints;
 }
 
-export async function simStats(sim: string): Promise<{ received: number; completed: number; aborted: number; running: number; failed: number }> {
+export async function simStats(sim: string): Promise<SimStats> {
   return (await call(`${sim}/_sim/stats`)).json();
 }

@@ -51,13 +51,17 @@ test('hold queue: FIFO, bounded, released onto endpoints as they come up, a boun
   q.stop();
 });
 
-test('hold queue: a wait that is over times out for a model still not ready, and goes on for a ready one', async () => {
+test('hold queue: a wait that is over times out for a model still not ready, and goes on for a ready one', async (t) => {
   let now = 0;
   const c = new ModelCatalog({ now: () => now });
   c.setDeclarations('k8s', [{ model: 'm', replicasWanted: true }]);
   const q = new HoldQueue(c, { waitMs: () => 1_000, maxPerModel: 10, releasePerEndpoint: 1, tickMs: 5, now: () => now });
   q.start();
   const keepAlive = setInterval(() => undefined, 1_000); // the queue's own timer does not hold the process open
+  t.after(() => {
+    clearInterval(keepAlive);
+    q.stop();
+  });
   const first = q.hold('m');
   now = 1_001;
   assert.equal(await first.outcome, 'timeout');
@@ -70,6 +74,4 @@ test('hold queue: a wait that is over times out for a model still not ready, and
   assert.equal(q.held('m'), 1, 'waits for room on the endpoint');
   now = 2_100;
   assert.equal(await second.outcome, 'ready', 'its wait is over and the model is ready: it goes on');
-  clearInterval(keepAlive);
-  q.stop();
 });
