@@ -84,6 +84,8 @@ export interface RouterConfig {
   readonly logStatsIntervalMs: number;
   /** router processes sharing the port (node:cluster); 1 = this process serves */
   readonly workers: number;
+  /** plain inference requests skip node:http (src/server/fast) */
+  readonly fastPath: boolean;
   readonly maxBodyBytes: number;
   readonly retryAfterSeconds: number;
   readonly syncWaitMs: number;
@@ -267,6 +269,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     logFormat: f.string('log-format') as 'text' | 'json',
     logStatsIntervalMs: f.boolean('log-stats') ? seconds(f.number('log-stats-interval')) : 0,
     workers: f.number('workers') as number,
+    fastPath: f.boolean('fast-path'),
     maxBodyBytes: f.number('max-body-bytes') as number,
     retryAfterSeconds: f.number('retry-after') as number,
     syncWaitMs: seconds(f.number('sync-wait-seconds')),

@@ -33,6 +33,10 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   { name: 'log-format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'log format' },
   { name: 'log-stats', kind: 'boolean', default: false, help: 'log a summary of models, endpoints and requests periodically' },
   { name: 'log-stats-interval', kind: 'number', default: 10, min: 0.1, help: 'seconds between --log-stats lines' },
+  {
+    name: 'fast-path', kind: 'boolean', default: true,
+    help: 'answer plain inference requests (POST with a Content-Length body) with the router\'s own HTTP/1.1 code instead of node:http (about half the CPU per small request); anything else always goes to node:http',
+  },
   { name: 'workers', kind: 'int', default: 1, min: 1, help: 'router processes sharing the port (node:cluster); each runs its own catalog and prober' },
   { name: 'max-body-bytes', kind: 'int', default: 32 * 1024 * 1024, min: 1, help: 'largest request body accepted (413 body_too_large above it)' },
   { name: 'retry-after', kind: 'int', default: 5, min: 1, help: 'Retry-After seconds on 503 model_unavailable answers' },

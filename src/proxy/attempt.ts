@@ -1,7 +1,7 @@
 // One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
-import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { ResponseSink } from '../server/exchange.js';
 import { downstreamResponseHeaders } from './headers.js';
 
 export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'other';
@@ -53,7 +53,7 @@ function sseError(message: string, code: string): string {
 }
 
 /** Streams one attempt. Resolves exactly once; never rejects. */
-export function attempt(dispatcher: Dispatcher, req: AttemptRequest, res: ServerResponse, totalDeadline: number): Promise<AttemptOutcome> {
+export function attempt(dispatcher: Dispatcher, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
     const handler = new AttemptHandler(req, res, resolve);
     if (totalDeadline > 0) handler.limitTo(totalDeadline);
@@ -102,7 +102,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
 
   constructor(
     private readonly req: AttemptRequest,
-    private readonly res: ServerResponse,
+    private readonly res: ResponseSink,
     private readonly resolve: (outcome: AttemptOutcome) => void,
   ) {
     res.on('close', this.onClientClose);

@@ -1,8 +1,8 @@
 // Forwards a request to a picked endpoint and fails over to another one while nothing has reached the client.
-import type { ServerResponse } from 'node:http';
 import type { Endpoint } from '../catalog/types.js';
 import type { TimeoutConfig } from '../config/config.js';
 import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
+import type { ResponseSink } from '../server/exchange.js';
 import { attempt, type AttemptOutcome, type FailureKind } from './attempt.js';
 import type { UpstreamPools } from './pools.js';
 
@@ -40,7 +40,7 @@ export class Forwarder {
     private readonly maxFailoverAttempts: number,
   ) {}
 
-  async forward(job: ForwardJob, res: ServerResponse): Promise<ForwardResult> {
+  async forward(job: ForwardJob, res: ResponseSink): Promise<ForwardResult> {
     const deadline = this.timeouts.totalMs > 0 ? Date.now() + this.timeouts.totalMs : 0;
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();

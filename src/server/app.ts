@@ -1,6 +1,5 @@
 // Assembles the router: catalog, discovery, prober, policy, forwarder and the HTTP server with its route table.
 import type http from 'node:http';
-import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import { ModelCatalog } from '../catalog/catalog.js';
@@ -21,7 +20,9 @@ import { errors, sendError } from './errors.js';
 import { presentedKey } from './auth.js';
 import { handleInference, INFERENCE_PATHS, type InferenceDeps } from './openai.js';
 import { ApiKeys } from './auth.js';
-import { createHttpServer } from './http-server.js';
+import type { ResponseSink } from './exchange.js';
+import { FastLane } from './fast/lane.js';
+import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from './http-server.js';
 import { ConcurrencyLimit, TokenBuckets } from './limits.js';
 import { createRequestListener, type Route } from './routes.js';
 
@@ -37,6 +38,8 @@ export class RouterApp {
   private readonly engineStats: EngineStatsScraper;
   private readonly pools: UpstreamPools;
   private readonly server: http.Server;
+  /** sees each connection first and hands what it does not answer to node:http (--fast-path) */
+  private readonly fastLane: FastLane | undefined;
   /** /metrics and /engines on their own port (--admin-port), when set */
   private readonly adminServer: http.Server | undefined;
   private readonly keys: ApiKeys;
@@ -118,13 +121,30 @@ export class RouterApp {
       { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
     ];
     const routes: Route[] = [
-      ...INFERENCE_PATHS.map((p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps) })),
+      ...INFERENCE_PATHS.map((p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) })),
       { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, this.catalog, this.startedAt) },
       ...probes,
       ...(sec.adminPort === undefined ? adminRoutes : []),
     ];
-    const onError = (res: ServerResponse, err: unknown): void => this.internalError(res, err);
+    const onError = (res: ResponseSink, err: unknown): void => this.internalError(res, err);
     this.server = createHttpServer(sec, createRequestListener(routes, { keys: this.keys, onError }));
+    this.fastLane = config.fastPath
+      ? new FastLane(
+          this.server,
+          {
+            maxHeadBytes: sec.maxHeaderBytes,
+            maxBodyBytes: config.maxBodyBytes,
+            paths: new Set(INFERENCE_PATHS),
+            keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
+            clientTimeoutMs: sec.clientTimeoutMs,
+          },
+          (req, res, path, body) => {
+            // the same gate and handler as the route table's inference routes
+            if (this.keys.refuses(req.headers)) return sendError(res, errors.invalidApiKey());
+            handleInference(req, res, path, deps, body).catch((err: unknown) => this.internalError(res, err));
+          },
+        )
+      : undefined;
     // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
     this.adminServer =
       sec.adminPort === undefined ? undefined : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
@@ -134,7 +154,7 @@ export class RouterApp {
     });
   }
 
-  private internalError(res: ServerResponse, err: unknown): void {
+  private internalError(res: ResponseSink, err: unknown): void {
     this.log.error({ err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) }, 'unexpected error while serving a request');
     if (!res.headersSent && !res.destroyed) sendError(res, { status: 500, code: 'internal_error', type: 'server_error', message: 'The router failed unexpectedly; see its logs.' });
     else res.destroy();
@@ -227,14 +247,16 @@ export class RouterApp {
     clearInterval(this.statsTimer);
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     this.kubernetes?.stop();
+    // close() completes once every connection the server accepted has ended, answered by the fast path or not
     const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];
     const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-    for (const s of servers) s.closeIdleConnections();
+    const connections = [this.fastLane ?? this.server, ...(this.adminServer ? [this.adminServer] : [])];
+    for (const s of connections) s.closeIdleConnections();
     // keep-alive connections that finish a response now are closed instead of kept
-    const idle = setInterval(() => this.server.closeIdleConnections(), 100);
+    const idle = setInterval(() => (this.fastLane ?? this.server).closeIdleConnections(), 100);
     const timer = setTimeout(() => {
       this.log.warn({ inFlight: this.concurrency.inFlight }, 'shutdown timeout: closing the connections still open');
-      for (const s of servers) s.closeAllConnections();
+      for (const s of connections) s.closeAllConnections();
     }, graceMs);
     await closed;
     clearTimeout(timer);

@@ -60,6 +60,11 @@ export class ApiKeys {
     return ok;
   }
 
+  /** True when keys are in use and the request presents none of them. */
+  refuses(headers: IncomingHttpHeaders): boolean {
+    return this.enabled && !this.accepts(presentedKey(headers));
+  }
+
   stop(): void {
     clearInterval(this.timer);
   }

@@ -1,5 +1,5 @@
 // OpenAI-shaped error bodies with stable codes. Every error a client sees from the router itself comes from here.
-import type { ServerResponse } from 'node:http';
+import type { ResponseSink } from './exchange.js';
 
 export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable';
 
@@ -17,7 +17,7 @@ export function errorBody(err: RouterError): string {
 }
 
 /** Writes the error as the whole response. Safe to call only before headers were sent. */
-export function sendError(res: ServerResponse, err: RouterError, extraHeaders?: Readonly<Record<string, string>>): void {
+export function sendError(res: ResponseSink, err: RouterError, extraHeaders?: Readonly<Record<string, string>>): void {
   const body = errorBody(err);
   res.statusCode = err.status;
   res.setHeader('content-type', 'application/json');
@@ -28,6 +28,9 @@ export function sendError(res: ServerResponse, err: RouterError, extraHeaders?: 
 }
 
 export const errors = {
+  clientTimeout: (): RouterError => ({
+    status: 408, code: 'client_timeout', type: 'invalid_request_error', message: 'The request was not received in time.',
+  }),
   invalidJson: (detail: string): RouterError => ({
     status: 400, code: 'invalid_json', type: 'invalid_request_error',
     message: `The request body must be a JSON object: ${detail}`,

@@ -2,7 +2,10 @@
 // OpenAI-shaped answers for requests that fail before they reach a handler.
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { errorBody, sendError, type RouterError } from './errors.js';
+import { errorBody, errors, sendError, type RouterError } from './errors.js';
+
+/** how long an idle keep-alive client connection is kept open (the fast path uses the same) */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 export interface ServerLimits {
   readonly maxHeaderBytes: number;
@@ -11,7 +14,7 @@ export interface ServerLimits {
 
 const CLIENT_ERRORS: Record<string, RouterError> = {
   HPE_HEADER_OVERFLOW: { status: 431, code: 'headers_too_large', type: 'invalid_request_error', message: 'The request head is larger than the limit.' },
-  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, code: 'client_timeout', type: 'invalid_request_error', message: 'The request was not received in time.' },
+  ERR_HTTP_REQUEST_TIMEOUT: errors.clientTimeout(),
 };
 const EXPECTATION_FAILED: RouterError = {
   status: 417, code: 'expectation_failed', type: 'invalid_request_error', message: 'Only "Expect: 100-continue" is supported.',
@@ -46,7 +49,7 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
 export function createHttpServer(limits: ServerLimits, listener: (req: IncomingMessage, res: ServerResponse) => void): http.Server {
   const server = http.createServer(
     {
-      keepAliveTimeout: 65_000,
+      keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
       maxHeaderSize: limits.maxHeaderBytes,
       // headers and body must arrive within the client timeout; streaming the response is not limited by it
       headersTimeout: limits.clientTimeoutMs,

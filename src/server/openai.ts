@@ -1,6 +1,6 @@
 // OpenAI-compatible inference endpoints: read the body, find the model, ask the catalog, pick, forward.
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint, Resolution } from '../catalog/types.js';
 import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
@@ -13,6 +13,7 @@ import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
+import type { InboundRequest, ResponseSink } from './exchange.js';
 
 /** Paths routed by the JSON body's `model`. */
 export const INFERENCE_PATHS: readonly string[] = [
@@ -33,7 +34,7 @@ export interface InferenceDeps {
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
   /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
-  readonly admit: (req: IncomingMessage) => (() => void) | RouterError;
+  readonly admit: (req: InboundRequest) => (() => void) | RouterError;
 }
 
 /** how much of a refused body is read and thrown away so the client sees the 413 */
@@ -41,7 +42,7 @@ const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
 
 const REQUEST_ID_OK = /^[\x21-\x7e]{1,200}$/;
 
-export function requestIdOf(req: IncomingMessage): string {
+export function requestIdOf(req: InboundRequest): string {
   const given = req.headers['x-request-id'];
   return typeof given === 'string' && REQUEST_ID_OK.test(given) ? given : randomUUID();
 }
@@ -70,7 +71,11 @@ function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfte
   return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter);
 }
 
-export async function handleInference(req: IncomingMessage, res: ServerResponse, path: string, deps: InferenceDeps): Promise<void> {
+/**
+ * Answers one inference request. `source` is where the body comes from: node:http's request stream, or the whole
+ * body already read (the fast path reads it before calling).
+ */
+export async function handleInference(req: InboundRequest, res: ResponseSink, path: string, deps: InferenceDeps, source: IncomingMessage | Buffer): Promise<void> {
   const started = performance.now();
   const requestId = requestIdOf(req);
   let metricModel = '';
@@ -98,27 +103,30 @@ export async function handleInference(req: IncomingMessage, res: ServerResponse,
 
   const admitted = deps.admit(req);
   if (typeof admitted !== 'function') {
-    req.resume();
+    if (!Buffer.isBuffer(source)) source.resume();
     answer(admitted);
     return;
   }
   release = admitted;
 
   let raw: Buffer;
-  try {
-    raw = await readBody(req, deps.maxBodyBytes);
-  } catch (err) {
-    if (err instanceof BodyTooLargeError) {
-      // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
-      // that writes its whole body before reading gets the 413 instead of a reset connection
-      void discardBody(req, DISCARD_LIMIT_BYTES).then((drained) => {
-        if (!drained) req.socket.destroy();
-      });
-      answer(errors.bodyTooLarge(deps.maxBodyBytes));
-    } else {
-      finish(499);
+  if (Buffer.isBuffer(source)) raw = source;
+  else {
+    try {
+      raw = await readBody(source, deps.maxBodyBytes);
+    } catch (err) {
+      if (err instanceof BodyTooLargeError) {
+        // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
+        // that writes its whole body before reading gets the 413 instead of a reset connection
+        void discardBody(source, DISCARD_LIMIT_BYTES).then((drained) => {
+          if (!drained) source.socket.destroy();
+        });
+        answer(errors.bodyTooLarge(deps.maxBodyBytes));
+      } else {
+        finish(499);
+      }
+      return;
     }
-    return;
   }
   bodyBytes = raw.length;
   const parsed = parseInference(raw);

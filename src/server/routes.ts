@@ -1,6 +1,6 @@
 // The route table: method + path to handler, 404/405 answers, and the API-key gate for protected routes.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { presentedKey, type ApiKeys } from './auth.js';
+import type { ApiKeys } from './auth.js';
 import { errors, sendError } from './errors.js';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse, path: string) => void | Promise<void>;
@@ -35,7 +35,7 @@ export function createRequestListener(
       const allowed = methods.get(path);
       return sendError(res, allowed ? errors.methodNotAllowed(req.method ?? '', path, allowed.join(', ')) : errors.notFound(path));
     }
-    if (!route.public && opts.keys?.enabled && !opts.keys.accepts(presentedKey(req.headers))) {
+    if (!route.public && opts.keys?.refuses(req.headers)) {
       req.resume();
       return sendError(res, errors.invalidApiKey());
     }

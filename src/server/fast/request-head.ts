@@ -1,0 +1,99 @@
+// The fast path's request-head parser: accepts only a strict, unambiguous subset of HTTP/1.1 and says "other" for
+// everything else, which then goes to node:http's full parser. Accepting less than node does (never more) is what
+// keeps the two from reading one byte stream differently (request smuggling).
+
+export interface RequestHead {
+  readonly method: 'POST';
+  /** the request-target as sent (path and query) */
+  readonly url: string;
+  /** the target without its query */
+  readonly path: string;
+  /** [name, value, ...] with the names as sent, like IncomingMessage.rawHeaders */
+  readonly rawHeaders: string[];
+  /** lower-case name -> value, like IncomingMessage.headers (a repeated name makes the request "other") */
+  readonly headers: Record<string, string>;
+  readonly contentLength: number;
+  /** false when the client sent `Connection: close` */
+  readonly keepAlive: boolean;
+  /** offset of the first body byte in the buffer */
+  readonly bodyStart: number;
+}
+
+/** incomplete: the head has not fully arrived; other: not for the fast path (node:http answers it) */
+export type HeadResult = RequestHead | 'incomplete' | 'other';
+
+export interface HeadLimits {
+  /** the head, request line and final CRLF CRLF included, may not be longer */
+  readonly maxHeadBytes: number;
+  /** a larger declared body is not for the fast path (node:http answers 413) */
+  readonly maxBodyBytes: number;
+  /** the paths the fast path serves (exact match, query ignored) */
+  readonly paths: ReadonlySet<string>;
+}
+
+const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
+const TARGET = /^\/[\x21-\x7e]*$/;
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** control characters other than tab; CR and LF are gone after the split, so any left means bare CR or LF */
+const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
+const DIGITS = /^[0-9]{1,15}$/;
+
+/** Parses the head at the start of `buf`. Pure; allocates only for an accepted head. */
+export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
+  const end = buf.indexOf(HEAD_END);
+  if (end < 0) return buf.length >= limits.maxHeadBytes ? 'other' : 'incomplete';
+  if (end + 4 > limits.maxHeadBytes) return 'other';
+  const lines = buf.toString('latin1', 0, end).split('\r\n');
+  const requestLine = lines[0] as string;
+  // "POST " target " HTTP/1.1", single spaces
+  if (!requestLine.startsWith('POST ') || !requestLine.endsWith(' HTTP/1.1')) return 'other';
+  const url = requestLine.slice(5, requestLine.length - 9);
+  if (!TARGET.test(url)) return 'other';
+  const q = url.indexOf('?');
+  const path = q < 0 ? url : url.slice(0, q);
+  if (!limits.paths.has(path)) return 'other';
+
+  const rawHeaders: string[] = [];
+  const headers: Record<string, string> = Object.create(null) as Record<string, string>;
+  let contentLength = -1;
+  let keepAlive = true;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(':');
+    // no colon, an empty name, obs-fold (a line starting with white space) or a control character: not ours
+    if (colon <= 0 || CTL.test(line)) return 'other';
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) return 'other';
+    const value = trimOws(line, colon + 1);
+    const lower = name.toLowerCase();
+    if (lower in headers) return 'other';
+    switch (lower) {
+      case 'content-length':
+        if (!DIGITS.test(value)) return 'other';
+        contentLength = Number(value);
+        break;
+      case 'connection': {
+        const v = value.toLowerCase();
+        if (v === 'close') keepAlive = false;
+        else if (v !== 'keep-alive') return 'other';
+        break;
+      }
+      case 'transfer-encoding':
+      case 'expect':
+      case 'upgrade':
+        return 'other';
+    }
+    headers[lower] = value;
+    rawHeaders.push(name, value);
+  }
+  if (contentLength < 0 || contentLength > limits.maxBodyBytes) return 'other';
+  return { method: 'POST', url, path, rawHeaders, headers, contentLength, keepAlive, bodyStart: end + 4 };
+}
+
+function trimOws(line: string, from: number): string {
+  let start = from;
+  let end = line.length;
+  while (start < end && (line.charCodeAt(start) === 0x20 || line.charCodeAt(start) === 0x09)) start++;
+  while (end > start && (line.charCodeAt(end - 1) === 0x20 || line.charCodeAt(end - 1) === 0x09)) end--;
+  return line.slice(start, end);
+}
