@@ -1,7 +1,7 @@
 // One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
-import type { Dispatcher } from 'undici';
 import type { ResponseSink } from '../server/exchange.js';
+import type { H1Handler, H1Pool } from './h1/pool.js';
 import { downstreamResponseHeaders } from './headers.js';
 
 export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'other';
@@ -53,13 +53,13 @@ function sseError(message: string, code: string): string {
 }
 
 /** Streams one attempt. Resolves exactly once; never rejects. */
-export function attempt(dispatcher: Dispatcher, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
+export function attempt(pool: H1Pool, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
     const handler = new AttemptHandler(req, res, resolve);
     if (totalDeadline > 0) handler.limitTo(totalDeadline);
-    dispatcher.dispatch(
+    pool.dispatch(
       {
-        method: req.method as Dispatcher.HttpMethod,
+        method: req.method,
         path: req.path,
         headers: req.headers,
         body: req.body,
@@ -72,11 +72,11 @@ export function attempt(dispatcher: Dispatcher, req: AttemptRequest, res: Respon
 }
 
 /**
- * undici's view of one attempt. A class rather than closures: the request path allocates one object per attempt.
+ * The engine client's view of one attempt. A class rather than closures: the request path allocates one object per attempt.
  * Response bytes go out without copying, with two exceptions that save a write each: a body of known length goes out
- * with end() when its last byte arrives, and the SSE events undici parses from one socket read go out in one write.
+ * with end() when its last byte arrives, and the SSE events parsed from one socket read go out in one write.
  */
-class AttemptHandler implements Dispatcher.DispatchHandler {
+class AttemptHandler implements H1Handler {
   private settled = false;
   private abortFn: ((err?: Error) => void) | undefined = undefined;
   private status = 0;
@@ -89,7 +89,7 @@ class AttemptHandler implements Dispatcher.DispatchHandler {
   private ended = false;
   /** chunks of the current socket read, written together in a microtask */
   private pending: Buffer[] | undefined = undefined;
-  /** res.write() said to wait; undici's resume is called on 'drain' */
+  /** res.write() said to wait; the client's resume is called on 'drain' */
   private paused = false;
   private resumeFn: (() => void) | undefined = undefined;
   private drainListening = false;

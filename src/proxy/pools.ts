@@ -1,22 +1,20 @@
-// One undici Pool per engine origin, kept alive across requests and closed gracefully when the endpoint leaves.
-import { Pool } from 'undici';
+// One keep-alive connection pool per engine origin (our own HTTP/1.1 client, src/proxy/h1), closed gracefully when the
+// endpoint leaves.
 import type { TimeoutConfig } from '../config/config.js';
+import { H1Pool } from './h1/pool.js';
+
+/** idle engine connections are closed after this (engines' own keep-alive timeouts are usually 5 s or more) */
+const KEEP_ALIVE_MS = 4_000;
 
 export class UpstreamPools {
-  private readonly pools = new Map<string, Pool>();
+  private readonly pools = new Map<string, H1Pool>();
 
   constructor(private readonly timeouts: TimeoutConfig) {}
 
-  get(origin: string): Pool {
+  get(origin: string): H1Pool {
     let pool = this.pools.get(origin);
     if (!pool) {
-      pool = new Pool(origin, {
-        connect: { timeout: this.timeouts.connectMs, noDelay: true },
-        headersTimeout: this.timeouts.headersMs,
-        bodyTimeout: this.timeouts.idleMs,
-        keepAliveTimeout: 4_000,
-        pipelining: 1,
-      });
+      pool = new H1Pool(origin, { connectTimeoutMs: this.timeouts.connectMs, keepAliveTimeoutMs: KEEP_ALIVE_MS });
       this.pools.set(origin, pool);
     }
     return pool;

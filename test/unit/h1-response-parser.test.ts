@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { H1ParseError, ResponseParser, type ResponseSink } from '../../src/proxy/h1/response-parser.js';
+import { H1ParseError, ResponseParser, type ResponseEvents } from '../../src/proxy/h1/response-parser.js';
 
 interface Head {
   readonly status: number;
@@ -8,7 +8,7 @@ interface Head {
 }
 
 /** Records what a parser reports; `pauseOnBody` makes onBody return false (the caller feeds the rest again). */
-class Recorder implements ResponseSink {
+class Recorder implements ResponseEvents {
   heads: Head[] = [];
   bodies: Buffer[] = [];
   completions = 0;

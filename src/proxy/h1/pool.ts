@@ -4,7 +4,7 @@
 // bodies handed on as slices of the socket's reads. One request per connection at a time (no pipelining), as many
 // connections as there are requests in flight, idle ones reused most recently used first.
 import net from 'node:net';
-import { ResponseParser, type ResponseSink } from './response-parser.js';
+import { ResponseParser, type ResponseEvents } from './response-parser.js';
 
 export interface H1DispatchOptions {
   /** e.g. 'POST', 'GET' */
@@ -163,7 +163,7 @@ function onBodyTimeout(conn: Conn): void {
  * One socket. Its timers live as long as it does and are refreshed per request (one object per kind, not one per
  * request or chunk); "armed" flags say whether they mean anything right now, so a stale one fires at most once, idly.
  */
-class Conn implements ResponseSink {
+class Conn implements ResponseEvents {
   readonly socket: net.Socket;
   readonly parser: ResponseParser;
   req: Req | undefined;
@@ -337,7 +337,7 @@ class Conn implements ResponseSink {
     }
   }
 
-  // ResponseSink
+  // ResponseEvents (the parser reports here)
 
   onHead(statusCode: number, rawHeaders: Buffer[]): boolean {
     const req = this.req as Req;

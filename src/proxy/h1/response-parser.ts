@@ -6,7 +6,7 @@ export class H1ParseError extends Error {
   readonly code = 'LLM_ROUTER_H1_PARSE';
 }
 
-export interface ResponseSink {
+export interface ResponseEvents {
   /** A complete head. Informational (1xx) heads come first, then the final one. false = stop after this event. */
   onHead(statusCode: number, rawHeaders: Buffer[]): boolean;
   /** A slice of the body. false = stop after this event. */
@@ -102,7 +102,7 @@ export class ResponseParser {
   private connectionClose = false;
 
   constructor(
-    private readonly sink: ResponseSink,
+    private readonly sink: ResponseEvents,
     private readonly maxHeadSize = DEFAULT_MAX_HEAD_SIZE,
   ) {}
 

@@ -92,6 +92,19 @@ class FastConnection implements ResponseOwner {
   private ending = false;
   private readonly onData = (chunk: Buffer): void => this.received(chunk);
   private readonly onClose = (): void => this.closed();
+  /**
+   * The client sent FIN. node:http's server allows half-open sockets, so nothing closes them by itself; like
+   * node:http (without httpAllowHalfOpen), a client that stops sending is treated as gone: an unfinished answer is
+   * cut (the engine's request is aborted) and the connection is closed.
+   */
+  private readonly onEnd = (): void => {
+    this.ending = true;
+    if (this.waiting) clearTimeout(this.waiting.timer);
+    this.waiting = undefined;
+    this.active?.connectionClosed();
+    this.active = undefined;
+    this.socket.end();
+  };
   private readonly onTimeout = (): void => {
     if (!this.active && !this.waiting) this.socket.destroy();
   };
@@ -103,6 +116,7 @@ class FastConnection implements ResponseOwner {
   ) {
     socket.on('data', this.onData);
     socket.on('close', this.onClose);
+    socket.on('end', this.onEnd);
     socket.on('error', ignore);
     socket.on('timeout', this.onTimeout);
     socket.setTimeout(lane.options.keepAliveTimeoutMs);
@@ -200,6 +214,7 @@ class FastConnection implements ResponseOwner {
     const socket = this.socket;
     socket.off('data', this.onData);
     socket.off('close', this.onClose);
+    socket.off('end', this.onEnd);
     socket.off('error', ignore);
     socket.off('timeout', this.onTimeout);
     socket.setTimeout(0);

@@ -60,6 +60,8 @@ export class FastResponse extends EventEmitter implements ResponseSink {
   connectionClosed(): void {
     if (this.closed) return;
     this.closed = true;
+    // a finished answer already said 'close'
+    if (this.writableFinished) return;
     if (this.drainWaiting) this.socket.off('drain', this.onSocketDrain);
     this.emit('close');
   }
