@@ -12,6 +12,7 @@ import { startNginx } from './nginx.js';
 import { fetchOnce, freePort, killAllNow, startProc, stopAll, usageOf, waitUntil, type Proc } from './procs.js';
 import { median, renderTable, type Row } from './report.js';
 import { measureRouting, type RoutingResult } from './routing.js';
+import { measureHotpath, type HotpathResult } from './hotpath.js';
 import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
@@ -169,6 +170,8 @@ interface Results {
   readonly machine: { cpus: number; model: string; node: string; nginx: string | undefined; wrk: string | undefined };
   readonly options: Omit<Options, 'only'> & { only: string[]; routerCli: string };
   readonly routing: RoutingResult[];
+  /** the router's own per-request CPU in process, no sockets (part `routing`) */
+  readonly hotpath: HotpathResult | undefined;
   readonly passes: PassResult[];
   readonly streams: (StreamsResult & { routerPeakRssMb: number; routerIdleRssMb: number; routerCpuPercent: number }) | undefined;
   readonly routerRssAfterLoadMb: number | undefined;
@@ -275,6 +278,11 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
   for (const x of r.routing) {
     rows.push({ scenario: `routing decision, ${x.endpoints} endpoints / ${x.models} models`, metric: `${x.policy} ns/op`, router: x.nsPerOp, digits: 0, target: '<= 5000 ns', met: x.nsPerOp <= 5_000 });
   }
+  if (r.hotpath) {
+    const label = 'one request in process, no sockets (bench/hotpath.ts)';
+    rows.push({ scenario: label, metric: 'handleInference ns/request', router: r.hotpath.routerNs, digits: 0 });
+    rows.push({ scenario: label, metric: 'least proxy handler ns/request', router: r.hotpath.floorNs, digits: 0 });
+  }
   return rows;
 }
 
@@ -292,9 +300,12 @@ async function main(): Promise<void> {
   log(`work dir ${dir}${o.quick ? ' (quick run)' : ''}; router ${CLI}`);
 
   let routing: RoutingResult[] = [];
+  let hotpath: HotpathResult | undefined;
   if (o.only.has('routing')) {
     log('routing decision microbenchmark');
     routing = measureRouting({ ops: o.quick ? 200_000 : 1_000_000, rounds: o.quick ? 3 : 5 });
+    log('router logic per request, in process');
+    hotpath = await measureHotpath({ requests: o.quick ? 20_000 : 100_000, rounds: o.quick ? 3 : 5 });
   }
 
   const tools = ensureTools();
@@ -372,6 +383,7 @@ async function main(): Promise<void> {
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, nginx: tools.nginx ? version('nginx', ['-v']) : undefined, wrk: tools.wrk ? version('wrk', ['-v']) : undefined },
     options: { ...o, only: [...o.only], routerCli: CLI },
     routing,
+    hotpath,
     passes,
     streams,
     routerRssAfterLoadMb,
