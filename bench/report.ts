@@ -7,8 +7,6 @@ export interface Row {
   readonly nginx?: number | undefined;
   /** the minimal node:http + undici proxy (bench/floor-proxy.ts) */
   readonly floor?: number | undefined;
-  /** the least a Node process can do as a proxy: raw sockets both sides (bench/raw-proxy.ts) */
-  readonly raw?: number | undefined;
   readonly router?: number | undefined;
   /** print ratios for this row */
   readonly ratios?: boolean;
@@ -29,7 +27,7 @@ function ratio(a: number | undefined, b: number | undefined): string {
 }
 
 export function renderTable(rows: readonly Row[]): string {
-  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'node raw', 'router', 'router/nginx', 'router/direct', 'router/floor', 'router/raw', 'target'];
+  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'router', 'router/nginx', 'router/direct', 'router/floor', 'target'];
   const body = rows.map((r) => {
     const d = r.digits ?? 0;
     return [
@@ -38,12 +36,10 @@ export function renderTable(rows: readonly Row[]): string {
       num(r.direct, d),
       num(r.nginx, d),
       num(r.floor, d),
-      num(r.raw, d),
       num(r.router, d),
       r.ratios ? ratio(r.router, r.nginx) : '',
       r.ratios ? ratio(r.router, r.direct) : '',
       r.ratios ? ratio(r.router, r.floor) : '',
-      r.ratios ? ratio(r.router, r.raw) : '',
       r.target ? `${r.target} ${r.met === undefined ? '(not measured)' : r.met ? 'MET' : 'MISSED'}` : '',
     ];
   });

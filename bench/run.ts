@@ -93,7 +93,7 @@ function ensureTools(): { wrk: boolean; nginx: boolean } {
   return tools;
 }
 
-type Target = 'direct' | 'nginx' | 'floor' | 'raw' | 'router';
+type Target = 'direct' | 'nginx' | 'floor' | 'router';
 
 interface Sample extends WrkResult {
   /** CPU time the proxy process tree used per request, in microseconds (undefined for direct) */
@@ -230,15 +230,15 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       const s = base.samples[scenario] ?? {};
       const rps = (t: Target): number | undefined => stat(s[t], (x) => x.rps);
       const met = rps('router') !== undefined && rps('nginx') !== undefined ? (rps('router') as number) / (rps('nginx') as number) >= minRatio : undefined;
-      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), floor: rps('floor'), raw: rps('raw'), router: rps('router'), ratios: true, target, met });
-      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), floor: stat(s.floor, (x) => x.p50Ms), raw: stat(s.raw, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), floor: stat(s.floor, (x) => x.p99Ms), raw: stat(s.raw, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), floor: stat(s.floor, (x) => x.cpuUsPerRequest), raw: stat(s.raw, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
+      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), floor: rps('floor'), router: rps('router'), ratios: true, target, met });
+      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), floor: stat(s.floor, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), floor: stat(s.floor, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), floor: stat(s.floor, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
     }
     const one = base.samples.json1 ?? {};
     const p50 = (t: Target): number | undefined => stat(one[t], (x) => x.p50Ms);
     const direct = p50('direct');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), floor: p50('floor'), raw: p50('raw'), router: p50('router'), ratios: true, digits: 3 });
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), floor: p50('floor'), router: p50('router'), ratios: true, digits: 3 });
     // added latency per round (proxy minus direct in the same round), then the median
     const added = (t: Target): number | undefined => {
       const a = one[t];
@@ -247,7 +247,7 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       return median(a.map((x, i) => x.p50Ms - (d[i] as Sample).p50Ms));
     };
     const routerAdded = added('router');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), floor: added('floor'), raw: added('raw'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
+    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), floor: added('floor'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
   }
   for (const [name, label] of [
     ['logging', 'logging on (router info, nginx access_log)'],
@@ -329,17 +329,12 @@ async function main(): Promise<void> {
       const router = startRouter(dir, `router-${name}`, routerPort, upstreamPort, routerArgs);
       let nginx: Proc | undefined;
       let floor: Proc | undefined;
-      let raw: Proc | undefined;
       try {
         if (withFloor) {
           const floorPort = await freePort();
           floor = startProc('node-floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'floor-proxy.ts'), '--port', String(floorPort), '--upstream-port', String(upstreamPort)], path.join(dir, 'floor.log'));
           await waitServing(floorPort, floor);
           targets.push({ target: 'floor', port: floorPort, proc: floor });
-          const rawPort = await freePort();
-          raw = startProc('node-raw', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'raw-proxy.ts'), '--port', String(rawPort), '--upstream-port', String(upstreamPort)], path.join(dir, 'raw.log'));
-          await waitServing(rawPort, raw);
-          targets.push({ target: 'raw', port: rawPort, proc: raw });
         }
         if (tools.nginx) {
           const nginxPort = await freePort();
@@ -355,7 +350,6 @@ async function main(): Promise<void> {
         await router.stop();
         await nginx?.stop();
         await floor?.stop();
-        await raw?.stop();
       }
     };
 
