@@ -13,6 +13,7 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js';
+import { within } from '../support/within.js';
 
 const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
@@ -26,19 +27,6 @@ const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5',
 const MAX_IDLE_SOCKETS_PER_LIVE_ENGINE = 3;
 /** how long the keep-alive of forwarding connections may take to expire, plus slack for a busy machine */
 const SOCKET_SETTLE_MS = 12_000;
-
-/** Rejects when the promise does not settle in time: "no request hung" as an assertion. */
-async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`hung: ${what} did not finish within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000, everyMs = 50): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -7,20 +7,9 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/proxy/h1/pool.js';
+import { within } from '../support/within.js';
 
 const WAIT_MS = 5_000;
-
-async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`hung: ${what} did not finish within ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 async function until(what: string, check: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
   const deadline = Date.now() + timeoutMs;

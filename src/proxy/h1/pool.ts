@@ -159,6 +159,15 @@ function onBodyTimeout(conn: Conn): void {
   conn.fail(req, new H1ClientError(`body timeout (${req.opts.bodyTimeout} ms without data)`, 'UND_ERR_BODY_TIMEOUT'));
 }
 
+/** The timer, refreshed when its duration stays the same (no new timer object), else replaced; unref'd. */
+function rearm(timer: NodeJS.Timeout | undefined, currentMs: number, ms: number, fire: (conn: Conn) => void, conn: Conn): NodeJS.Timeout {
+  if (timer !== undefined && currentMs === ms) return timer.refresh();
+  if (timer !== undefined) clearTimeout(timer);
+  const next = setTimeout(fire, ms, conn);
+  next.unref();
+  return next;
+}
+
 /**
  * One socket. Its timers live as long as it does and are refreshed per request (one object per kind, not one per
  * request or chunk); "armed" flags say whether they mean anything right now, so a stale one fires at most once, idly.
@@ -234,28 +243,14 @@ class Conn implements ResponseEvents {
 
   private armHeaders(ms: number): void {
     this.headersArmed = true;
-    const timer = this.headersTimer;
-    if (timer !== undefined && this.headersMs === ms) {
-      timer.refresh();
-    } else {
-      if (timer !== undefined) clearTimeout(timer);
-      this.headersTimer = setTimeout(onHeadersTimeout, ms, this);
-      this.headersTimer.unref();
-      this.headersMs = ms;
-    }
+    this.headersTimer = rearm(this.headersTimer, this.headersMs, ms, onHeadersTimeout, this);
+    this.headersMs = ms;
   }
 
   private armBody(ms: number): void {
     this.bodyArmed = true;
-    const timer = this.bodyTimer;
-    if (timer !== undefined && this.bodyMs === ms) {
-      timer.refresh();
-    } else {
-      if (timer !== undefined) clearTimeout(timer);
-      this.bodyTimer = setTimeout(onBodyTimeout, ms, this);
-      this.bodyTimer.unref();
-      this.bodyMs = ms;
-    }
+    this.bodyTimer = rearm(this.bodyTimer, this.bodyMs, ms, onBodyTimeout, this);
+    this.bodyMs = ms;
   }
 
   /** The request no longer uses this socket (it ended, or moves to another socket). */
