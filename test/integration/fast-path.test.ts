@@ -150,6 +150,26 @@ describe('fast path', { timeout: 120_000 }, () => {
     }
   });
 
+  test('300 pipelined requests in one write (about 120 KB) are answered once each, in order', async () => {
+    const r = await router();
+    const c = await RawConnection.open(r.port);
+    try {
+      const n = 300;
+      const body = chat('not-declared', { padding: 'x'.repeat(200) });
+      c.write(Array.from({ length: n }, (_, i) => post('/v1/chat/completions', body, [`X-Request-Id: req-${i}`])).join(''));
+      for (let i = 0; i < n; i++) {
+        const a = await c.answer();
+        assert.equal(a.status, 404);
+        assert.equal(a.headers['x-request-id'], `req-${i}`);
+      }
+      // the connection still serves after the burst
+      c.write(post('/v1/chat/completions', chat('m')));
+      assert.equal((await c.answer()).status, 200);
+    } finally {
+      c.destroy();
+    }
+  });
+
   test('streams are chunked SSE; Connection: close ends the connection after the answer', async () => {
     const r = await router();
     const c = await RawConnection.open(r.port);
