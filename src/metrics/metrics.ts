@@ -67,6 +67,11 @@ class DurationHistogram {
   }
 }
 
+export interface FastPathCounts {
+  readonly answered: number;
+  readonly handedOver: number;
+}
+
 export class RouterMetrics {
   readonly registry = new Registry();
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
@@ -74,6 +79,7 @@ export class RouterMetrics {
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
   private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
   private scaling: ScalingGauges = { held: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
+  private fastPath: () => FastPathCounts = () => ({ answered: 0, handedOver: 0 });
   /** per model, so that the request path does no label hashing and builds no strings */
   private readonly tallies = new Map<string, ModelTally>();
 
@@ -116,6 +122,18 @@ export class RouterMetrics {
       registers,
     });
     const metrics = this;
+    new Counter({
+      name: 'llm_router_fast_path_total',
+      help: 'Requests the fast path answered (outcome="answered"), and connections it handed to node:http (outcome="handed-over")',
+      labelNames: ['outcome'],
+      registers,
+      collect() {
+        this.reset();
+        const c = metrics.fastPath();
+        this.inc({ outcome: 'answered' }, c.answered);
+        this.inc({ outcome: 'handed-over' }, c.handedOver);
+      },
+    });
     new Gauge({
       name: 'llm_router_discovery_state',
       help: 'State of each Kubernetes informer (1 for the current state: syncing, synced, forbidden, absent, erroring)',
@@ -235,6 +253,11 @@ export class RouterMetrics {
   /** Exposes hold-queue and wake-alarm state per model at scrape time. */
   watchScaling(gauges: ScalingGauges): void {
     this.scaling = gauges;
+  }
+
+  /** Exposes the fast path's counts at scrape time. */
+  watchFastPath(counts: () => FastPathCounts): void {
+    this.fastPath = counts;
   }
 
   /** Exposes the state of each discovery informer at scrape time. */

@@ -145,6 +145,8 @@ export class RouterApp {
           },
         )
       : undefined;
+    const lane = this.fastLane;
+    if (lane) this.metrics.watchFastPath(() => ({ answered: lane.answered, handedOver: lane.handedOver }));
     // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
     this.adminServer =
       sec.adminPort === undefined ? undefined : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));

@@ -6,7 +6,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stopAll } from '../support/process.js';
-import { chat, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 
 interface RawAnswer {
   readonly status: number;
@@ -92,6 +92,13 @@ class RawConnection {
   }
 }
 
+/** llm_router_fast_path_total: requests the fast path answered, connections it handed to node:http */
+async function fastPathCounts(r: Running): Promise<{ answered: number; handedOver: number }> {
+  const text = (await call(`${r.url}/metrics`)).text;
+  const value = (outcome: string): number => Number(new RegExp(`^llm_router_fast_path_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { answered: value('answered'), handedOver: value('handed-over') };
+}
+
 function post(path: string, body: string, extra: readonly string[] = []): string {
   return [`POST ${path} HTTP/1.1`, 'Host: router', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`, ...extra, '', body].join('\r\n');
 }
@@ -111,6 +118,7 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('keep-alive, pipelining, a body in pieces, then a hand-over to node:http on the same connection', async () => {
     const r = await router();
+    const before = await fastPathCounts(r);
     const c = await RawConnection.open(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m')));
@@ -138,6 +146,9 @@ describe('fast path', { timeout: 120_000 }, () => {
       }
       assert.equal((await c.answer()).status, 200);
 
+      // the fast path answered all four, not node:http
+      assert.equal((await fastPathCounts(r)).answered - before.answered, 4);
+
       // a GET is node:http's: the connection moves there and keeps working, for inference too
       c.write('GET /v1/models HTTP/1.1\r\nHost: router\r\n\r\n');
       const models = await c.answer();
@@ -145,6 +156,8 @@ describe('fast path', { timeout: 120_000 }, () => {
       assert.equal(JSON.parse(models.body).data[0].id, 'm');
       c.write(post('/v1/chat/completions', chat('m')));
       assert.equal((await c.answer()).status, 200);
+      // node:http answered the last one: the connection stays where it was handed
+      assert.equal((await fastPathCounts(r)).answered - before.answered, 4);
     } finally {
       c.destroy();
     }
@@ -189,6 +202,7 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('requests outside the strict subset get node:http answers: chunked body, split head, bad head', async () => {
     const r = await router();
+    const before = await fastPathCounts(r);
     const body = chat('m');
     const chunked = await RawConnection.open(r.port);
     const splitHead = await RawConnection.open(r.port);
@@ -208,6 +222,9 @@ describe('fast path', { timeout: 120_000 }, () => {
       const refused = await bad.answer();
       assert.equal(refused.status, 400);
       assert.equal(JSON.parse(refused.body).error.code, 'bad_request');
+      const after = await fastPathCounts(r);
+      assert.equal(after.answered, before.answered, 'none of them was answered by the fast path');
+      assert.ok(after.handedOver - before.handedOver >= 3, `three connections handed over, saw ${after.handedOver - before.handedOver}`);
     } finally {
       for (const c of [chunked, splitHead, bad]) c.destroy();
     }
@@ -272,5 +289,8 @@ describe('fast path', { timeout: 120_000 }, () => {
       }
       assert.deepEqual(answers[0], answers[1], text.split('\r\n')[0]);
     }
+    // the comparison is between the two paths: the fast router answered every request itself
+    assert.equal((await fastPathCounts(fast)).answered, requests.length);
+    assert.deepEqual(await fastPathCounts(slow), { answered: 0, handedOver: 0 });
   });
 });

@@ -14,7 +14,6 @@ import { parseRequestHead, type HeadLimits, type RequestHead } from './request-h
 import { FastResponse, type ResponseOwner } from './response.js';
 
 export interface FastRequest extends InboundRequest {
-  readonly method: 'POST';
   readonly url: string;
   readonly headers: Record<string, string>;
   readonly socket: Socket;
@@ -36,6 +35,11 @@ const PIPELINE_BUFFER_LIMIT = 64 * 1024;
 type ConnectionListener = (socket: Socket) => void;
 
 export class FastLane {
+  /** requests answered here, and connections handed to node:http (exported as llm_router_fast_path_total) */
+  answered = 0;
+  handedOver = 0;
+  /** the Keep-Alive: timeout=N every answer announces */
+  readonly keepAliveSeconds: number;
   private readonly connections = new Set<FastConnection>();
   private closingConnections = false;
   /** node:http's own 'connection' listeners, called for a connection handed over */
@@ -47,6 +51,7 @@ export class FastLane {
     readonly options: FastLaneOptions,
     readonly handler: FastHandler,
   ) {
+    this.keepAliveSeconds = Math.round(options.keepAliveTimeoutMs / 1000);
     this.nodeListeners = server.listeners('connection') as ConnectionListener[];
     server.removeAllListeners('connection');
     server.on('connection', (socket: Socket) => {
@@ -61,6 +66,7 @@ export class FastLane {
   /** Gives a connection, with the bytes read from it but not answered, to node:http. */
   handOff(conn: FastConnection, socket: Socket, buffered: Buffer | undefined): void {
     this.connections.delete(conn);
+    this.handedOver++;
     for (const listener of this.nodeListeners) listener.call(this.server, socket);
     if (buffered && buffered.length > 0) socket.emit('data', buffered);
   }
@@ -188,9 +194,11 @@ class FastConnection implements ResponseOwner {
   private dispatch(head: RequestHead, body: Buffer): void {
     const socket = this.socket;
     socket.setTimeout(0);
-    const res = new FastResponse(socket, head.keepAlive && !this.lane.closing, Math.round(this.lane.options.keepAliveTimeoutMs / 1000), this);
+    const lane = this.lane;
+    const res = new FastResponse(socket, head.keepAlive && !lane.closing, lane.keepAliveSeconds, this);
     this.active = res;
-    this.lane.handler({ method: 'POST', url: head.url, headers: head.headers, rawHeaders: head.rawHeaders, socket }, res, head.path, body);
+    lane.answered++;
+    lane.handler({ url: head.url, headers: head.headers, rawHeaders: head.rawHeaders, socket }, res, head.path, body);
   }
 
   responseDone(keepAlive: boolean): void {

@@ -2,8 +2,8 @@
 // everything else, which then goes to node:http's full parser. Accepting less than node does (never more) is what
 // keeps the two from reading one byte stream differently (request smuggling).
 
+/** A POST head (the only method the fast path takes). */
 export interface RequestHead {
-  readonly method: 'POST';
   /** the request-target as sent (path and query) */
   readonly url: string;
   /** the target without its query */
@@ -87,7 +87,7 @@ export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
     rawHeaders.push(name, value);
   }
   if (contentLength < 0 || contentLength > limits.maxBodyBytes) return 'other';
-  return { method: 'POST', url, path, rawHeaders, headers, contentLength, keepAlive, bodyStart: end + 4 };
+  return { url, path, rawHeaders, headers, contentLength, keepAlive, bodyStart: end + 4 };
 }
 
 function trimOws(line: string, from: number): string {
