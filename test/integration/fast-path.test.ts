@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stopAll } from '../support/process.js';
 import { call, chat, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { tcpSockets } from '../support/sockets.js';
 
 interface RawAnswer {
   readonly status: number;
@@ -54,6 +55,21 @@ class RawConnection {
 
   destroy(): void {
     this.socket.destroy();
+  }
+
+  /**
+   * Resolves once the router process has accepted this connection and read everything sent on it so far (its
+   * receive queue is empty), so that what is written next reaches it in another read, however busy the machine.
+   */
+  async readByRouter(router: Running, timeoutMs = 10_000): Promise<void> {
+    const pid = router.proc.child.pid as number;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const mine = tcpSockets(pid).find((s) => s.localPort === router.port && s.remotePort === this.socket.localPort);
+      if (mine !== undefined && mine.rxQueue === 0) return;
+      if (Date.now() > deadline) throw new Error(`the router did not read what was sent within ${timeoutMs} ms: ${JSON.stringify(mine)}`);
+      await sleep(10);
+    }
   }
 
   private take(): RawAnswer | undefined {
@@ -213,7 +229,9 @@ describe('fast path', { timeout: 120_000 }, () => {
 
       const whole = post('/v1/chat/completions', body);
       splitHead.write(whole.slice(0, 12));
-      await sleep(50);
+      // a head split over two reads: the rest is sent only once the router has read the first piece (a fixed pause
+      // was not enough on a busy machine, where both pieces could arrive before the router read either)
+      await splitHead.readByRouter(r);
       splitHead.write(whole.slice(12));
       assert.equal((await splitHead.answer()).status, 200);
 

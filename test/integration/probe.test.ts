@@ -84,7 +84,8 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
   });
 
   test('--warmup: 503 warming-up until one token was generated, then 200; the engine saw exactly one warm-up', async () => {
-    const sim = await startSim(['--model', 'qwen3-8b', '--ttft-ms', '300']);
+    // the warm-up token takes 1.5 s: the second check below must come while it is in progress, on a busy machine too
+    const sim = await startSim(['--model', 'qwen3-8b', '--ttft-ms', '1500']);
     const probe = await startProbe(['--engine-url', sim.url, '--model', 'qwen3-8b', '--warmup']);
     const first = await get(`${probe.url}/ready`);
     assert.equal(first.status, 503);

@@ -97,10 +97,11 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.equal(one.status, 200);
   });
 
-  test('an engine killed mid-run: pending requests succeed elsewhere, a started stream ends with an error event, the engine is failed within 1 s', async () => {
+  test('an engine killed mid-run: pending requests succeed elsewhere, a started stream ends with an error event, the engine is failed without waiting for its next probe', async () => {
     const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
     const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
-    const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'k,k', ...FAST_PROBES, '--probe-ready-interval', '5']);
+    // no scheduled probe of a ready engine within the test: only the failed requests can make the router notice
+    const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'k,k', ...FAST_PROBES, '--probe-ready-interval', '300']);
     await waitModelStatus(router.url, 'k', 'ready');
     while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
 
@@ -125,13 +126,16 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('k') })));
     assert.deepEqual(results.map((r) => r.status), [200, 200, 200, 200, 200, 200]);
     assert.ok(results.every((r) => r.headers['x-sim-engine'] === 'b'));
+    // The window starts before the kill and covers the process exit, the stream and the 6 requests above, which a
+    // busy machine slows down: a generous deadline. What it proves does not depend on it: the next scheduled probe
+    // is 300 s away, so 'failed' comes from the passive failures (and the probe they trigger) or not at all.
     let state = '';
-    while (Date.now() - killedAt < 1_000) {
+    while (Date.now() - killedAt < 10_000) {
       state = (await engines(router.url)).find((e) => e.url === a.url)?.state ?? '';
       if (state === 'failed') break;
       await sleep(25);
     }
-    assert.equal(state, 'failed', 'failed within 1 s of the kill');
+    assert.equal(state, 'failed', 'failed soon after the kill, before any scheduled probe');
   });
 
   test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {

@@ -19,6 +19,8 @@ export interface TcpSocket {
   readonly remotePort: number;
   /** ESTABLISHED, LISTEN, CLOSE_WAIT, ... */
   readonly state: string;
+  /** bytes that arrived and that the process has not read yet */
+  readonly rxQueue: number;
   readonly inode: number;
 }
 
@@ -46,7 +48,7 @@ function parseTable(text: string, v6: boolean): TcpSocket[] {
   for (const line of text.split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
     if (f.length < 10) continue;
-    const [local, remote, st, inode] = [f[1] as string, f[2] as string, f[3] as string, f[9] as string];
+    const [local, remote, st, queues, inode] = [f[1] as string, f[2] as string, f[3] as string, f[4] as string, f[9] as string];
     const [la, lp] = local.split(':') as [string, string];
     const [ra, rp] = remote.split(':') as [string, string];
     out.push({
@@ -55,6 +57,7 @@ function parseTable(text: string, v6: boolean): TcpSocket[] {
       remoteAddress: v6 ? ipv6(ra) : ipv4(ra),
       remotePort: Number.parseInt(rp, 16),
       state: STATES[st.toUpperCase()] ?? st,
+      rxQueue: Number.parseInt(queues.split(':')[1] ?? '0', 16),
       inode: Number(inode),
     });
   }
