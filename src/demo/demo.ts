@@ -43,6 +43,19 @@ function startEngine(port: number, model: string, extra: readonly string[]): Eng
   return { url: `http://127.0.0.1:${port}`, child };
 }
 
+/** an engine that ignores SIGTERM this long is killed */
+const ENGINE_STOP_MS = 5_000;
+
+/** SIGTERM, then SIGKILL after ENGINE_STOP_MS; resolves once the process has exited. */
+async function stopEngine(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), ENGINE_STOP_MS);
+  await exited;
+  clearTimeout(timer);
+}
+
 export interface DemoCase {
   readonly title: string;
   readonly command: string;
@@ -133,8 +146,8 @@ export async function runDemo(argv: string[]): Promise<void> {
     if (stopping) return;
     stopping = true;
     autoscaler.stop();
-    stopEngines();
-    app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }).finally(() => process.exit(0));
+    // exit only once every engine it started is gone: "Ctrl-C stops everything" holds when the demo has exited
+    void Promise.allSettled([app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }), ...engines.map((e) => stopEngine(e.child))]).then(() => process.exit(0));
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
