@@ -104,12 +104,13 @@ test('the loading fault shows each engine kind its own not-ready signature, and 
   assert.deepEqual(JSON.parse((await call(sglang.url + '/get_model_info')).text), { model_path: 'sim-model', tokenizer_path: 'sim-model', is_generation: true });
   assert.match(await (await call(sglang.url + '/metrics')).text, /^sglang:num_queue_reqs\{model_name="sim-model"\} 0\.0$/m);
 
-  const tgi = await start({ kind: 'tgi', fault: { mode: 'loading', seconds: 0.3 } });
+  // long enough that a busy machine still asks /health while the engine loads
+  const tgi = await start({ kind: 'tgi', fault: { mode: 'loading', seconds: 2 } });
   const unhealthy = await call(tgi.url + '/health');
   assert.equal(unhealthy.status, 503);
   assert.deepEqual(JSON.parse(unhealthy.text), { error: 'unhealthy', error_type: 'healthcheck' });
   assert.equal(tgi.phase(), 'loading');
-  const deadline = Date.now() + 5_000;
+  const deadline = Date.now() + 10_000;
   while (tgi.phase() !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   assert.equal((await call(tgi.url + '/health')).status, 200);
   const info = JSON.parse((await call(tgi.url + '/info')).text);
