@@ -179,8 +179,9 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '30']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '3', '--shutdown-timeout', '10', ...FAST]);
+    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '70']);
+    // a 5 s drain and a 7 s stream: the stream is still running when the listener closes
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '5', '--shutdown-timeout', '15', ...FAST]);
     await waitModelStatus(router.url, 'm', 'ready');
     const stream = request(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }) });
     const res = await stream;
@@ -189,14 +190,14 @@ describe('security and limits', { timeout: 120_000 }, () => {
     router.proc.child.kill('SIGTERM');
     const exited = once(router.proc.child, 'exit');
     let ready = 200;
-    while (ready !== 503 && Date.now() - signalled < 1_500) ready = (await call(`${router.url}/ready`)).status;
+    while (ready !== 503 && Date.now() - signalled < 3_000) ready = (await call(`${router.url}/ready`)).status;
     assert.equal(ready, 503, '/ready turns 503 at once');
-    assert.equal((await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status, 200, 'still serving during the drain');
-    // the drain ends 3 s after the router handled the signal, which a busy machine delays: from then on, new
+    assert.equal((await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x', max_tokens: 2 }) })).status, 200, 'still serving during the drain');
+    // the drain ends 5 s after the router handled the signal, which a busy machine delays: from then on, new
     // connections must be refused soon (within 2 s of slack), not at one exact instant
-    await sleep(3_000 - (Date.now() - signalled));
+    await sleep(Math.max(1, 5_000 - (Date.now() - signalled)));
     let refused = false;
-    while (!refused && Date.now() - signalled < 5_000) {
+    while (!refused && Date.now() - signalled < 7_000) {
       refused = await call(`${router.url}/health`, { timeoutMs: 1_000 }).then(() => false, () => true);
       if (!refused) await sleep(50);
     }
