@@ -432,7 +432,7 @@ test('body timeout: the stream stalls; data that arrives in time keeps it going'
           clearInterval(timer);
           socket.write('0\r\n\r\n');
         }
-      }, 50);
+      }, 200);
       socket.on('close', () => clearInterval(timer));
     }
   });
@@ -441,8 +441,8 @@ test('body timeout: the stream stalls; data that arrives in time keeps it going'
   assert.equal(rec.error?.code, 'UND_ERR_BODY_TIMEOUT');
   assert.equal(rec.body, 'first');
   await until('the server to see the connection closed', () => server.closed === 1);
-  // 600 ms in total, but never 400 ms of silence
-  const steady = await ok(pool, { path: '/slow-but-steady', bodyTimeout: 400, headersTimeout: 400 });
+  // 2.6 s in total, but never 1.5 s of silence (the margin is for a busy machine: server and pool share this process)
+  const steady = await ok(pool, { path: '/slow-but-steady', bodyTimeout: 1_500, headersTimeout: 1_500 });
   assert.equal(steady.body, 'first' + '.'.repeat(12));
 });
 
