@@ -1,0 +1,37 @@
+// The simulator's own control paths under /_sim/: read and reset the request statistics, read and switch the fault.
+import type http from 'node:http';
+import type { SimEngine } from './engine-api.js';
+import { parseFault } from './faults.js';
+import { BodyError, readJsonObject, sendJson } from './http-io.js';
+import { errorBody } from './openai.js';
+import type { Fault } from './types.js';
+
+export async function answerControl(engine: SimEngine, req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
+  const describe = (): object => ({ ...engine.fault(), phase: engine.phase() });
+  if (path === '/_sim/stats' && req.method === 'GET') return sendJson(res, 200, engine.stats());
+  if (path === '/_sim/reset-stats' && req.method === 'POST') {
+    req.resume();
+    engine.resetStats();
+    return sendJson(res, 200, engine.stats());
+  }
+  if (path === '/_sim/fault' && req.method === 'GET') return sendJson(res, 200, describe());
+  if (path === '/_sim/fault' && req.method === 'POST') {
+    let fault: Fault;
+    try {
+      fault = parseFault(await readJsonObject(req));
+    } catch (err) {
+      if (err instanceof BodyError && err.status === 499) return;
+      return sendJson(res, 400, errorBody((err as Error).message, 'BadRequestError', 400));
+    }
+    if (fault.mode === 'refuse') {
+      // answer first, on a connection that closes after this response, then stop listening
+      res.on('close', () => {
+        engine.setFault(fault).catch((err: unknown) => process.stderr.write(`sim ${engine.id}: refuse failed: ${(err as Error).message}\n`));
+      });
+      return sendJson(res, 200, { ...fault, phase: 'refusing' }, { connection: 'close' });
+    }
+    await engine.setFault(fault);
+    return sendJson(res, 200, describe());
+  }
+  sendJson(res, 404, { detail: 'Not Found' });
+}

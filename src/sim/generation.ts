@@ -1,0 +1,100 @@
+// Answers paced in time: each holds a batch slot, then sends one JSON body after its delay,
+// or (chat and text completions with stream: true) one SSE token chunk after TTFT and one per inter-token gap.
+import { randomUUID } from 'node:crypto';
+import type http from 'node:http';
+import type { EngineContext } from './context.js';
+import { DEFAULT_RESET_AFTER_CHUNKS } from './faults.js';
+import { sendJson } from './http-io.js';
+import { SSE_DONE, completionBody, newGeneration, roleChunk, sseEvent, tokenChunk, usage, usageChunk, type GenerationApi } from './openai.js';
+import { resetSocket, type Exchange, type SuccessRecord } from './request-stats.js';
+import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
+
+export function newId(): string {
+  return randomUUID().replace(/-/g, '');
+}
+
+/** Holds a batch slot for delayMs (computed when the slot is granted), then answers with one JSON body. */
+export function answerLater(
+  engine: EngineContext,
+  res: http.ServerResponse,
+  exchange: Exchange,
+  delayMs: number | (() => number),
+  record: SuccessRecord,
+  build: () => object,
+): void {
+  let timer: NodeJS.Timeout | undefined;
+  const lease = engine.queue.admit(() => {
+    timer = setTimeout(() => {
+      lease.release();
+      engine.requests.recordSuccess(record);
+      sendJson(res, 200, build());
+    }, typeof delayMs === 'number' ? delayMs : delayMs());
+  });
+  exchange.cleanup.push(() => {
+    clearTimeout(timer);
+    lease.release();
+  });
+}
+
+/** Chat and text completions: one token after TTFT, then one per ITL; streamed as SSE or sent as one body. */
+export function generate(
+  engine: EngineContext,
+  res: http.ServerResponse,
+  exchange: Exchange,
+  api: GenerationApi,
+  body: Record<string, unknown>,
+  model: string,
+  stream: boolean,
+): void {
+  const budget = outputBudget(body, engine.outputTokens);
+  const prompt = promptTokens(body);
+  const generation = newGeneration(api, model, newId());
+  const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
+  const includeUsage = stream && typeof streamOptions === 'object' && streamOptions !== null && streamOptions.include_usage === true;
+  const fault = engine.fault();
+  const resetAfter = fault.mode === 'reset-mid-stream' ? (fault.afterChunks ?? DEFAULT_RESET_AFTER_CHUNKS) : undefined;
+  if (stream) {
+    // like vLLM, headers go out as soon as the request is accepted, before the first token (even while queued)
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+  }
+  if (!stream) {
+    const delay = (): number => engine.timing.prefillTtft(body) + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1);
+    const text = fillerText(budget.tokens);
+    return answerLater(engine, res, exchange, delay, { finishReason: budget.finishReason, prompt, generated: budget.tokens }, () =>
+      completionBody(generation, text, budget.finishReason, usage(prompt, budget.tokens)),
+    );
+  }
+  let timer: NodeJS.Timeout | undefined;
+  let sent = 0;
+  const step = (): void => {
+    for (;;) {
+      if (resetAfter !== undefined && (sent >= resetAfter || sent === budget.tokens - 1)) {
+        lease.release();
+        return resetSocket(res, exchange);
+      }
+      const token = fillerToken(sent);
+      sent++;
+      const last = sent === budget.tokens;
+      if (sent === 1 && api === 'chat') res.write(sseEvent(roleChunk(generation)));
+      res.write(sseEvent(tokenChunk(generation, token, last ? budget.finishReason : null)));
+      if (last) break;
+      const delay = engine.timing.interTokenMs(engine.fault());
+      if (delay > 0) {
+        timer = setTimeout(step, delay);
+        return;
+      }
+    }
+    lease.release();
+    engine.requests.recordSuccess({ finishReason: budget.finishReason, prompt, generated: budget.tokens });
+    if (includeUsage) res.write(sseEvent(usageChunk(generation, usage(prompt, budget.tokens))));
+    res.end(SSE_DONE);
+  };
+  const lease = engine.queue.admit(() => {
+    timer = setTimeout(step, engine.timing.prefillTtft(body));
+  });
+  exchange.cleanup.push(() => {
+    clearTimeout(timer);
+    lease.release();
+  });
+}

@@ -1,0 +1,70 @@
+// Request statistics: the resettable /_sim/stats counters, the Prometheus totals that never reset,
+// and the per-request tracking that decides whether an inference request completed, failed or was aborted.
+import type http from 'node:http';
+import type { SlotQueue } from './queue.js';
+import type { SimStats } from './types.js';
+
+/** One inference request in flight: what to undo when it ends, and whether a fault (not the client) cut it. */
+export interface Exchange {
+  readonly cleanup: Array<() => void>;
+  resetBySim: boolean;
+}
+
+export interface SuccessRecord {
+  readonly finishReason: string;
+  readonly prompt: number;
+  readonly generated: number;
+}
+
+function emptyStats(): SimStats {
+  return { received: 0, completed: 0, failed: 0, aborted: 0, running: 0, waiting: 0, byPath: {}, byModel: {} };
+}
+
+/** Destroys the request's socket as a fault does; the request then counts as failed, not aborted. */
+export function resetSocket(res: http.ServerResponse, exchange: Exchange): void {
+  exchange.resetBySim = true;
+  res.socket?.destroy();
+}
+
+export class RequestStats {
+  counters: SimStats = emptyStats();
+  // Prometheus counters are never reset: a reset would look like an engine restart to a scraper
+  readonly successByReason: Record<string, number> = {};
+  promptTokenTotal = 0;
+  generationTokenTotal = 0;
+
+  /** The counters with the queue's running and waiting numbers, as copies the caller may keep. */
+  snapshot(queue: SlotQueue): SimStats {
+    return {
+      ...this.counters,
+      running: queue.running,
+      waiting: queue.waiting,
+      byPath: { ...this.counters.byPath },
+      byModel: { ...this.counters.byModel },
+    };
+  }
+
+  reset(): void {
+    this.counters = emptyStats();
+  }
+
+  /** Counts the request once it ends: completed, failed, or aborted by its client. */
+  track(res: http.ServerResponse): Exchange {
+    const exchange: Exchange = { cleanup: [], resetBySim: false };
+    res.on('close', () => {
+      for (const undo of exchange.cleanup) undo();
+      if (res.writableFinished) {
+        if (res.statusCode < 400) this.counters.completed++;
+        else this.counters.failed++;
+      } else if (exchange.resetBySim) this.counters.failed++;
+      else this.counters.aborted++;
+    });
+    return exchange;
+  }
+
+  recordSuccess({ finishReason, prompt, generated }: SuccessRecord): void {
+    this.successByReason[finishReason] = (this.successByReason[finishReason] ?? 0) + 1;
+    this.promptTokenTotal += prompt;
+    this.generationTokenTotal += generated;
+  }
+}

@@ -1,0 +1,42 @@
+// How long the engine takes: time to first token (base TTFT plus prefill of what the prefix cache misses)
+// and the pause between tokens, which the slow-chunks fault stretches.
+import type { SimEngineOptions } from './engine-api.js';
+import { DEFAULT_SLOW_CHUNK_DELAY_MS } from './faults.js';
+import { PrefixCache, promptBlocks, renderPrompt } from './prefix-cache.js';
+import type { Fault } from './types.js';
+
+export class EngineTiming {
+  readonly ttftMs: number;
+  private readonly itlMs: number;
+  private readonly prefillMsPerToken: number;
+  private readonly prefixBlockTokens: number;
+  private readonly prefixCache: PrefixCache;
+  // Prometheus counters, never reset: prompt tokens looked up in the prefix cache, and those found
+  prefixQueryTokens = 0;
+  prefixHitTokens = 0;
+
+  constructor(options: SimEngineOptions) {
+    this.ttftMs = options.ttftMs ?? 20;
+    this.itlMs = options.itlMs ?? 5;
+    this.prefillMsPerToken = options.prefillMsPerToken ?? 0;
+    this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens ?? 16);
+    this.prefixCache = new PrefixCache(options.prefixCacheBlocks ?? 4096);
+  }
+
+  interTokenMs(fault: Fault): number {
+    return fault.mode === 'slow-chunks' ? (fault.delayMs ?? DEFAULT_SLOW_CHUNK_DELAY_MS) : this.itlMs;
+  }
+
+  /**
+   * Time to first token of a prompt that starts prefilling now: the base TTFT plus prefill of the tokens the prefix
+   * cache does not hold. Looking the prompt up caches its blocks, as a real engine's prefill does.
+   */
+  prefillTtft(body: Record<string, unknown>): number {
+    const { tokens, blocks } = promptBlocks(renderPrompt(body), this.prefixBlockTokens);
+    // like vLLM, the last prompt token is always computed, even when every block is cached
+    const hit = Math.min(this.prefixCache.lookup(blocks) * this.prefixBlockTokens, Math.max(0, tokens - 1));
+    this.prefixQueryTokens += tokens;
+    this.prefixHitTokens += hit;
+    return this.ttftMs + (tokens - hit) * this.prefillMsPerToken;
+  }
+}
