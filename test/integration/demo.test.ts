@@ -2,12 +2,28 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { freePort, startCli, stopAll } from '../support/process.js';
 
 const exec = promisify(execFile);
 
 after(stopAll);
+
+/** The process ids of a process's children (Linux: /proc/<pid>/task/<tid>/children). */
+function childrenOf(pid: number): number[] {
+  const tasks = readdirSync(`/proc/${pid}/task`);
+  return tasks.flatMap((tid) => readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 test('llm-router demo: every printed curl case answers as printed; SIGINT stops router and engines', { timeout: 60_000 }, async () => {
   const port = await freePort();
@@ -41,9 +57,12 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
   while ((await wakeup()) !== 'scaled-to-zero' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
   assert.equal(await wakeup(), 'scaled-to-zero');
   const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as { endpoints: { url: string }[] };
+  const enginePids = childrenOf(demo.child.pid as number);
+  assert.ok(enginePids.length >= 3, `the demo runs its engines as child processes: ${enginePids.join(', ')}`);
   const code = await demo.stop('SIGINT');
   assert.equal(code, 0);
-  // the demo exits only after every engine it started has exited: right after its exit, each refuses
+  // the demo exits only after every engine it started has exited: at its exit, none of them is still running
+  for (const pid of enginePids) assert.equal(running(pid), false, `engine process ${pid} had exited before the demo did`);
   for (const e of engines.endpoints) {
     await assert.rejects(fetch(`${e.url}/health`, { signal: AbortSignal.timeout(2_000) }), `engine ${e.url} was stopped`);
   }
