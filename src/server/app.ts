@@ -146,7 +146,7 @@ export class RouterApp {
         )
       : undefined;
     const lane = this.fastLane;
-    if (lane) this.metrics.watchFastPath(() => ({ answered: lane.answered, handedOver: lane.handedOver }));
+    if (lane) this.metrics.watchFastPath(() => lane);
     // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
     this.adminServer =
       sec.adminPort === undefined ? undefined : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
@@ -252,10 +252,11 @@ export class RouterApp {
     // close() completes once every connection the server accepted has ended, answered by the fast path or not
     const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];
     const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-    const connections = [this.fastLane ?? this.server, ...(this.adminServer ? [this.adminServer] : [])];
+    const front = this.fastLane ?? this.server;
+    const connections = [front, ...(this.adminServer ? [this.adminServer] : [])];
     for (const s of connections) s.closeIdleConnections();
     // keep-alive connections that finish a response now are closed instead of kept
-    const idle = setInterval(() => (this.fastLane ?? this.server).closeIdleConnections(), 100);
+    const idle = setInterval(() => front.closeIdleConnections(), 100);
     const timer = setTimeout(() => {
       this.log.warn({ inFlight: this.concurrency.inFlight }, 'shutdown timeout: closing the connections still open');
       for (const s of connections) s.closeAllConnections();

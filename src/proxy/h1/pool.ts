@@ -12,7 +12,7 @@ export { H1ClientError, type H1DispatchOptions, type H1Handler } from './request
 export interface H1PoolOptions {
   /** 0 = no timeout of our own */
   readonly connectTimeoutMs: number;
-  /** idle sockets are closed after this (default 4000); 0 = sockets are not kept idle */
+  /** idle sockets are closed after this; 0 = sockets are not kept idle */
   readonly keepAliveTimeoutMs: number;
 }
 
@@ -49,7 +49,7 @@ class PoolCore implements ConnectionOwner {
     this.port = url.port === '' ? 80 : Number(url.port);
     this.hostHeader = url.host;
     this.connectTimeoutMs = opts.connectTimeoutMs;
-    this.keepAliveMs = opts.keepAliveTimeoutMs ?? 4_000;
+    this.keepAliveMs = opts.keepAliveTimeoutMs;
   }
 
   dispatch(opts: H1DispatchOptions, handler: H1Handler): void {

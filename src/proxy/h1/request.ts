@@ -47,7 +47,7 @@ const BAD_VALUE_RE = /[^\t\x20-\x7e\x80-\xff]/;
 /** what undici refuses in a path: spaces, control characters, anything above latin1 */
 const BAD_PATH_RE = /[^\u0021-\u00ff]/;
 
-export const P_NEW = 0;
+const P_NEW = 0;
 export const P_CONNECT = 1;
 export const P_HEADERS = 2;
 export const P_BODY = 3;

@@ -111,9 +111,7 @@ class FastConnection implements ResponseOwner {
     this.active = undefined;
     this.socket.end();
   };
-  private readonly onTimeout = (): void => {
-    if (!this.active && !this.waiting) this.socket.destroy();
-  };
+  private readonly onTimeout = (): void => this.closeIfIdle();
   private readonly nextRequest = (): void => this.parse();
 
   constructor(
