@@ -16,6 +16,8 @@ export interface StaticBackend {
 
 export interface ProbeConfig {
   readonly intervalMs: number;
+  /** the interval while requests are held for one of the endpoint's models */
+  readonly wakeIntervalMs: number;
   readonly readyIntervalMs: number;
   readonly timeoutMs: number;
   readonly failureThreshold: number;
@@ -50,6 +52,13 @@ export interface ScalingConfig {
   readonly graceMs: number;
   readonly wakeAlarmMs: number;
   readonly maxRetryAfterSeconds: number;
+  /** the other router replicas, for the KEDA scaler's sum (admin base URLs) */
+  readonly peers: readonly string[];
+  /** label selector of the router's own pods (peers found in Kubernetes) */
+  readonly peerSelector: string | undefined;
+  /** namespace of those pods (--k8s-namespace; undefined: the pod's own, else the kubeconfig's) */
+  readonly peerNamespace: string | undefined;
+  readonly peerTimeoutMs: number;
 }
 
 export interface SecurityConfig {
@@ -251,6 +260,11 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
   }
 
+  const scalerPeers = f.list('scaler-peers').map((u) => u.replace(/\/+$/, ''));
+  for (const u of scalerPeers) {
+    if (!httpUrl.safeParse(u).success) throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
+  }
+
   const notes: string[] = [];
   if (explicit('request-stats-window')) notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
   if (explicit('static-backend-health-checks')) notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
@@ -282,6 +296,10 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       graceMs: seconds(f.number('scale-to-zero-grace-seconds')),
       wakeAlarmMs: seconds(f.number('wake-alarm-seconds')),
       maxRetryAfterSeconds: f.number('max-retry-after') as number,
+      peers: scalerPeers,
+      peerSelector: f.string('scaler-peer-selector') || undefined,
+      peerNamespace: f.string('k8s-namespace') || undefined,
+      peerTimeoutMs: f.number('scaler-peer-timeout-ms') as number,
     },
     engineKind: f.string('engine-kind') as EngineKind,
     engineApiKey: f.string('engine-api-key') || undefined,
@@ -300,6 +318,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     },
     probe: {
       intervalMs: seconds(f.number('probe-interval')),
+      wakeIntervalMs: seconds(f.number('probe-wake-interval')),
       readyIntervalMs: seconds(f.number('probe-ready-interval')),
       timeoutMs: seconds(f.number('probe-timeout')),
       failureThreshold: f.number('probe-failure-threshold') as number,

@@ -67,14 +67,19 @@ export function afterProbe(e: EndpointFacts, c: ProbeCounters, r: ProbeResult, c
   return { state: e.state, error: r.detail };
 }
 
-/** Milliseconds until the next probe: fast while coming up, slow when ready, backing off while failed. */
-export function nextProbeDelay(state: EndpointState, c: ProbeCounters, cfg: ProbeConfig): number {
+/**
+ * Milliseconds until the next probe: fast while coming up, slow when ready, backing off while failed. While requests
+ * are held for one of the endpoint's models (`wanted`), a coming-up or failed endpoint is probed at the wake interval,
+ * so the held requests go the moment its model has loaded instead of up to a probe interval later.
+ */
+export function nextProbeDelay(state: EndpointState, c: ProbeCounters, cfg: ProbeConfig, wanted = false): number {
   switch (state) {
     case 'ready':
       return c.failures > 0 ? cfg.intervalMs : cfg.readyIntervalMs;
     case 'failed':
+      if (wanted) return cfg.wakeIntervalMs;
       return Math.min(cfg.intervalMs * 2 ** Math.max(0, c.backoff - 1), Math.max(MAX_BACKOFF_MS, cfg.intervalMs));
     default:
-      return cfg.intervalMs;
+      return wanted ? Math.min(cfg.intervalMs, cfg.wakeIntervalMs) : cfg.intervalMs;
   }
 }

@@ -27,6 +27,8 @@ export interface ProberOptions {
   readonly apiKey: string | undefined;
   readonly passiveFailureThreshold: number;
   readonly onFailover?: (model: string) => void;
+  /** requests are waiting for one of these models now (the hold queue): probe its endpoints at the wake interval */
+  readonly wanted?: (models: readonly string[]) => boolean;
 }
 
 export class Prober implements ForwardObserver {
@@ -67,6 +69,15 @@ export class Prober implements ForwardObserver {
     }
     clearTimeout(t.timer);
     t.timer = setTimeout(() => void this.run(endpoint), 0);
+  }
+
+  /** Requests started waiting for `model`: its endpoints that are not ready are probed now, then at the wake interval. */
+  expedite(model: string): void {
+    for (const [endpoint, t] of this.tracked) {
+      // a probe under way is as good as a new one: the next comes at the wake interval anyway
+      if (endpoint.state === 'ready' || endpoint.draining || t.running || !endpoint.models.includes(model)) continue;
+      this.probeNow(endpoint);
+    }
   }
 
   succeeded(endpoint: Endpoint): void {
@@ -147,7 +158,7 @@ export class Prober implements ForwardObserver {
     } finally {
       t.running = false;
       if (this.tracked.get(endpoint) === t && !this.stopped) {
-        const delay = t.again ? 0 : nextProbeDelay(endpoint.state, t, this.opts.probe);
+        const delay = t.again ? 0 : nextProbeDelay(endpoint.state, t, this.opts.probe, this.opts.wanted?.(endpoint.models) ?? false);
         t.again = false;
         clearTimeout(t.timer);
         t.timer = setTimeout(() => void this.run(endpoint), delay);

@@ -1,6 +1,6 @@
 // Every metric name the router exports, in one place. Gauges over catalog state are computed at scrape time,
 // so the request path only touches two counters and one histogram.
-import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { EndpointState, ModelState } from '../catalog/types.js';
 
@@ -13,8 +13,26 @@ const MODEL_STATES: readonly ModelState[] = ['ready', 'scaled-to-zero', 'loading
 /** What the scale-from-zero machinery exposes per model at scrape time. */
 export interface ScalingGauges {
   held(model: string): number;
+  inFlight(model: string): number;
   oldestHeldSeconds(model: string): number;
   stalled(model: string): boolean;
+}
+
+/**
+ * prom-client's default metrics include three gauges named *_total (nodejs_active_{handles,requests,resources}_total),
+ * which promtool rejects (a _total suffix promises a counter); their per-type siblings carry the same numbers.
+ */
+const MISNAMED_DEFAULT_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
+
+/** What the primary of --workers is asked (combined) and gathers from each worker (local). */
+export const METRICS_TOPICS = { combined: 'metrics:combined', local: 'metrics:local' } as const;
+
+/** One worker's metrics, as the primary of --workers gathers them to sum (prom-client's cluster format). */
+export type WorkerMetrics = MetricObjectWithValues<MetricValue<string>>[];
+
+/** Pure: the exposition of several workers' metrics, each family combined by its `aggregator` (sum unless set). */
+export async function aggregateExposition(workers: readonly WorkerMetrics[]): Promise<string> {
+  return AggregatorRegistry.aggregate(workers as WorkerMetrics[]).metrics();
 }
 
 const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -78,15 +96,29 @@ export class RouterMetrics {
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
   private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
-  private scaling: ScalingGauges = { held: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
+  private scaling: ScalingGauges = { held: () => 0, inFlight: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
+  /** set in a worker of --workers: the primary sums every worker's metrics */
+  private clusterExposition: (() => Promise<string>) | undefined;
   private fastPath: () => FastPathCounts = () => ({ answered: 0, handedOver: 0 });
   /** per model, so that the request path does no label hashing and builds no strings */
   private readonly tallies = new Map<string, ModelTally>();
 
   constructor(catalog: ModelCatalog, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: 'llm_router_process_' });
+    const prefix = 'llm_router_process_';
+    if (opts.defaultMetrics !== false) {
+      collectDefaultMetrics({ register: this.registry, prefix });
+      for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(prefix + name);
+    }
     const tallies = this.tallies;
+    /** every declared or served model (aliases count as their target): their series exist from the declaration on */
+    const declaredModels = (): string[] => catalog.models().filter((m) => !m.aliasOf).map((m) => m.id);
+    // a model neither declared nor served any more loses its series (bounded cardinality)
+    catalog.onChange((e) => {
+      if (e.type !== 'declarations' && e.type !== 'endpoint-removed') return;
+      const keep = new Set(declaredModels());
+      for (const model of tallies.keys()) if (model !== '' && model !== UNKNOWN_MODEL_LABEL && !keep.has(model)) tallies.delete(model);
+    });
     new Counter({
       name: 'llm_router_requests_total',
       help: 'Requests answered, by model and HTTP status',
@@ -105,7 +137,8 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const [model, t] of tallies) if (t.demand > 0) this.inc({ model }, t.demand);
+        // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero
+        for (const model of declaredModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
       },
     });
     this.upstreamFailures = new Counter({
@@ -134,10 +167,12 @@ export class RouterMetrics {
         this.inc({ outcome: 'handed-over' }, c.handedOver);
       },
     });
+    // under --workers each worker has its own catalog and prober: a state is 1 when any worker sees it
     new Gauge({
       name: 'llm_router_discovery_state',
       help: 'State of each Kubernetes informer (1 for the current state: syncing, synced, forbidden, absent, erroring)',
       labelNames: ['resource', 'state'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
@@ -158,6 +193,7 @@ export class RouterMetrics {
       name: 'llm_router_endpoint_state',
       help: 'Lifecycle state of each endpoint (1 for the current state)',
       labelNames: ['endpoint', 'state'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
@@ -168,13 +204,13 @@ export class RouterMetrics {
       name: 'llm_router_model_state',
       help: 'State of each declared or served model (1 for the current state)',
       labelNames: ['model', 'state'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
         for (const m of catalog.models()) for (const s of MODEL_STATES) this.set({ model: m.id, state: s }, m.status === s ? 1 : 0);
       },
     });
-    const declaredModels = (): string[] => catalog.models().filter((m) => !m.aliasOf).map((m) => m.id);
     new Gauge({
       name: 'llm_router_model_requests_held',
       help: 'Requests held in the cold-start queue now, per model (0 for models with none, so models at zero replicas are present)',
@@ -186,9 +222,20 @@ export class RouterMetrics {
       },
     });
     new Gauge({
+      name: 'llm_router_model_requests_in_flight',
+      help: 'Requests being forwarded to an engine now, per model (0 for models with none)',
+      labelNames: ['model'],
+      registers,
+      collect() {
+        this.reset();
+        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.inFlight(m));
+      },
+    });
+    new Gauge({
       name: 'llm_router_model_oldest_held_seconds',
       help: 'Age of the oldest request held for each model (0 when none is held)',
       labelNames: ['model'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
@@ -199,6 +246,7 @@ export class RouterMetrics {
       name: 'llm_router_model_wake_stalled',
       help: '1 while a model has had demand longer than --wake-alarm-seconds with no endpoint even discovered',
       labelNames: ['model'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
@@ -209,6 +257,7 @@ export class RouterMetrics {
       name: 'llm_router_model_ready_endpoints',
       help: 'Ready endpoints of each declared or served model',
       labelNames: ['model'],
+      aggregator: 'max',
       registers,
       collect() {
         this.reset();
@@ -269,7 +318,18 @@ export class RouterMetrics {
     this.failovers.inc({ model });
   }
 
+  /** In a worker of --workers: /metrics answers with every worker's metrics combined (by the primary). */
+  useClusterExposition(fetch: () => Promise<string>): void {
+    this.clusterExposition = fetch;
+  }
+
+  /** This process's metrics in prom-client's cluster format, for the primary to combine. */
+  workerMetrics(): Promise<WorkerMetrics> {
+    return this.registry.getMetricsAsJSON() as Promise<WorkerMetrics>;
+  }
+
   async exposition(): Promise<{ contentType: string; body: string }> {
-    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+    const body = this.clusterExposition ? await this.clusterExposition() : await this.registry.metrics();
+    return { contentType: this.registry.contentType, body };
   }
 }

@@ -1,19 +1,23 @@
-// Demand per model as an autoscaler sees it (arrivals, requests in flight, recent activity), and the stuck-wake
-// alarm: a model that has had demand for too long with no endpoint even discovered is not coming back by itself.
+// Demand per model as this router process sees it (arrivals, requests in flight, recent activity), the snapshot of it
+// that other processes sum (src/scaling/demand-snapshot.ts), and the stuck-wake alarm: a model that has had demand for
+// too long with no endpoint even discovered is not coming back by itself.
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Logger } from '../util/log.js';
+import { EMPTY_MODEL_DEMAND, type DemandSnapshot, type ModelDemandSnapshot } from './demand-snapshot.js';
 
 interface ModelDemand {
-  /** last arrival or completion: a model stays active for the grace period after its last request ended too */
-  lastActivity: number;
+  arrivals: number;
   inFlight: number;
+  lastArrivalAt: number | null;
+  lastEndAt: number | null;
+  lastHoldTimeoutAt: number | null;
   /** when demand started while the model had no endpoint at all; undefined when no episode is open */
   episodeStart: number | undefined;
   stalled: boolean;
 }
 
 export interface DemandOptions {
-  /** how long after the last arrival a model still counts as in demand (and IsActive for KEDA), ms */
+  /** how long after the last arrival, end or hold timeout a model still counts as in demand, ms */
   readonly graceMs: number;
   /** demand with no endpoint for longer than this raises the stuck-wake alarm, ms */
   readonly wakeAlarmMs: number;
@@ -48,7 +52,7 @@ export class DemandTracker {
   private entry(model: string): ModelDemand {
     let d = this.models.get(model);
     if (!d) {
-      d = { lastActivity: 0, inFlight: 0, episodeStart: undefined, stalled: false };
+      d = { arrivals: 0, inFlight: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null, episodeStart: undefined, stalled: false };
       this.models.set(model, d);
     }
     return d;
@@ -57,8 +61,10 @@ export class DemandTracker {
   /** A request arrived for a declared model (whatever its answer will be). */
   arrived(model: string): void {
     const d = this.entry(model);
-    d.lastActivity = this.now();
-    if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = d.lastActivity;
+    const now = this.now();
+    d.arrivals++;
+    d.lastArrivalAt = now;
+    if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = now;
   }
 
   begin(model: string): void {
@@ -68,23 +74,48 @@ export class DemandTracker {
   end(model: string): void {
     const d = this.entry(model);
     d.inFlight = Math.max(0, d.inFlight - 1);
-    d.lastActivity = this.now();
+    d.lastEndAt = this.now();
+  }
+
+  /** A held request gave up waiting: demand happened, so the grace period starts from now too. */
+  holdTimedOut(model: string): void {
+    this.entry(model).lastHoldTimeoutAt = this.now();
   }
 
   inFlight(model: string): number {
     return this.models.get(model)?.inFlight ?? 0;
   }
 
-  /** Held or in-flight requests, or a request that arrived or ended within the grace period. */
+  /** Held or in-flight requests here, or a request that arrived, ended or timed out here within the grace period. */
   active(model: string): boolean {
-    const d = this.models.get(model);
     if (this.held(model) > 0) return true;
+    const d = this.models.get(model);
     if (!d) return false;
-    return d.inFlight > 0 || (d.lastActivity > 0 && this.now() - d.lastActivity < this.opts.graceMs);
+    const last = Math.max(d.lastArrivalAt ?? 0, d.lastEndAt ?? 0, d.lastHoldTimeoutAt ?? 0);
+    return d.inFlight > 0 || (last > 0 && this.now() - last < this.opts.graceMs);
   }
 
   stalled(model: string): boolean {
     return this.models.get(model)?.stalled ?? false;
+  }
+
+  /**
+   * This process's demand: every model in `models` (the declared and served ones, at zero when nothing happened)
+   * plus any other model with activity, so a peer never mistakes "no entry" for "no demand".
+   */
+  snapshot(instance: string, models: Iterable<string>): DemandSnapshot {
+    const out: Record<string, ModelDemandSnapshot> = {};
+    for (const m of models) out[m] = EMPTY_MODEL_DEMAND;
+    // a held request has always arrived first, so every model with held requests has an entry here
+    for (const [m, d] of this.models) {
+      out[m] = { held: this.held(m), inFlight: d.inFlight, arrivals: d.arrivals, lastArrivalAt: d.lastArrivalAt, lastEndAt: d.lastEndAt, lastHoldTimeoutAt: d.lastHoldTimeoutAt };
+    }
+    return { instance, at: this.now(), workers: 1, models: out };
+  }
+
+  /** Forgets models that are neither declared nor served any more and have nothing in flight or held. */
+  prune(keep: ReadonlySet<string>): void {
+    for (const [m, d] of this.models) if (!keep.has(m) && d.inFlight === 0 && this.held(m) === 0) this.models.delete(m);
   }
 
   /** Any endpoint at all (an alias counts its target's): a map lookup, since arrived() runs on every request. */

@@ -14,6 +14,10 @@ export interface HoldQueueOptions {
   /** how often waiting queues are re-checked (endpoint capacity and deadlines) */
   readonly tickMs?: number;
   readonly now?: () => number;
+  /** a waiter's time ran out with no ready endpoint (it is answered 503) */
+  readonly onTimeout?: (model: string) => void;
+  /** the first request started waiting for a model that had none waiting */
+  readonly onWaiting?: (model: string) => void;
 }
 
 interface Waiter {
@@ -99,6 +103,7 @@ export class HoldQueue {
     q.push(waiter);
     this.ensureTimer();
     this.pump(model);
+    if (q.length === 1 && !waiter.done) this.opts.onWaiting?.(model);
     return {
       outcome,
       abort: () => {
@@ -158,7 +163,11 @@ export class HoldQueue {
         this.settle(w, 'ready');
       } else if (now >= w.deadline) {
         // the wait is over: a ready model takes it anyway (capacity is the engine's business), otherwise 503
-        this.settle(w, r.kind === 'routable' ? 'ready' : 'timeout');
+        if (r.kind === 'routable') this.settle(w, 'ready');
+        else {
+          this.settle(w, 'timeout');
+          this.opts.onTimeout?.(model);
+        }
       } else keep.push(w);
     }
     if (keep.length === 0) this.queues.delete(model);

@@ -4,25 +4,32 @@ import type { ScalingConfig } from '../config/config.js';
 import type { Logger } from '../util/log.js';
 import { ColdStartLearner } from './cold-start.js';
 import { DemandTracker } from './demand.js';
+import type { DemandSnapshot } from './demand-snapshot.js';
+import type { DemandView } from './demand-view.js';
 import { HoldQueue } from './hold-queue.js';
-import { KedaScaler } from './keda.js';
+import { KedaScaler, type ModelLookup } from './keda.js';
 
 export class Scaling {
   readonly hold: HoldQueue;
   readonly demand: DemandTracker;
   readonly coldStart: ColdStartLearner;
   private keda: KedaScaler | undefined;
+  private unsubscribe: (() => void) | undefined;
 
   constructor(
     private readonly catalog: ModelCatalog,
     private readonly config: ScalingConfig,
     retryAfterDefault: number,
     private readonly log: Logger,
+    /** the first request started waiting for a model (its endpoints should be probed now) */
+    onWaiting?: (model: string) => void,
   ) {
     this.hold = new HoldQueue(catalog, {
+      onWaiting,
       waitMs: (model) => config.coldStartWaitPerModelMs.get(model) ?? config.coldStartWaitMs,
       maxPerModel: config.queueSize,
       releasePerEndpoint: config.releasePerEndpoint,
+      onTimeout: (model) => this.demand.holdTimedOut(model),
     });
     this.demand = new DemandTracker(catalog, { graceMs: config.graceMs, wakeAlarmMs: config.wakeAlarmMs }, log, (m) => this.hold.held(m));
     this.coldStart = new ColdStartLearner(catalog, { defaultSeconds: retryAfterDefault, maxSeconds: config.maxRetryAfterSeconds });
@@ -33,20 +40,38 @@ export class Scaling {
     return this.keda?.port;
   }
 
-  async start(host: string): Promise<void> {
+  /** Models that have demand series: every declared or served one (aliases count as their target). */
+  models(): string[] {
+    return this.catalog
+      .models()
+      .filter((m) => !m.aliasOf)
+      .map((m) => m.id);
+  }
+
+  /** This process's own demand, for GET /demand and for the other processes that sum it. */
+  snapshot(instance: string): DemandSnapshot {
+    return this.demand.snapshot(instance, this.models());
+  }
+
+  /**
+   * Starts the queue, the tracker and the learner; with --keda-scaler-port also the scaler, which answers from
+   * `view` (every worker and replica). `synced` says whether discovery has listed once (before that, unknown is a guess).
+   */
+  async start(host: string, view: DemandView, synced: () => boolean): Promise<void> {
     this.hold.start();
     this.demand.start();
     this.coldStart.start();
+    this.unsubscribe = this.catalog.onChange((e) => {
+      if (e.type === 'declarations' || e.type === 'endpoint-removed') this.demand.prune(new Set(this.models()));
+    });
     if (this.config.kedaScalerPort !== undefined) {
+      const lookup = (m: string): ModelLookup => {
+        const r = this.catalog.resolve(m);
+        if (r.kind !== 'unknown') return { kind: 'known', model: r.model };
+        return synced() ? { kind: 'unknown' } : { kind: 'not-synced' };
+      };
       this.keda = new KedaScaler(
-        {
-          canonical: (m) => {
-            const r = this.catalog.resolve(m);
-            return r.kind === 'unknown' ? undefined : r.model;
-          },
-          active: (m) => this.demand.active(m),
-          load: (m) => this.hold.held(m) + this.demand.inFlight(m),
-        },
+        { lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs },
         this.log,
       );
       await this.keda.start(host, this.config.kedaScalerPort);
@@ -54,6 +79,7 @@ export class Scaling {
   }
 
   async stop(): Promise<void> {
+    this.unsubscribe?.();
     this.hold.stop();
     this.demand.stop();
     this.coldStart.stop();

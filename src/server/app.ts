@@ -1,4 +1,6 @@
 // Assembles the router: catalog, discovery, prober, policy, forwarder and the HTTP server with its route table.
+import cluster from 'node:cluster';
+import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
@@ -15,6 +17,10 @@ import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
 import { Scaling } from '../scaling/index.js';
+import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
+import { instanceDemand } from '../scaling/system.js';
+import { WorkerLink } from '../cluster/ipc.js';
+import { METRICS_TOPICS } from '../metrics/metrics.js';
 import * as admin from './admin.js';
 import { errors, sendError } from './errors.js';
 import { presentedKey } from './auth.js';
@@ -48,6 +54,11 @@ export class RouterApp {
   private shuttingDown = false;
   private statsTimer: NodeJS.Timeout | undefined;
   private kubernetes: KubernetesSource | undefined;
+  /** this instance's and the whole system's demand (GET /demand, the KEDA scaler) */
+  private readonly demandView: DemandView;
+  private readonly stopDemandView: () => void;
+  /** set in a worker of --workers: the line to the primary */
+  private readonly link: WorkerLink | undefined;
 
   constructor(
     readonly config: RouterConfig,
@@ -55,9 +66,27 @@ export class RouterApp {
   ) {
     this.metrics = new RouterMetrics(this.catalog);
     this.pools = new UpstreamPools(config.timeouts);
-    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }));
+    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) => this.prober.expedite(model));
+    if (cluster.isWorker) {
+      // the primary answers for the whole instance, from every worker's part
+      const link = new WorkerLink({
+        [DEMAND_TOPICS.local]: () => this.scaling.snapshot(`worker-${cluster.worker?.id ?? 0}`),
+        [METRICS_TOPICS.local]: () => this.metrics.workerMetrics(),
+      });
+      this.link = link;
+      const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
+      this.demandView = new RemoteDemand(link, timeoutMs);
+      this.stopDemandView = () => undefined;
+      this.metrics.useClusterExposition(async () => (await link.ask(METRICS_TOPICS.combined, timeoutMs)) as string);
+    } else {
+      const instance = randomUUID();
+      const own = instanceDemand(config, instance, async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }], log.child({ component: 'scaling' }));
+      this.demandView = own.view;
+      this.stopDemandView = own.stop;
+    }
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
+      inFlight: (m) => this.scaling.demand.inFlight(m),
       oldestHeldSeconds: (m) => this.scaling.hold.oldestAgeSeconds(m),
       stalled: (m) => this.scaling.demand.stalled(m),
     });
@@ -69,6 +98,7 @@ export class RouterApp {
         apiKey: config.engineApiKey,
         passiveFailureThreshold: config.passiveFailureThreshold,
         onFailover: (model) => this.metrics.failover(model),
+        wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
       },
       log.child({ component: 'prober' }),
     );
@@ -119,6 +149,7 @@ export class RouterApp {
     const adminRoutes: Route[] = [
       { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
       { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
+      { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
     ];
     const routes: Route[] = [
       ...INFERENCE_PATHS.map((p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) })),
@@ -184,7 +215,7 @@ export class RouterApp {
     }
     this.prober.start();
     this.engineStats.start();
-    await this.scaling.start(this.config.host);
+    await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
     this.server.listen({ port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG });
@@ -266,6 +297,8 @@ export class RouterApp {
     clearInterval(idle);
     this.keys.stop();
     await this.scaling.stop();
+    this.stopDemandView();
+    this.link?.stop();
     await this.prober.stop();
     await this.engineStats.stop();
     await this.pools.closeAll();

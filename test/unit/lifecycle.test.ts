@@ -4,7 +4,7 @@ import { afterProbe, nextProbeDelay, type ProbeCounters } from '../../src/health
 import type { ProbeResult } from '../../src/health/rules.js';
 import type { EndpointState } from '../../src/catalog/types.js';
 
-const cfg = { intervalMs: 1000, readyIntervalMs: 5000, timeoutMs: 500, failureThreshold: 3, successThreshold: 1, startupTimeoutMs: 60_000, warmup: false };
+const cfg = { intervalMs: 1000, wakeIntervalMs: 100, readyIntervalMs: 5000, timeoutMs: 500, failureThreshold: 3, successThreshold: 1, startupTimeoutMs: 60_000, warmup: false };
 const ready: ProbeResult = { verdict: 'ready', refused: false, detail: 'ok' };
 const loading: ProbeResult = { verdict: 'serving-api', refused: false, detail: '/v1/models answered 503' };
 const refused: ProbeResult = { verdict: 'unreachable', refused: true, detail: 'ECONNREFUSED' };
@@ -48,4 +48,12 @@ test('probe delay: fast while coming up, slow when ready, backing off up to 30 s
   assert.equal(nextProbeDelay('serving-api', c, cfg), 1000);
   assert.equal(nextProbeDelay('ready', c, cfg), 5000);
   assert.deepEqual([1, 2, 3, 4, 9].map((b) => nextProbeDelay('failed', { ...c, backoff: b }, cfg)), [1000, 2000, 4000, 8000, 30000]);
+});
+
+test('probe delay while requests are held for the model: the wake interval for coming-up and failed endpoints, never for ready ones', () => {
+  const c: ProbeCounters = { successes: 0, failures: 0, backoff: 0 };
+  assert.equal(nextProbeDelay('discovered', c, cfg, true), 100);
+  assert.equal(nextProbeDelay('serving-api', c, cfg, true), 100);
+  assert.equal(nextProbeDelay('failed', { ...c, backoff: 9 }, cfg, true), 100, 'no backoff while someone waits');
+  assert.equal(nextProbeDelay('ready', c, cfg, true), 5000);
 });

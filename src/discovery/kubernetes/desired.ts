@@ -36,7 +36,7 @@ export interface Desired {
   readonly unnamed: string[];
 }
 
-function podReady(pod: PodLike): boolean {
+export function podReady(pod: PodLike): boolean {
   return (pod.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 }
 
@@ -46,7 +46,7 @@ function podPort(pod: PodLike, fallback: number): number {
   return raw !== undefined && Number.isInteger(n) && n > 0 && n < 65536 ? n : fallback;
 }
 
-function hostOf(ip: string): string {
+export function hostOf(ip: string): string {
   return ip.includes(':') ? `[${ip}]` : ip;
 }
 

@@ -1,0 +1,137 @@
+// Questions between the router's processes under --workers (node:cluster IPC). A worker asks the primary something
+// that only the whole instance can answer (its demand, its metrics); the primary answers by gathering each worker's
+// own part. So every answer is the same whichever worker a client, Prometheus or KEDA happens to reach.
+import cluster, { type Worker } from 'node:cluster';
+
+const TAG = 'llm-router';
+
+type Message =
+  | { tag: typeof TAG; kind: 'ask'; id: number; topic: string }
+  | { tag: typeof TAG; kind: 'answer'; id: number; value?: unknown; error?: string }
+  | { tag: typeof TAG; kind: 'gather'; id: number; topic: string }
+  | { tag: typeof TAG; kind: 'part'; id: number; value?: unknown; error?: string };
+
+function isMessage(m: unknown): m is Message {
+  return typeof m === 'object' && m !== null && (m as { tag?: unknown }).tag === TAG;
+}
+
+const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
+
+/** The primary's side: answers workers' questions, and gathers one part from every worker. */
+export class ClusterHub {
+  private nextId = 0;
+  private readonly pending = new Map<number, { parts: Map<number, unknown>; waiting: Set<number>; done: () => void }>();
+  private readonly onMessage = (worker: Worker, m: unknown): void => this.receive(worker, m);
+
+  constructor(private readonly questions: Readonly<Record<string, () => Promise<unknown>>>) {
+    cluster.on('message', this.onMessage);
+  }
+
+  stop(): void {
+    cluster.off('message', this.onMessage);
+    for (const p of this.pending.values()) p.done();
+  }
+
+  /** Each connected worker's answer to `topic`; a worker that does not answer within `timeoutMs` is left out. */
+  gather(topic: string, timeoutMs: number): Promise<Map<number, unknown>> {
+    const id = this.nextId++;
+    const parts = new Map<number, unknown>();
+    const waiting = new Set<number>();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        resolve(parts);
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.pending.set(id, { parts, waiting, done });
+      for (const w of Object.values(cluster.workers ?? {})) {
+        if (!w?.isConnected()) continue;
+        waiting.add(w.id);
+        w.send({ tag: TAG, kind: 'gather', id, topic } satisfies Message);
+      }
+      if (waiting.size === 0) done();
+    });
+  }
+
+  private receive(worker: Worker, m: unknown): void {
+    if (!isMessage(m)) return;
+    if (m.kind === 'part') {
+      const p = this.pending.get(m.id);
+      if (!p || !p.waiting.delete(worker.id)) return;
+      if (m.error === undefined) p.parts.set(worker.id, m.value);
+      if (p.waiting.size === 0) p.done();
+    } else if (m.kind === 'ask') {
+      const question = this.questions[m.topic];
+      const reply = (r: { value?: unknown; error?: string }): void => {
+        if (worker.isConnected()) worker.send({ tag: TAG, kind: 'answer', id: m.id, ...r } satisfies Message);
+      };
+      if (!question) return reply({ error: `no such question: ${m.topic}` });
+      question().then(
+        (value) => reply({ value }),
+        (err: unknown) => reply({ error: errorText(err) }),
+      );
+    }
+  }
+}
+
+/** A worker's side: gives its own part when the primary gathers, and asks the primary for whole-instance answers. */
+export class WorkerLink {
+  private nextId = 0;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly onMessage = (m: unknown): void => this.receive(m);
+
+  constructor(private readonly parts: Readonly<Record<string, () => unknown>>) {
+    process.on('message', this.onMessage);
+  }
+
+  stop(): void {
+    process.off('message', this.onMessage);
+    for (const p of this.pending.values()) p.reject(new Error('the router is stopping'));
+    this.pending.clear();
+  }
+
+  ask(topic: string, timeoutMs: number): Promise<unknown> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`the primary process did not answer "${topic}" within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, {
+        resolve: (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      process.send?.({ tag: TAG, kind: 'ask', id, topic } satisfies Message);
+    });
+  }
+
+  private receive(m: unknown): void {
+    if (!isMessage(m)) return;
+    if (m.kind === 'answer') {
+      const p = this.pending.get(m.id);
+      if (!p) return;
+      this.pending.delete(m.id);
+      if (m.error !== undefined) p.reject(new Error(m.error));
+      else p.resolve(m.value);
+    } else if (m.kind === 'gather') {
+      const part = this.parts[m.topic];
+      const send = (r: { value?: unknown; error?: string }): void => {
+        if (process.connected) process.send?.({ tag: TAG, kind: 'part', id: m.id, ...r } satisfies Message);
+      };
+      if (!part) return send({ error: `no such part: ${m.topic}` });
+      Promise.resolve()
+        .then(part)
+        .then(
+          (value) => send({ value }),
+          (err: unknown) => send({ error: errorText(err) }),
+        );
+    }
+  }
+}

@@ -1,0 +1,119 @@
+// Demand as one router process saw it, in a form that can cross process and pod boundaries (GET /demand, cluster IPC),
+// and the pure arithmetic that sums such snapshots into the demand of the whole system: every worker of every replica.
+import { z } from 'zod';
+
+/** One model's demand in one snapshot. Times are epoch ms on the clock of the process that took the snapshot. */
+export interface ModelDemandSnapshot {
+  /** requests waiting in the cold-start queue now */
+  readonly held: number;
+  /** requests being forwarded to an engine now */
+  readonly inFlight: number;
+  /** requests that arrived since the process started (a counter) */
+  readonly arrivals: number;
+  readonly lastArrivalAt: number | null;
+  readonly lastEndAt: number | null;
+  /** the last time a held request gave up waiting (demand happened, even though nothing was served) */
+  readonly lastHoldTimeoutAt: number | null;
+}
+
+export interface DemandSnapshot {
+  /** the router instance (a pod: every worker of it shares the id); a peer that is this instance is not counted twice */
+  readonly instance: string;
+  /** when the snapshot was taken, on the taker's clock: ages are computed against it, so clocks need not agree */
+  readonly at: number;
+  /** router processes summed into it */
+  readonly workers: number;
+  readonly models: Readonly<Record<string, ModelDemandSnapshot>>;
+}
+
+/** A snapshot and when this process received it (on this process's clock). */
+export interface ReceivedSnapshot {
+  readonly snapshot: DemandSnapshot;
+  readonly receivedAt: number;
+}
+
+/** A model's demand summed over every snapshot that counts. */
+export interface ModelTotals {
+  readonly held: number;
+  readonly inFlight: number;
+  readonly arrivals: number;
+  /** ms since the most recent arrival, end or hold timeout anywhere; undefined when there was none */
+  readonly sinceActivityMs: number | undefined;
+}
+
+export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = { held: 0, inFlight: 0, arrivals: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null };
+
+const count = z.number().int().nonnegative();
+const time = z.number().finite().nullable();
+const modelSchema = z.object({ held: count, inFlight: count, arrivals: count, lastArrivalAt: time, lastEndAt: time, lastHoldTimeoutAt: time });
+const snapshotSchema = z.object({
+  instance: z.string().min(1).max(200),
+  at: z.number().finite(),
+  workers: z.number().int().positive(),
+  models: z.record(z.string().min(1).max(512), modelSchema),
+});
+
+/** Reads a snapshot another process sent (a peer's /demand): anything malformed is refused, never half-counted. */
+export function parseSnapshot(value: unknown): DemandSnapshot | undefined {
+  const r = snapshotSchema.safeParse(value);
+  return r.success ? r.data : undefined;
+}
+
+const later = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
+
+/** Sums the snapshots of the workers of one instance (one machine, one clock) into the instance's snapshot. */
+export function mergeWorkers(instance: string, at: number, snapshots: readonly DemandSnapshot[]): DemandSnapshot {
+  const models: Record<string, ModelDemandSnapshot> = {};
+  let workers = 0;
+  for (const s of snapshots) {
+    workers += s.workers;
+    for (const [model, d] of Object.entries(s.models)) {
+      const m = models[model] ?? EMPTY_MODEL_DEMAND;
+      models[model] = {
+        held: m.held + d.held,
+        inFlight: m.inFlight + d.inFlight,
+        arrivals: m.arrivals + d.arrivals,
+        lastArrivalAt: later(m.lastArrivalAt, d.lastArrivalAt),
+        lastEndAt: later(m.lastEndAt, d.lastEndAt),
+        lastHoldTimeoutAt: later(m.lastHoldTimeoutAt, d.lastHoldTimeoutAt),
+      };
+    }
+  }
+  return { instance, at, workers, models };
+}
+
+/** Snapshots received within `maxAgeMs`: an instance that stopped answering counts with what it last said until then. */
+export function withinAge(received: readonly ReceivedSnapshot[], now: number, maxAgeMs: number): ReceivedSnapshot[] {
+  return received.filter((r) => now - r.receivedAt <= maxAgeMs);
+}
+
+/** Sums snapshots of different instances; activity ages are taken on each sender's own clock. */
+export function systemTotals(received: readonly ReceivedSnapshot[], now: number): Map<string, ModelTotals> {
+  const totals = new Map<string, ModelTotals>();
+  for (const { snapshot: s, receivedAt } of received) {
+    const carried = Math.max(0, now - receivedAt);
+    for (const [model, d] of Object.entries(s.models)) {
+      const last = later(later(d.lastArrivalAt, d.lastEndAt), d.lastHoldTimeoutAt);
+      const since = last === null ? undefined : Math.max(0, s.at - last) + carried;
+      const t = totals.get(model);
+      totals.set(model, {
+        held: (t?.held ?? 0) + d.held,
+        inFlight: (t?.inFlight ?? 0) + d.inFlight,
+        arrivals: (t?.arrivals ?? 0) + d.arrivals,
+        sinceActivityMs: t?.sinceActivityMs === undefined ? since : since === undefined ? t.sinceActivityMs : Math.min(t.sinceActivityMs, since),
+      });
+    }
+  }
+  return totals;
+}
+
+/** Active (for KEDA): a request held or in flight, or one that arrived, ended or timed out within the grace period. */
+export function isActive(t: ModelTotals | undefined, graceMs: number): boolean {
+  if (!t) return false;
+  return t.held > 0 || t.inFlight > 0 || (t.sinceActivityMs !== undefined && t.sinceActivityMs < graceMs);
+}
+
+/** The scaling metric: requests that need an engine now. */
+export function load(t: ModelTotals | undefined): number {
+  return t ? t.held + t.inFlight : 0;
+}
