@@ -70,8 +70,9 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
     log.info({ signal, workers: startedAt.size }, 'shutting down');
     for (const worker of startedAt.keys()) worker.process.kill('SIGTERM');
     if (startedAt.size === 0) finish(exitCode);
-    // the workers have their own grace period; this only bounds a worker that hangs
-    setTimeout(() => finish(exitCode || 1), 15_000).unref();
+    // the workers drain and finish their streams in their own time; this only bounds a worker that hangs
+    const workersMs = config.security.drainMs + config.security.shutdownTimeoutMs;
+    setTimeout(() => finish(exitCode || 1), workersMs + 5_000).unref();
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

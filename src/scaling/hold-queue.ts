@@ -34,6 +34,7 @@ export class HoldQueue {
   /** released this tick but not yet counted in an endpoint's in-flight */
   private readonly inTransit = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
   private unsubscribe: (() => void) | undefined;
   private readonly now: () => number;
 
@@ -50,7 +51,9 @@ export class HoldQueue {
     });
   }
 
+  /** Ends every wait (503 to each client, so it retries on another replica) and holds nothing from now on. */
   stop(): void {
+    this.stopped = true;
     this.unsubscribe?.();
     clearInterval(this.timer);
     this.timer = undefined;
@@ -89,6 +92,7 @@ export class HoldQueue {
    * Throws QueueFullError when the model's queue is full.
    */
   hold(model: string): { outcome: Promise<HoldOutcome>; abort: () => void } {
+    if (this.stopped) return { outcome: Promise.resolve('timeout'), abort: () => undefined };
     let q = this.queues.get(model);
     if (!q) {
       q = [];

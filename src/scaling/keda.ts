@@ -92,7 +92,8 @@ export class KedaScaler {
         try {
           s = this.scaled(call.request);
         } catch (err) {
-          call.destroy(this.grpcError(err));
+          // grpc-js sends an error status on a server stream through its 'error' event
+          call.emit('error', this.grpcError(err));
           return;
         }
         let last: boolean | undefined;
@@ -162,6 +163,16 @@ export class KedaScaler {
     clearInterval(this.timer);
     for (const s of this.streams.keys()) s.end();
     this.streams.clear();
-    await new Promise<void>((resolve) => this.server.tryShutdown(() => resolve()));
+    // KEDA keeps its streams open: give calls a moment to end, then close what is left
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, 2_000);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
   }
 }

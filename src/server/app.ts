@@ -279,6 +279,8 @@ export class RouterApp {
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
+    // requests still waiting for a cold start get their 503 now and retry on a replica that stays
+    this.scaling.hold.stop();
     this.kubernetes?.stop();
     // close() completes once every connection the server accepted has ended, answered by the fast path or not
     const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];

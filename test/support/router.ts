@@ -6,6 +6,8 @@ import type { SimStats } from '../../src/sim/types.js';
 export interface Running {
   readonly url: string;
   readonly port: number;
+  /** the admin listener's URL (--admin-port), else the main URL */
+  readonly adminUrl: string;
   readonly proc: Started;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -17,7 +19,8 @@ export async function startRouter(args: readonly string[], env: Record<string, s
   await proc.waitForOutput('llm-router listening');
   const match = /"url":"(http:\/\/127\.0\.0\.1:(\d+))"/.exec(proc.output());
   if (!match) throw new Error(`no url in router output:\n${proc.output()}`);
-  return { url: match[1] as string, port: Number(match[2]), proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
+  const admin = /"adminUrl":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(proc.output());
+  return { url: match[1] as string, port: Number(match[2]), adminUrl: admin?.[1] ?? (match[1] as string), proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
 /** `llm-router sim`; with load phases it needs a port chosen up front (it is not listening yet). */
@@ -25,7 +28,7 @@ export async function startSim(args: readonly string[], opts: { port?: number; w
   const port = opts.port ?? (await freePort());
   const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(port), ...args]);
   if (opts.waitListening !== false) await proc.waitForOutput('sim listening on');
-  return { url: `http://127.0.0.1:${port}`, port, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
+  return { url: `http://127.0.0.1:${port}`, port, adminUrl: `http://127.0.0.1:${port}`, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
 export interface Answer {
@@ -80,3 +83,10 @@ export async function engines(router: string): Promise<EngineView[]> {
 export async function simStats(sim: string): Promise<SimStats> {
   return (await call(`${sim}/_sim/stats`)).json();
 }
+
+/** The port the router's KEDA scaler listens on (--keda-scaler-port 0 picks one; it is logged). */
+export async function kedaPort(router: Running): Promise<number> {
+  await router.proc.waitForOutput('KEDA external scaler listening');
+  return Number(/"port":(\d+),"msg":"KEDA external scaler listening/.exec(router.proc.output())?.[1]);
+}
+

@@ -1,4 +1,5 @@
-// "No request hung" as an assertion: a promise that must settle in time.
+// Waiting in tests: "no request hung" as an assertion (a promise that must settle in time), and waiting for a condition
+// instead of sleeping a fixed time.
 
 /** Rejects when the promise does not settle within `ms`. */
 export async function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
@@ -10,5 +11,14 @@ export async function within<T>(ms: number, what: string, p: Promise<T>): Promis
     return await Promise.race([p, timeout]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/** Polls until `check` returns true (or throws after `timeoutMs`, saying what it waited for). */
+export async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000, everyMs = 50): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
   }
 }
