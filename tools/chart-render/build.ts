@@ -78,7 +78,8 @@ function build(dir: string): void {
         GO111MODULE: 'off',
         GOPATH: `${path.join(staging, 'gopath')}${path.delimiter}${PACKAGED_GOPATH}`,
         GOFLAGS: '',
-        GOCACHE: process.env.GOCACHE ?? path.join(ROOT, '.cache', 'go-build'),
+        // Go's own cache (~/.cache/go-build) outlives clones; without a home, one in .cache/
+        ...(process.env.GOCACHE || process.env.HOME || process.env.XDG_CACHE_HOME ? {} : { GOCACHE: path.join(ROOT, '.cache', 'go-build') }),
       },
     });
   } catch (err) {
