@@ -12,8 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { readValuesFile, renderChart } from '../../src/deploy/chart.js';
-import { CHART_DIR } from '../../src/deploy/plain.js';
+import { CHART_DIR, renderChart } from '../../tools/chart-render/render.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -82,17 +81,21 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function dryRun(file: string): Promise<string[]> {
-    const { stdout } = await run('kubectl', ['--kubeconfig', path.join(dir, 'kubeconfig'), '--cache-dir', path.join(dir, 'cache'), 'create', '--dry-run=client', '--validate=false', '-o', 'name', '-f', file], {
+  async function kubectlCreate(file: string, output: 'name' | 'json'): Promise<string> {
+    const { stdout } = await run('kubectl', ['--kubeconfig', path.join(dir, 'kubeconfig'), '--cache-dir', path.join(dir, 'cache'), 'create', '--dry-run=client', '--validate=false', '-o', output, '-f', file], {
       timeout: 30_000,
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
     });
-    return stdout.trim().split('\n').sort();
+    return stdout;
   }
 
-  async function rendered(name: string, values: Record<string, unknown>[]): Promise<string> {
+  async function dryRun(file: string): Promise<string[]> {
+    return (await kubectlCreate(file, 'name')).trim().split('\n').sort();
+  }
+
+  async function rendered(name: string, values: string[]): Promise<string> {
     const file = path.join(dir, name);
-    await writeFile(file, renderChart(path.join(ROOT, CHART_DIR), { values }).manifest);
+    await writeFile(file, renderChart(CHART_DIR, { values }).manifest);
     return file;
   }
 
@@ -111,11 +114,20 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
   });
 
   test('three models: engines, the P/D pair, a ScaledObject and a ServiceMonitor', async () => {
-    const names = await dryRun(await rendered('three.yaml', [readValuesFile(path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml'))]));
+    const names = await dryRun(await rendered('three.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml')]));
     for (const n of ['deployment.apps/llm-router-llama-8b', 'deployment.apps/llm-router-mixtral', 'deployment.apps/llm-router-qwen-prefill', 'deployment.apps/llm-router-qwen-decode', 'scaledobject.keda.sh/llm-router-mixtral', 'servicemonitor.monitoring.coreos.com/llm-router']) {
       assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
     }
     assert.equal(names.length, 13);
+  });
+
+  test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {
+    // kubectl reads YAML as the API server does (YAML 1.1: a bare yes is true) and prints the object it would send
+    const file = path.join(dir, 'env.yaml');
+    await writeFile(file, renderChart(CHART_DIR, { values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')], showOnly: ['templates/router.yaml'] }).manifest);
+    const router = JSON.parse(await kubectlCreate(file, 'json')) as { spec: { template: { spec: { containers: { name: string; env?: { name: string; value?: unknown }[] }[] } } } };
+    const env = router.spec.template.spec.containers.find((c) => c.name === 'router')?.env ?? [];
+    assert.deepEqual(Object.fromEntries(env.map((e) => [e.name, e.value])), { FEATURE_FLAG: 'yes', VERBOSE: 'on', PORT_NAME: '8000' });
   });
 
   test('a kind the API does not serve is refused, so the check is real', async () => {

@@ -1,9 +1,10 @@
-// The Helm chart, rendered by the project's own renderer (helm is not on these machines): the Go-template subset
-// it relies on, the objects it renders with defaults and with three models, flags the router and the sidecar
-// really take, zero lint findings, and plain manifests that match the chart.
-import { describe, test } from 'node:test';
+// The Helm chart, rendered by tools/chart-render: a Go program on Helm's own libraries (text/template, Sprig,
+// go-yaml), as helm is not on these machines. Helm's engine semantics the chart relies on, the objects it renders
+// with defaults and with three models, flags the router and the sidecar really take, the router's shutdown inside
+// the pod's grace period, string values that stay strings, zero lint findings, and plain manifests that match.
+import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,27 +12,37 @@ import { parse as parseYaml } from 'yaml';
 import { parseFlags } from '../../src/cli/flags.js';
 import { loadRouterConfig } from '../../src/config/config.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/config/router-flags.js';
-import { ChartError, mergeValues, readValuesFile, renderChart, type RenderedChart } from '../../src/deploy/chart.js';
-import { helmFunctions } from '../../src/deploy/functions.js';
-import { TemplateError, Templates } from '../../src/deploy/gotemplate.js';
-import { CHART_DIR, plainManifests } from '../../src/deploy/plain.js';
 import { parseManifests } from '../../src/lint/load.js';
 import { lintObjects } from '../../src/lint/rules.js';
 import { PROBE_FLAGS } from '../../src/probe/cli.js';
+import { plainManifests } from '../../tools/chart-render/plain.js';
+import { CHART_DIR as CHART, ChartError, renderChart, type RenderedChart, type RenderOptions } from '../../tools/chart-render/render.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const CHART = path.join(ROOT, CHART_DIR);
-const THREE_MODELS = path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml');
-
-function run(src: string, data: unknown, extra: Record<string, string> = {}): string {
-  const t: Templates = new Templates(helmFunctions({ templates: () => t }));
-  for (const [name, text] of Object.entries(extra)) t.add(name, text);
-  t.add('main', src);
-  return t.execute('main', data);
-}
+const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'chart');
+const THREE_MODELS = path.join(FIXTURES, 'three-models.yaml');
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'chart-test-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+let charts = 0;
+
+/**
+ * Renders `src` as templates/t.yaml of a throwaway chart named t (values.yaml: `values`; `extra`: more files under
+ * templates/) and returns the rendered document. Its output must be a YAML mapping, as Helm parses every document.
+ */
+function renderTemplate(src: string, values: Record<string, unknown> = {}, extra: Record<string, string> = {}, opts: RenderOptions = {}): string {
+  const dir = path.join(scratch, `t${charts++}`);
+  mkdirSync(path.join(dir, 'templates'), { recursive: true });
+  writeFileSync(path.join(dir, 'Chart.yaml'), 'apiVersion: v2\nname: t\nversion: 0.1.0\nappVersion: "1.0"\n');
+  writeFileSync(path.join(dir, 'values.yaml'), JSON.stringify(values));
+  for (const [name, text] of Object.entries({ ...extra, 't.yaml': src })) writeFileSync(path.join(dir, 'templates', name), text);
+  const { documents } = renderChart(dir, opts);
+  assert.equal(documents.length, 1, 'one document rendered');
+  return (documents[0] as { text: string }).text;
+}
 
 function objects(chart: RenderedChart): Obj[] {
   return chart.documents.map((d) => parseYaml(d.text) as Obj);
@@ -49,47 +60,69 @@ function container(workload: Obj, name: string): Obj {
   return c;
 }
 
-/** Runs the router's own configuration loader on the chart's args and ConfigMap, as the pod would. */
+/** Runs the router's own configuration loader on the chart's args, env and ConfigMap, as the pod would. */
 function routerConfig(objs: Obj[]): ReturnType<typeof loadRouterConfig> {
-  const router = find(objs, 'Deployment', 'llm-router');
-  const args: string[] = container(router, 'router').args;
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'chart-config-'));
-  try {
-    const file = path.join(dir, 'config.yaml');
-    writeFileSync(file, find(objs, 'ConfigMap', 'llm-router').data['config.yaml']);
-    assert.equal(args[0], 'serve');
-    return loadRouterConfig(args.slice(1).map((a) => (a === '/etc/llm-router/config.yaml' ? file : a)), {});
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const router = container(find(objs, 'Deployment', 'llm-router'), 'router');
+  const args: string[] = router.args;
+  const env = Object.fromEntries(((router.env ?? []) as Obj[]).filter((e) => typeof e.value === 'string').map((e) => [e.name, e.value]));
+  const dir = mkdtempSync(path.join(scratch, 'config-'));
+  const file = path.join(dir, 'config.yaml');
+  writeFileSync(file, find(objs, 'ConfigMap', 'llm-router').data['config.yaml']);
+  assert.equal(args[0], 'serve');
+  return loadRouterConfig(args.slice(1).map((a) => (a === '/etc/llm-router/config.yaml' ? file : a)), env);
 }
 
-describe('Go template subset', () => {
-  test('trim markers, variables, range with index, else if, and/or short-circuit', () => {
-    const src = '{{- $n := len .items -}}\n{{ range $i, $v := .items }}{{ $i }}={{ $v }} {{ end }}\n{{- if eq $n 0 }}none{{ else if gt $n 2 }}many{{ else }}few{{ end }}|{{ and .a .a.b }}|{{ or .missing "x" }}';
-    assert.equal(run(src, { items: ['a', 'b'], a: null }), '0=a 1=b few||x');
+describe("Helm's engine, as tools/chart-render runs it", () => {
+  test('Go templates: trim markers, variables, range with index, else if, and/or short-circuit', () => {
+    const src = 'out: {{- $n := len .Values.items -}}\n{{ range $i, $v := .Values.items }} {{ $i }}={{ $v }}{{ end }}\n{{- if eq $n 0 }} none{{ else if gt $n 2 }} many{{ else }} few{{ end }}|{{ and .Values.a .Values.a.b }}|{{ or .Values.missing "x" }}';
+    assert.equal(renderTemplate(src, { items: ['a', 'b'], a: null }), 'out: 0=a 1=b few||x');
   });
 
   test('define/include/nindent, toYaml (sorted keys, unindented lists), quote, default that treats 0 as unset', () => {
-    const helpers = { h: '{{- define "labels" -}}\napp: {{ .name }}\nteam: {{ .team | default "core" }}\n{{- end -}}' };
-    const src = 'metadata:\n  labels:\n    {{- include "labels" . | nindent 4 }}\nspec: {{- toYaml .spec | nindent 2 }}\nn: {{ .n | default 5 }} {{ quote .s }}';
+    const helpers = { '_h.tpl': '{{- define "labels" -}}\napp: {{ .name }}\nteam: {{ .team | default "core" }}\n{{- end -}}' };
+    const src = 'metadata:\n  labels:\n    {{- include "labels" .Values | nindent 4 }}\nspec: {{- toYaml .Values.spec | nindent 2 }}\nn: {{ .Values.n | default 5 }} {{ quote .Values.s }}';
     assert.equal(
-      run(src, { name: 'x', spec: { z: 1, a: ['p', 'q'] }, n: 0, s: 'say "hi"' }, helpers),
+      renderTemplate(src, { name: 'x', spec: { z: 1, a: ['p', 'q'] }, n: 0, s: 'say "hi"' }, helpers),
       'metadata:\n  labels:\n    app: x\n    team: core\nspec:\n  a:\n  - p\n  - q\n  z: 1\nn: 5 "say \\"hi\\""',
     );
   });
 
-  test('Helm semantics: a field of a missing value fails; a missing function or template fails; required fails with its message', () => {
-    assert.equal(run('[{{ .a }}]', {}), '[]');
-    assert.throws(() => run('{{ .a.b }}', {}), /nil pointer evaluating interface \{\}\.b/);
-    assert.throws(() => run('{{ nosuch 1 }}', {}), /function "nosuch" not defined/);
-    assert.throws(() => run('{{ include "nope" . }}', {}), /no template "nope"/);
-    assert.throws(() => run('{{ required "name is required" .name }}', {}), (e: unknown) => e instanceof TemplateError && /name is required/.test(e.message));
-    assert.throws(() => run('{{ if .a }}x', {}), /without \{\{end\}\}/);
+  test('a missing value renders empty; a field of one fails; a missing function or template fails; required and fail stop with their message', () => {
+    assert.equal(renderTemplate('out: [{{ .Values.a }}]'), 'out: []');
+    assert.throws(() => renderTemplate('{{ .Values.a.b }}'), (e: unknown) => e instanceof ChartError && /nil pointer evaluating interface \{\}\.b/.test(e.message));
+    assert.throws(() => renderTemplate('{{ nosuch 1 }}'), /parse error at \(t\/templates\/t\.yaml:1\): function "nosuch" not defined/);
+    assert.throws(() => renderTemplate('{{ include "nope" . }}'), /no template "nope"/);
+    // Helm strips text/template's call chain from required and fail: the place, then the message alone
+    assert.throws(() => renderTemplate('{{ required "name is required" .Values.name }}'), (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:1:3): name is required');
+    assert.throws(() => renderTemplate('{{ required "empty is missing too" "" }}'), /: empty is missing too$/);
+    assert.throws(() => renderTemplate('a: 1\n{{ fail "no way" }}'), (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:2:3): no way');
+    assert.throws(() => renderTemplate('{{ if .Values.a }}x'), /parse error at \(t\/templates\/t\.yaml:1\): unexpected EOF/);
   });
 
-  test('values merge like Helm: maps merge, lists and scalars replace, null removes', () => {
-    assert.deepEqual(mergeValues({ a: { b: 1, c: 2 }, l: [1, 2], d: 1 }, { a: { c: 3 }, l: [9], d: null }), { a: { b: 1, c: 3 }, l: [9] });
+  test("Helm's function set: env and expandenv removed, lookup finds nothing, tpl renders a string against values", () => {
+    assert.throws(() => renderTemplate('out: {{ env "HOME" }}'), /function "env" not defined/);
+    assert.throws(() => renderTemplate('out: {{ expandenv "$HOME" }}'), /function "expandenv" not defined/);
+    assert.equal(renderTemplate('out: {{ lookup "v1" "Pod" "default" "x" | toJson }}'), 'out: {}');
+    assert.equal(renderTemplate('out: {{ tpl .Values.greeting . }}', { greeting: 'hello {{ .Values.who }} of {{ .Chart.Name }}', who: 'world' }), 'out: hello world of t');
+    assert.equal(renderTemplate('out: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.IsInstall }} {{ .Chart.AppVersion }} {{ .Template.BasePath }}', {}, {}, { releaseName: 'r', namespace: 'ns' }), 'out: r ns true 1.0 t/templates');
+    assert.equal(renderTemplate('out: {{ .Capabilities.APIVersions.Has "keda.sh/v1alpha1" }} {{ .Capabilities.KubeVersion.Minor }}', {}, {}, { apiVersions: ['keda.sh/v1alpha1'], kubeVersion: 'v1.31.2' }), 'out: true 31');
+  });
+
+  test('numbers in values are float64 as in Helm: int truncates, Sprig reads int "450.5" as 0, a million prints as 1e+06', () => {
+    assert.equal(renderTemplate('out: {{ int .Values.f }} {{ int "450.5" }} {{ int "90" }} {{ .Values.big }} {{ int .Values.big }}', { f: 450.5, big: 1000000 }), 'out: 450 0 90 1e+06 1000000');
+  });
+
+  test('toYaml quotes every string that YAML 1.1 (Kubernetes) would read as a boolean, a number or null', () => {
+    const values = { env: { a: 'yes', b: 'on', c: 'true', d: 'No', e: '8000', f: '1.5', g: 'null', h: '~', i: 'plain' } };
+    assert.equal(
+      renderTemplate('out:\n  {{- toYaml .Values.env | nindent 2 }}', values),
+      'out:\n  a: "yes"\n  b: "on"\n  c: "true"\n  d: "No"\n  e: "8000"\n  f: "1.5"\n  g: "null"\n  h: "~"\n  i: plain',
+    );
+  });
+
+  test('values merge like Helm: maps merge, lists and scalars replace, null removes a default, later files win', () => {
+    const out = renderTemplate('out: {{ toJson .Values }}', { a: { b: 1, c: 2 }, l: [1, 2], d: 1, keep: 1 }, {}, { values: [{ a: { c: 3 }, l: [9], d: null }, { a: { b: 5 } }] });
+    assert.deepEqual(JSON.parse(out.slice('out: '.length)), { a: { b: 5, c: 3 }, l: [9], keep: 1 });
   });
 });
 
@@ -147,15 +180,15 @@ describe('chart with default values', () => {
     assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'default.yaml')), []);
   });
 
-  test('deploy/manifests/ is what the chart renders (regenerate: node dist/deploy/cli.js write-manifests)', () => {
-    for (const m of plainManifests(ROOT)) {
-      assert.equal(readFileSync(path.join(ROOT, m.path), 'utf8'), m.content, `${m.path} is stale`);
+  test('deploy/manifests/ is what the chart renders (regenerate: npm run chart:manifests)', () => {
+    for (const m of plainManifests()) {
+      assert.equal(readFileSync(m.file, 'utf8'), m.content, `${m.path} is stale`);
     }
   });
 });
 
 describe('chart with three models: one standalone, one at zero replicas with KEDA, one P/D pair', () => {
-  const chart = renderChart(CHART, { values: [readValuesFile(THREE_MODELS)] });
+  const chart = renderChart(CHART, { values: [THREE_MODELS] });
   const objs = objects(chart);
 
   test('one Deployment per model and role, at the declared replicas, zero included', () => {
@@ -234,7 +267,7 @@ describe('chart with three models: one standalone, one at zero replicas with KED
   });
 
   test('the external-push KEDA flavour points ScaledObjects at the router, which gets --keda-scaler-port', () => {
-    const push = renderChart(CHART, { values: [readValuesFile(THREE_MODELS), { keda: { flavour: 'external-push' } }] });
+    const push = renderChart(CHART, { values: [THREE_MODELS, { keda: { flavour: 'external-push' } }] });
     const o = objects(push);
     const trigger = o.find((x) => x.kind === 'ScaledObject').spec.triggers[0];
     assert.deepEqual(trigger, { type: 'external-push', metadata: { scalerAddress: 'llm-router.default.svc:9090', model: 'mixtral-8x7b' } });
@@ -260,5 +293,66 @@ describe('chart errors are clear', () => {
     assert.deepEqual(tgi.command, ['text-generation-launcher']);
     assert.equal(tgi.resources, undefined);
     assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'kinds.yaml')), []);
+  });
+});
+
+describe('env values that YAML 1.1 reads as booleans or numbers stay strings', () => {
+  const chart = renderChart(CHART, { values: [path.join(FIXTURES, 'env-strings.yaml')] });
+
+  test('value: "yes" renders quoted, and Kubernetes (YAML 1.1) reads a string', () => {
+    const router = chart.documents.find((d) => d.kind === 'Deployment' && d.name === 'llm-router');
+    const engine = chart.documents.find((d) => d.kind === 'Deployment' && d.name === 'llm-router-e');
+    assert.ok(router && engine);
+    assert.match(router.text, /- name: FEATURE_FLAG\n\s+value: "yes"\n/);
+    assert.match(engine.text, /- name: HF_HUB_OFFLINE\n\s+value: "yes"\n/);
+    // the `yaml` package reads 1.2 by default, where a bare yes is a string too: read as the API server does
+    const env = (text: string, c: string): Record<string, unknown> =>
+      Object.fromEntries(container(parseYaml(text, { version: '1.1' }), c).env.map((e: Obj) => [e.name, e.value]));
+    assert.deepEqual(env(router.text, 'router'), { FEATURE_FLAG: 'yes', VERBOSE: 'on', PORT_NAME: '8000' });
+    assert.equal(env(engine.text, 'engine').HF_HUB_OFFLINE, 'yes');
+    assert.equal(parseYaml('value: yes', { version: '1.1' }).value, true, 'unquoted, YAML 1.1 would read a boolean');
+  });
+});
+
+describe("the router's shutdown fits in its pod's termination grace period", () => {
+  /** Renders with `values` and returns the router pod's grace period and what the router's own loader reads. */
+  function shutdown(values: Record<string, unknown>[]): { graceSeconds: number; drainMs: number; shutdownTimeoutMs: number } {
+    const objs = objects(renderChart(CHART, { values }));
+    const { security } = routerConfig(objs);
+    const graceSeconds = find(objs, 'Deployment', 'llm-router').spec.template.spec.terminationGracePeriodSeconds;
+    assert.equal(typeof graceSeconds, 'number');
+    return { graceSeconds, drainMs: security.drainMs, shutdownTimeoutMs: security.shutdownTimeoutMs };
+  }
+
+  function assertCovered(s: { graceSeconds: number; drainMs: number; shutdownTimeoutMs: number }): void {
+    assert.ok(s.graceSeconds * 1000 >= s.drainMs + s.shutdownTimeoutMs, `grace ${s.graceSeconds} s covers drain ${s.drainMs} ms + shutdown timeout ${s.shutdownTimeoutMs} ms`);
+  }
+
+  test("default values: the router's default drain (5 s) and shutdown timeout (60 s), and 10 s more: 75 s", () => {
+    const s = shutdown([]);
+    assert.deepEqual(s, { graceSeconds: 75, drainMs: 5_000, shutdownTimeoutMs: 60_000 });
+    assertCovered(s);
+  });
+
+  test('router.config (any key spelling), LLM_ROUTER_* env values and extraArgs are read as the router reads them, flags winning', () => {
+    const cases: [Record<string, unknown>, number][] = [
+      [{ router: { config: { 'drain-seconds': 20, shutdownTimeout: 300 } } }, 330],
+      [{ router: { config: { drain_seconds: 2.5 } } }, 73],
+      [{ router: { env: [{ name: 'LLM_ROUTER_SHUTDOWN_TIMEOUT', value: '200' }] } }, 215],
+      [{ router: { config: { 'shutdown-timeout': 100 }, extraArgs: ['--shutdown-timeout=400', '--drain-seconds', '30'] } }, 440],
+    ];
+    for (const [values, grace] of cases) {
+      const s = shutdown([values]);
+      assertCovered(s);
+      assert.equal(s.graceSeconds, grace, JSON.stringify(values));
+    }
+  });
+
+  test('an explicit grace period is kept when it covers them and refused when it does not', () => {
+    assert.equal(shutdown([{ router: { terminationGracePeriodSeconds: 600 } }]).graceSeconds, 600);
+    assert.throws(
+      () => renderChart(CHART, { values: [{ router: { terminationGracePeriodSeconds: 60 } }] }),
+      (e: unknown) => e instanceof ChartError && /router\.terminationGracePeriodSeconds \(60\) must cover drain-seconds \(5\) \+ shutdown-timeout \(60\) \+ 10 s: at least 75/.test(e.message),
+    );
   });
 });

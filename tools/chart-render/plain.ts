@@ -1,9 +1,8 @@
 // The plain manifests in deploy/manifests/, for people without Helm: the chart rendered with its defaults.
-// Generated, never edited: `node dist/deploy/cli.js write-manifests`; a test fails when they are stale.
+// Generated, never edited: `npm run chart:manifests`; a test fails when they are stale.
 import path from 'node:path';
-import { renderChart } from './chart.js';
-
-export const CHART_DIR = path.join('deploy', 'helm', 'llm-router');
+import { ROOT } from './build.js';
+import { CHART_DIR, renderChart } from './render.js';
 
 interface PlainManifest {
   readonly path: string;
@@ -20,16 +19,16 @@ const PLAIN: readonly PlainManifest[] = [
   },
 ];
 
-/** Every plain manifest file and its expected content, from the chart under `root`. */
-export function plainManifests(root: string): { path: string; content: string }[] {
+/** Every plain manifest file (absolute path, path relative to the project) and its expected content. */
+export function plainManifests(): { file: string; path: string; content: string }[] {
   return PLAIN.map((p) => {
-    const { manifest } = renderChart(path.join(root, CHART_DIR), { releaseName: 'llm-router', namespace: 'default', ...(p.showOnly ? { showOnly: p.showOnly } : {}) });
+    const { manifest } = renderChart(CHART_DIR, { releaseName: 'llm-router', namespace: 'default', ...(p.showOnly ? { showOnly: p.showOnly } : {}) });
     const header = [
       `# ${p.what}.`,
       '# Generated from deploy/helm/llm-router (default values, release llm-router, namespace default)',
-      '# by `node dist/deploy/cli.js write-manifests`: edit the chart, not this file.',
+      '# by `npm run chart:manifests` (tools/chart-render): edit the chart, not this file.',
       '',
     ].join('\n');
-    return { path: p.path, content: header + manifest };
+    return { file: path.join(ROOT, p.path), path: p.path, content: header + manifest };
   });
 }
