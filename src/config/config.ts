@@ -56,7 +56,7 @@ export interface ScalingConfig {
   readonly peers: readonly string[];
   /** label selector of the router's own pods (peers found in Kubernetes) */
   readonly peerSelector: string | undefined;
-  /** namespace of those pods (--k8s-namespace; undefined: the pod's own, else the kubeconfig's) */
+  /** namespace of those pods (--scaler-peer-namespace, else --k8s-namespace; undefined: the pod's own, else the kubeconfig's) */
   readonly peerNamespace: string | undefined;
   readonly peerTimeoutMs: number;
 }
@@ -298,7 +298,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       maxRetryAfterSeconds: f.number('max-retry-after') as number,
       peers: scalerPeers,
       peerSelector: f.string('scaler-peer-selector') || undefined,
-      peerNamespace: f.string('k8s-namespace') || undefined,
+      peerNamespace: f.string('scaler-peer-namespace') || f.string('k8s-namespace') || undefined,
       peerTimeoutMs: f.number('scaler-peer-timeout-ms') as number,
     },
     engineKind: f.string('engine-kind') as EngineKind,

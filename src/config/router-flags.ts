@@ -53,8 +53,9 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   },
   {
     name: 'scaler-peer-selector', kind: 'string',
-    help: 'label selector of the router\'s own pods in --k8s-namespace: their Ready pods are the peers, reached at the pod annotation llm-router/admin-port, else this router\'s --admin-port (else --port)',
+    help: 'label selector of the router\'s own pods in --k8s-namespace (or --scaler-peer-namespace): their Ready pods are the peers, reached at the pod annotation llm-router/admin-port, else this router\'s --admin-port (else --port)',
   },
+  { name: 'scaler-peer-namespace', kind: 'string', help: "namespace of the router's own pods for --scaler-peer-selector, when it is not --k8s-namespace (the engines')" },
   { name: 'scaler-peer-timeout-ms', kind: 'int', default: 500, min: 1, help: "ms a peer has to answer GET /demand; one that does not counts with its last answer until that is older than --scale-to-zero-grace-seconds" },
   { name: 'wake-alarm-seconds', kind: 'number', default: 600, min: 0.05, help: 'demand with no endpoint even discovered for this long raises the stuck-wake alarm' },
   { name: 'engine-kind', kind: 'string', default: 'vllm', choices: ENGINE_KINDS, help: 'how to tell that an engine has loaded its model' },

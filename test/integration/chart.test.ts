@@ -272,9 +272,25 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     const trigger = o.find((x) => x.kind === 'ScaledObject').spec.triggers[0];
     assert.deepEqual(trigger, { type: 'external-push', metadata: { scalerAddress: 'llm-router.default.svc:9090', model: 'mixtral-8x7b' } });
     routerConfig(o);
-    const args: string[] = container(find(o, 'Deployment', 'llm-router'), 'router').args;
-    assert.equal(parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values.get('keda-scaler-port'), 9090);
+    const router = find(o, 'Deployment', 'llm-router');
+    const args: string[] = container(router, 'router').args;
+    const flags = parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values;
+    assert.equal(flags.get('keda-scaler-port'), 9090);
     assert.deepEqual(lintObjects(parseManifests(push.manifest, 'push.yaml')), []);
+
+    // the replica KEDA reaches sums every replica's demand: its peers are the pods of its own Deployment
+    const selector = Object.fromEntries(String(flags.get('scaler-peer-selector')).split(',').map((t) => t.split('=')));
+    assert.deepEqual(selector, router.spec.selector.matchLabels);
+    for (const [k, v] of Object.entries(selector)) assert.equal(router.spec.template.metadata.labels[k], v, 'the selector matches the router pods');
+    assert.equal(flags.get('scaler-peer-namespace'), 'default');
+    const peersRole = find(o, 'Role', 'llm-router-peers');
+    assert.equal(peersRole.metadata.namespace, 'default');
+    assert.deepEqual(peersRole.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }]);
+    assert.equal(find(o, 'RoleBinding', 'llm-router-peers').subjects[0].name, router.spec.template.spec.serviceAccountName);
+
+    const alone = objects(renderChart(CHART, { values: [THREE_MODELS, { keda: { flavour: 'external-push', sumReplicas: false } }] }));
+    assert.ok(!container(find(alone, 'Deployment', 'llm-router'), 'router').args.includes('--scaler-peer-selector'));
+    assert.ok(!alone.some((x) => x.kind === 'Role' && x.metadata.name === 'llm-router-peers'));
   });
 });
 

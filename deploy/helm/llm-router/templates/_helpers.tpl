@@ -35,6 +35,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: router
 {{- end -}}
 
+{{/* The router pods' selector as a label selector string (the KEDA scaler finds its peers with it). */}}
+{{- define "llm-router.routerSelector" -}}
+{{- $terms := list -}}
+{{- range $k, $v := include "llm-router.routerSelectorLabels" . | fromYaml -}}
+{{- $terms = append $terms (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}
+
 {{- define "llm-router.routerLabels" -}}
 {{ include "llm-router.labels" . }}
 app.kubernetes.io/name: {{ include "llm-router.name" . }}
