@@ -38,7 +38,12 @@ const running = new Set<Started>();
 
 /** Runs `node dist/cli/main.js ...args`. The process is killed by stopAll() if the test forgets. */
 export function startCli(args: readonly string[], env: Record<string, string> = {}): Started {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  return startProcess(process.execPath, [CLI, ...args], env);
+}
+
+/** Runs any program (prometheus, nginx, ...) the same way: its output collected, stopped by stopAll(). */
+export function startProcess(command: string, args: readonly string[], env: Record<string, string> = {}): Started {
+  const child = spawn(command, args, {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
