@@ -1,6 +1,6 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
-// --only routing,base,logging,workers,streams (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only routing,base,logging,workers,streams,wake (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +16,7 @@ import { measureHotpath, type HotpathResult } from './hotpath.js';
 import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
+import { runWake, type WakeResult } from './wake.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,7 +39,7 @@ interface Options {
 }
 
 /** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
-const PARTS = ['routing', 'base', 'logging', 'workers', 'streams'];
+const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake'];
 const EXTRA_PARTS = ['quality', 'soak'];
 
 function parseOptions(argv: readonly string[]): Options {
@@ -175,6 +176,8 @@ interface Results {
   readonly passes: PassResult[];
   readonly streams: (StreamsResult & { routerPeakRssMb: number; routerIdleRssMb: number; routerCpuPercent: number }) | undefined;
   readonly routerRssAfterLoadMb: number | undefined;
+  /** engine model loaded -> held client's first byte over cold starts (part `wake`) */
+  readonly wake: WakeResult | undefined;
   readonly rows: Row[];
   readonly skipped: string[];
 }
@@ -367,6 +370,12 @@ async function main(): Promise<void> {
     streams = await streamsScenario(dir, o);
   }
 
+  let wake: WakeResult | undefined;
+  if (o.only.has('wake')) {
+    log('wake: held requests released after cold starts of a simulated engine');
+    wake = await runWake({ cli: CLI, dir, starts: o.quick ? 5 : 12, loadingSeconds: 1, probeWakeIntervalSeconds: 0.1 }, log);
+  }
+
   let soak: SoakResult | undefined;
   if (o.only.has('soak')) {
     log('soak: mixed requests with engine faults injected');
@@ -389,6 +398,7 @@ async function main(): Promise<void> {
     routerRssAfterLoadMb,
     soak,
     quality,
+    wake,
     skipped,
   };
   const rows = buildRows(partial, o);
@@ -407,6 +417,11 @@ async function main(): Promise<void> {
     }
   }
   if (routerRssAfterLoadMb !== undefined) process.stdout.write(`router RSS after the base pass: ${routerRssAfterLoadMb.toFixed(1)} MB\n`);
+  if (wake) {
+    process.stdout.write(
+      `wake: ${wake.starts} cold starts, engine model loaded -> held client's first byte p50 ${wake.p50} ms, max ${wake.max} ms (probe wake interval ${wake.probeWakeIntervalMs} ms)\n`,
+    );
+  }
   if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);

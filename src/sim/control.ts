@@ -7,7 +7,7 @@ import { errorBody } from './openai.js';
 import type { Fault } from './types.js';
 
 export async function answerControl(engine: SimEngine, req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
-  const describe = (): object => ({ ...engine.fault(), phase: engine.phase() });
+  const describe = (): object => ({ ...engine.fault(), phase: engine.phase(), loadedAt: engine.loadedAt() });
   if (path === '/_sim/stats' && req.method === 'GET') return sendJson(res, 200, engine.stats());
   if (path === '/_sim/reset-stats' && req.method === 'POST') {
     req.resume();

@@ -47,6 +47,8 @@ export interface SimEngine {
   resetStats(): void;
   fault(): Fault;
   phase(): SimPhase;
+  /** when its model finished (or will finish) loading, ms since epoch; null before it listens */
+  loadedAt(): number | null;
   /** `refuse` resolves once the port is closed; any other mode re-opens a refused port first */
   setFault(fault: Fault | FaultMode): Promise<void>;
   /** stops listening and destroys every open connection */

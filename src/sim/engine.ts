@@ -54,7 +54,7 @@ class SimServer implements SimEngine, EngineContext {
   private readonly sockets = new Set<net.Socket>();
   private currentFault: Fault = { mode: 'none' };
   private faultTimer: NodeJS.Timeout | undefined;
-  private loadedAt = Number.POSITIVE_INFINITY;
+  private loadedMoment = Number.POSITIVE_INFINITY;
   private closed = false;
 
   constructor(private readonly options: SimEngineOptions) {
@@ -96,7 +96,7 @@ class SimServer implements SimEngine, EngineContext {
       await new Promise((resolve) => setTimeout(resolve, refuseMs));
     }
     await this.listen();
-    this.loadedAt = Date.now() + (this.options.startupLoadingSeconds ?? 0) * 1000;
+    this.loadedMoment = Date.now() + (this.options.startupLoadingSeconds ?? 0) * 1000;
     if (this.options.fault && this.options.fault.mode !== 'none') await this.setFault(this.options.fault);
   }
 
@@ -112,9 +112,13 @@ class SimServer implements SimEngine, EngineContext {
     return this.currentFault;
   }
 
+  loadedAt(): number | null {
+    return Number.isFinite(this.loadedMoment) ? this.loadedMoment : null;
+  }
+
   phase(): SimPhase {
     if (!this.server.listening) return 'refusing';
-    if (this.currentFault.mode === 'loading' || Date.now() < this.loadedAt) return 'loading';
+    if (this.currentFault.mode === 'loading' || Date.now() < this.loadedMoment) return 'loading';
     return 'ready';
   }
 
