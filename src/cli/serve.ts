@@ -23,7 +23,8 @@ export async function runServe(argv: string[]): Promise<void> {
     runPrimary(config, log);
     return;
   }
-  const app = new RouterApp(config, log);
+  // under --workers every line says which worker wrote it
+  const app = new RouterApp(config, cluster.isWorker && cluster.worker ? log.child({ worker: cluster.worker.id }) : log);
   await app.start();
   let stopping = false;
   const stop = (signal: string): void => {

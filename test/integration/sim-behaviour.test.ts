@@ -234,8 +234,9 @@ test('fault loading: back to the loading signature of the kind, then ready again
     const inference = await chat(fast, {});
     await inference.body.dump();
     assert.equal(inference.statusCode, 503);
-    const current = (await (await request(`${fast}/_sim/fault`)).body.json()) as { mode: string; phase: string };
-    assert.deepEqual(current, { mode: 'loading', phase: 'loading' });
+    const current = (await (await request(`${fast}/_sim/fault`)).body.json()) as { mode: string; phase: string; loadedAt: number };
+    assert.deepEqual({ mode: current.mode, phase: current.phase }, { mode: 'loading', phase: 'loading' });
+    assert.ok(current.loadedAt <= Date.now(), 'its startup load is over; the fault is what makes it load');
   } finally {
     await setFault(fast, { mode: 'none' });
   }
