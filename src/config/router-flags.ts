@@ -16,7 +16,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   { name: 'k8s-model-label', kind: 'string', default: 'model', help: 'pod (template) label that names the model, when there is no llm-router/models annotation' },
   { name: 'k8s-service-discovery-type', kind: 'string', default: 'pod-ip', help: 'pod-ip (route to each pod IP); service-name is not available in this version' },
   { name: 'sync-wait-seconds', kind: 'number', default: 10, min: 0, help: 'before discovery has listed once, a request for a model not known yet waits this long for it instead of a 404' },
-  { name: 'k8s-resync-seconds', kind: 'number', default: 300, min: 1, help: 'seconds between full re-lists that rebuild the picture of the cluster from scratch' },
+  { name: 'k8s-resync-seconds', kind: 'number', default: 300, min: 1, help: 'seconds between restarts of each watch from its resourceVersion (the API server replays what a silently dead watch missed, or answers 410 and the kind is listed again)' },
   { name: 'static-backends', kind: 'list', default: [], help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)' },
   { name: 'static-models', kind: 'list', default: [], help: 'model served by each static backend, comma separated' },
   { name: 'static-aliases', kind: 'list', default: [], help: 'alias:model pairs, comma separated; requests for the alias go to the model' },
@@ -120,5 +120,5 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['semantic-cache-model', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-dir', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-threshold', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
-  ['k8s-watcher-timeout-seconds', 'watches are restarted by llm-router itself; use --k8s-resync-seconds for the full re-list period'],
+  ['k8s-watcher-timeout-seconds', 'watches are restarted by llm-router itself; use --k8s-resync-seconds for how often'],
 ]);

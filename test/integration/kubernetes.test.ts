@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
-import { call, chat, engines, startRouter, startSim, type Running } from '../support/router.js';
+import { call, chat, engines, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 
 const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
@@ -136,6 +136,21 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     });
     for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve']) kube.remove('deployments', 'default', name);
     await until('declarations gone', async () => (await call(`${r.url}/v1/models`)).json<{ data: unknown[] }>().data.length === 0);
+    await r.stop();
+  });
+
+  test('the periodic resync restarts each watch from its resourceVersion: watches, not lists; a change made meanwhile still arrives', async () => {
+    const r = await startK8sRouter(['--k8s-resync-seconds', '1']);
+    await until('ready', async () => (await call(`${r.url}/ready`)).status === 200);
+    kube.resetRequests();
+    const watchesOf = (): number => Object.entries(kube.requests).filter(([k]) => k.startsWith('watch ')).reduce((n, [, v]) => n + v, 0);
+    // two resync periods for each of the four kinds
+    await until('each kind re-watched twice', async () => watchesOf() >= 8, 20_000);
+    kube.create(deployment('resync', 0, { labels: { model: 'resync-model' } }));
+    await waitModelStatus(r.url, 'resync-model', 'scaled-to-zero');
+    const lists = Object.entries(kube.requests).filter(([k]) => k.startsWith('list ')).reduce((n, [, v]) => n + v, 0);
+    assert.equal(lists, 0, `no re-list: ${JSON.stringify(kube.requests)}`);
+    kube.remove('deployments', 'default', 'resync');
     await r.stop();
   });
 

@@ -1,10 +1,14 @@
 // A supervised informer for one kind: a local store of the objects that match, fed by a client-node informer
-// (list + watch), replaced wholesale by every full list, and rebuilt from scratch periodically and after errors.
+// (list + watch), replaced wholesale by every full list.
 //
-// Why the supervision: client-node 1.4's ListWatch re-watches by itself only after a clean close or a 410; any
-// other error (a dropped connection, a failed list, 403) is emitted once and the informer stops for good. It also
-// never re-lists on its own, so a DELETED event lost while a watch was down would leave a ghost forever.
-import { makeInformer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+// Why the supervision: client-node 1.4's informer re-watches by itself only after a clean close or a 410; any other
+// error (a dropped connection, a failed list, 403) is emitted once and the informer stops for good. So after an error
+// the reflector starts it again, after a backoff with jitter (replicas that lost the API server together do not come
+// back in step). A restarted informer re-watches from its last resourceVersion: the API server replays what was
+// missed, or answers 410 and the informer re-lists by itself, so no event is lost and no periodic full re-list is
+// needed. The periodic resync (--k8s-resync-seconds) only restarts the watch from its resourceVersion, which guards
+// against a watch connection that died silently without costing the API server a list.
+import { makeInformer, type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../../util/log.js';
 
 export type ReflectorHealth = 'syncing' | 'synced' | 'forbidden' | 'absent' | 'erroring';
@@ -37,14 +41,22 @@ function key(obj: KubernetesObject): string {
   return `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
 }
 
+/** Full jitter over the upper half: a delay in [backoff / 2, backoff]. */
+export function jittered(backoffMs: number, random: () => number = Math.random): number {
+  return Math.round(backoffMs / 2 + random() * (backoffMs / 2));
+}
+
 export class Reflector<T extends KubernetesObject> {
   private store = new Map<string, T>();
-  private generation = 0;
-  private informer: { stop(): Promise<void> } | undefined;
+  private informer: Informer<T> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private resyncTimer: NodeJS.Timeout | undefined;
   private backoffMs = 0;
   private stopped = false;
+  /** the reflector itself stopped the informer (resync): the AbortError that follows is not a failure */
+  private restarting = false;
+  /** failures seen so far: a watch that started after the last one means the kind is healthy again */
+  private failures = 0;
   private syncedOnce = false;
   private state: ReflectorHealth = 'syncing';
 
@@ -60,30 +72,23 @@ export class Reflector<T extends KubernetesObject> {
 
   start(): void {
     this.stopped = false;
-    this.begin();
+    this.informer ??= this.makeInformer();
+    this.run();
+    this.resyncTimer = setInterval(() => void this.resync(), this.opts.resyncMs);
+    this.resyncTimer.unref();
   }
 
   stop(): void {
     this.stopped = true;
-    this.generation++;
     clearTimeout(this.restartTimer);
-    clearTimeout(this.resyncTimer);
+    clearInterval(this.resyncTimer);
     void this.informer?.stop().catch(() => undefined);
-    this.informer = undefined;
   }
 
-  /** Starts a fresh informer: a full list replaces the store, then a watch from that list's resourceVersion. */
-  private begin(): void {
-    if (this.stopped) return;
-    clearTimeout(this.restartTimer);
-    clearTimeout(this.resyncTimer);
-    const generation = ++this.generation;
-    void this.informer?.stop().catch(() => undefined);
-    const current = (): boolean => generation === this.generation && !this.stopped;
-
+  private makeInformer(): Informer<T> {
     const list = async (): Promise<KubernetesListObject<T>> => {
       const result = await this.opts.list();
-      if (current()) {
+      if (!this.stopped) {
         this.store = new Map(result.items.map((o) => [key(o), o]));
         this.backoffMs = 0;
         this.markSynced('synced');
@@ -93,28 +98,52 @@ export class Reflector<T extends KubernetesObject> {
     };
     const informer = makeInformer<T>(this.opts.kubeConfig, this.opts.path, list, this.opts.labelSelector);
     const upsert = (obj: T): void => {
-      if (!current()) return;
+      if (this.stopped) return;
       this.store.set(key(obj), obj);
+      if (this.state === 'erroring') this.state = 'synced';
       this.opts.onChange();
     };
     informer.on('add', upsert);
     informer.on('update', upsert);
     informer.on('delete', (obj: T) => {
-      if (!current()) return;
+      if (this.stopped) return;
       if (this.store.delete(key(obj))) this.opts.onChange();
     });
-    informer.on('error', (err: unknown) => {
-      if (current()) this.failed(err);
-    });
-    this.informer = informer;
-    informer.start().catch((err: unknown) => {
-      if (current()) this.failed(err);
-    });
-    this.resyncTimer = setTimeout(() => this.begin(), this.opts.resyncMs);
-    this.resyncTimer.unref();
+    informer.on('error', (err: unknown) => this.failed(err));
+    return informer;
+  }
+
+  /** Starts the informer: a list when it has no resourceVersion yet, else a watch from it. */
+  private run(): void {
+    if (this.stopped || !this.informer) return;
+    const failuresBefore = this.failures;
+    this.informer.start().then(
+      () => {
+        // start() resolves once the watch answered; an error it met comes through 'error' instead
+        if (this.failures !== failuresBefore || this.stopped) return;
+        this.backoffMs = 0;
+        if (this.state === 'erroring') this.state = 'synced';
+      },
+      (err: unknown) => this.failed(err),
+    );
+  }
+
+  /** Restarts the watch from its resourceVersion (a list only if the API server no longer has that history). */
+  private async resync(): Promise<void> {
+    if (this.stopped || this.restarting || this.restartTimer !== undefined || !this.informer) return;
+    this.restarting = true;
+    try {
+      await this.informer.stop().catch(() => undefined);
+    } finally {
+      this.restarting = false;
+    }
+    this.run();
   }
 
   private failed(err: unknown): void {
+    if (this.stopped || this.restarting) return; // our own stop(): the AbortError it emits is expected
+    if (this.restartTimer !== undefined) return; // a restart is already scheduled
+    this.failures++;
     const status = statusOf(err);
     const message = err instanceof Error ? err.message : String(err);
     let delay: number;
@@ -127,27 +156,24 @@ export class Reflector<T extends KubernetesObject> {
       }
       this.opts.onError?.(this.opts.resource, 'forbidden');
       this.markSynced('forbidden');
-      delay = 30_000;
+      delay = jittered(30_000);
     } else if (status === 404) {
       if (this.state !== 'absent') this.opts.log.info({ resource: this.opts.resource }, `${this.opts.resource} is not served by this cluster (CRD not installed?); checking again later`);
       this.store.clear();
       this.opts.onChange();
       this.markSynced('absent');
-      delay = this.opts.resyncMs;
+      delay = jittered(this.opts.resyncMs);
     } else {
       this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 500), this.opts.maxBackoffMs ?? 10_000);
-      delay = this.backoffMs;
+      delay = jittered(this.backoffMs);
       this.state = this.syncedOnce ? 'erroring' : 'syncing';
       this.opts.onError?.(this.opts.resource, status !== undefined ? `http-${status}` : 'connection');
-      this.opts.log.warn({ resource: this.opts.resource, error: message, retryInMs: delay }, 'kubernetes list/watch failed; re-listing after a pause');
+      this.opts.log.warn({ resource: this.opts.resource, error: message, retryInMs: delay }, 'kubernetes list/watch failed; watching again from the last resourceVersion after a pause');
     }
-    this.generation++;
-    void this.informer?.stop().catch(() => undefined);
-    this.informer = undefined;
-    clearTimeout(this.resyncTimer);
-    clearTimeout(this.restartTimer);
-    if (this.stopped) return;
-    this.restartTimer = setTimeout(() => this.begin(), delay);
+    this.restartTimer = setTimeout(() => {
+      this.restartTimer = undefined;
+      this.run();
+    }, delay);
     this.restartTimer.unref();
   }
 
