@@ -1,7 +1,7 @@
 // One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
 import type { ResponseSink } from '../server/exchange.js';
-import type { H1Handler, H1Pool } from './h1/pool.js';
+import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
 
 export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'protocol' | 'other';
@@ -41,12 +41,14 @@ export class UpstreamProtocolError extends Error {
 }
 
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+/** a TLS handshake that failed (certificate not trusted, expired, for another name; protocol mismatch): no connection */
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|ERR_OSSL_)/;
 /** an answer that breaks HTTP/1.1's framing rules: ours (parser, handler) and undici's (llhttp's HPE_* codes, length mismatch) */
 const PROTOCOL_CODES = new Set(['LLM_ROUTER_H1_PARSE', 'LLM_ROUTER_UPSTREAM_PROTOCOL', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH']);
 
 export function classify(err: unknown): FailureKind {
   const code = (err as { code?: string }).code ?? '';
-  if (CONNECT_CODES.has(code)) return 'connect';
+  if (CONNECT_CODES.has(code) || TLS_CODE.test(code)) return 'connect';
   if (code === 'UND_ERR_HEADERS_TIMEOUT') return 'headers-timeout';
   if (code === 'UND_ERR_BODY_TIMEOUT') return 'idle-timeout';
   if (code === 'LLM_ROUTER_TOTAL_TIMEOUT') return 'total-timeout';
@@ -60,7 +62,7 @@ function sseError(message: string, code: string): string {
 }
 
 /** Streams one attempt. Resolves exactly once; never rejects. */
-export function attempt(pool: H1Pool, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
+export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
   return new Promise<AttemptOutcome>((resolve) => {
     const handler = new AttemptHandler(req, res, resolve);
     if (totalDeadline > 0) handler.limitTo(totalDeadline);
@@ -92,7 +94,7 @@ export function attempt(pool: H1Pool, req: AttemptRequest, res: ResponseSink, to
  * Body bytes go out without copying, with two exceptions that save a write each: a body of known length goes out with
  * end() when its last byte arrives, and the SSE events parsed from one socket read go out in one write.
  */
-class AttemptHandler implements H1Handler {
+class AttemptHandler implements EngineHandler {
   private settled = false;
   private abortFn: ((err?: Error) => void) | undefined = undefined;
   private status = 0;
