@@ -38,6 +38,8 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   const e = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
   // a request whose head arrived already has a response object
   const pending = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  // bytes after a request that said Connection: close are not read at all (RFC 9112 section 9.6), as the fast path does
+  const afterClose = err.code === 'HPE_CLOSED_CONNECTION';
   if (pending instanceof http.ServerResponse) {
     if (pending.req.complete) {
       // the bad bytes came after a whole request that is still being answered (pipelined junk): that answer is its
@@ -45,7 +47,7 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
       pending.shouldKeepAlive = false;
       // before node:http's own 'finish' listener, which ends the socket of a response that closes its connection
       pending.prependOnceListener('finish', () => {
-        if (socket.writable) socket.end(rawAnswer(e));
+        if (socket.writable) socket.end(afterClose ? undefined : rawAnswer(e));
       });
       pending.once('close', () => socket.destroySoon());
       return;
@@ -62,7 +64,23 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     socket.destroy();
     return;
   }
-  socket.end(rawAnswer(e));
+  socket.end(afterClose ? undefined : rawAnswer(e));
+}
+
+/**
+ * An earlier answer on this connection closes it: a request node:http parsed behind that answer (pipelined) is not
+ * served. node:http would run its handler (and send it to an engine) and then drop its answer with the connection.
+ */
+function behindAClosingAnswer(req: IncomingMessage, res: ServerResponse): boolean {
+  const socket = req.socket;
+  if (!socket.writable) return true;
+  const current = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  if (!(current instanceof http.ServerResponse) || current === res) return false;
+  return !current.shouldKeepAlive || /\bclose\b/i.test(String(current.getHeader('connection') ?? ''));
+}
+
+function asksForUpgrade(req: IncomingMessage): boolean {
+  return req.headers.upgrade !== undefined && /(^|,)\s*upgrade\s*(,|$)/i.test(String(req.headers.connection ?? ''));
 }
 
 /** HTTP/1.1 needs exactly one Host (RFC 9112 section 3.2); only HTTP/1.0 and 1.1 are spoken here. */
@@ -93,7 +111,15 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
       requireHostHeader: false,
     },
     (req, res) => {
+      if (behindAClosingAnswer(req, res)) {
+        req.resume();
+        return;
+      }
       const refusal = requestRefusal(req);
+      // no protocol upgrade is spoken here (node:http, with no 'upgrade' listener, passes the request on as a plain
+      // one), but llhttp reads nothing after an upgrade request's body: it is answered and the connection closed, or a
+      // next request on it would wait forever
+      if (asksForUpgrade(req)) res.shouldKeepAlive = false;
       if (refusal === undefined) return listener(req, res);
       req.resume();
       res.shouldKeepAlive = false;

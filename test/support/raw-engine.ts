@@ -21,6 +21,8 @@ export interface EngineConnection {
   readonly socket: net.Socket;
   /** every byte that reached the engine on this connection */
   received: Buffer;
+  /** requests parsed on it so far */
+  requests: number;
   closed: boolean;
 }
 
@@ -62,7 +64,7 @@ export class RawEngine {
 
   private accept(socket: net.Socket): void {
     const conn = this.connections.length;
-    const record: EngineConnection = { socket, received: Buffer.alloc(0), closed: false };
+    const record: EngineConnection = { socket, received: Buffer.alloc(0), requests: 0, closed: false };
     this.connections.push(record);
     socket.setNoDelay(true);
     socket.on('error', () => undefined);
@@ -88,6 +90,7 @@ export class RawEngine {
         const req: EngineRequest = { conn, n: n++, method, path, headers, head, body: buffered.subarray(end + 4, end + 4 + length) };
         buffered = buffered.subarray(end + 4 + length);
         this.requests.push(req);
+        record.requests++;
         this.answer(socket, req);
       }
     });

@@ -152,11 +152,11 @@ test('chunked: several small chunks in one read come as one slice each, then com
   assert.equal(rec.completions, 1);
 });
 
-test('1xx heads are reported, then the final one', () => {
-  const raw = 'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
+test('1xx heads are reported, then the final one; a tab after another header is white space', () => {
+  const raw = 'HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\t\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
   const { rec } = sameEverySplit(raw);
   assert.deepEqual(rec.heads, [
-    { status: 100, headers: [] },
+    { status: 102, headers: [] },
     { status: 103, headers: ['Link', '</a>'] },
     { status: 200, headers: ['Content-Length', '2'] },
   ]);
@@ -182,7 +182,11 @@ test('204, 304 and responses to HEAD have no body; a 204 or 304 that declares on
   }
   parseError('HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n');
   parseError('HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n');
-  parseError('HTTP/1.1 100 Continue\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+  parseError('HTTP/1.1 103 Early Hints\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+  // the router never asks for a 100 Continue
+  parseError('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n');
+  parseError('HTTP/1.1 200 OK\r\nContent-Length: 2\t\r\n\r\nok');
+  parseError('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t\r\n\r\n0\r\n\r\n');
 });
 
 test('no length and not chunked: the body runs until the connection ends; the connection is not reused', () => {

@@ -72,6 +72,11 @@ function isName(buf: Buffer, start: number, end: number, lower: string): boolean
   return true;
 }
 
+function tabBetween(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (buf[i] === 9) return true;
+  return false;
+}
+
 function fail(message: string): never {
   throw new H1ParseError(message);
 }
@@ -324,6 +329,8 @@ export class ResponseParser {
     for (let i = start + 13; i < lineEnd; i++) if (badValueByte(buf[i] as number)) fail('invalid reason phrase');
     const status = d0 * 100 + d1 * 10 + d2;
     if (status === 101) fail('101 Switching Protocols is not supported');
+    // the router never sends Expect: 100-continue, so a 100 is not an answer to it (undici refuses it too)
+    if (status === 100) fail('100 Continue to a request that did not ask for it');
 
     this.contentLength = -1;
     this.hasTransferEncoding = false;
@@ -344,7 +351,7 @@ export class ResponseParser {
       for (let i = vs; i < ve; i++) if (badValueByte(buf[i] as number)) fail('invalid header value');
       headers.push(buf.subarray(p, q), buf.subarray(vs, ve));
       const nameLen = q - p;
-      if (nameLen === 14 || nameLen === 17 || nameLen === 10) this.noteHeader(buf, p, q, vs, ve);
+      if (nameLen === 14 || nameLen === 17 || nameLen === 10) this.noteHeader(buf, p, q, vs, ve, cr);
       p = cr + 2;
     }
     this.headers = headers;
@@ -382,8 +389,10 @@ export class ResponseParser {
   }
 
   /** Content-Length, Transfer-Encoding, Connection, Keep-Alive (the name lengths were checked). */
-  private noteHeader(buf: Buffer, ns: number, ne: number, vs: number, ve: number): void {
+  private noteHeader(buf: Buffer, ns: number, ne: number, vs: number, ve: number, lineEnd: number): void {
     if (isName(buf, ns, ne, 'content-length')) {
+      // llhttp refuses a tab after a Content-Length's digits (spaces pass); so does this, for both framing headers
+      if (tabBetween(buf, ve, lineEnd)) fail('a tab after the Content-Length');
       // one header of digits; repeated or listed values ("42, 42") are refused, as llhttp refuses them
       if (this.contentLength >= 0) fail('more than one Content-Length');
       if (vs === ve) fail('invalid Content-Length');
@@ -399,6 +408,7 @@ export class ResponseParser {
       // chunked, once: a coding list or another coding would mean a body read until the connection closes, which
       // no engine needs and which undici refuses when it contradicts the rest of the head
       if (this.hasTransferEncoding) fail('more than one Transfer-Encoding');
+      if (tabBetween(buf, ve, lineEnd)) fail('a tab after the Transfer-Encoding');
       if (!(ve - vs === 7 && isName(buf, vs, ve, 'chunked'))) fail('a Transfer-Encoding other than chunked');
       this.hasTransferEncoding = true;
     } else if (isName(buf, ns, ne, 'connection')) {
