@@ -47,7 +47,9 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
       pending.shouldKeepAlive = false;
       // before node:http's own 'finish' listener, which ends the socket of a response that closes its connection
       pending.prependOnceListener('finish', () => {
-        if (socket.writable) socket.end(afterClose ? undefined : rawAnswer(e));
+        if (!socket.writable) return;
+        if (afterClose) socket.end();
+        else socket.end(rawAnswer(e));
       });
       pending.once('close', () => socket.destroySoon());
       return;
@@ -64,7 +66,8 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     socket.destroy();
     return;
   }
-  socket.end(afterClose ? undefined : rawAnswer(e));
+  if (afterClose) socket.end();
+  else socket.end(rawAnswer(e));
 }
 
 /**
