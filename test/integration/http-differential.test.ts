@@ -20,7 +20,7 @@ import { DEFAULT_ENGINE_TLS } from '../../src/proxy/engine-tls.js';
 import { UpstreamPools } from '../../src/proxy/pools.js';
 import { engineCases, inboundCases, JSON_RESPONSE, MODEL, post, SSE_RESPONSE, type EngineCase, type InboundCase } from '../support/http-corpus.js';
 import { stopAll } from '../support/process.js';
-import { RawEngine, type EngineRequest } from '../support/raw-engine.js';
+import { isForwarded, RawEngine, type EngineRequest } from '../support/raw-engine.js';
 import { RawClient, type RawAnswer } from '../support/raw-http.js';
 import { startRouter, waitModelStatus, type Running } from '../support/router.js';
 
@@ -144,7 +144,7 @@ async function observeInbound(router: Running, engine: RawEngine, c: InboundCase
     other.destroy();
   }
   // the router's own probes and stats scrapes come and go on their timers
-  const engineSeen = engine.requests.slice(mark).filter((r) => !(r.method === 'GET' && (r.path === '/v1/models' || r.path === '/metrics'))).map(describeEngineRequest);
+  const engineSeen = engine.requests.slice(mark).filter(isForwarded).map(describeEngineRequest);
   return { answers, sentinelAnswered, closed, engine: engineSeen, other: otherAnswer };
 }
 

@@ -270,3 +270,44 @@ describe('an engine that breaks framing counts as a failing endpoint', { timeout
     }
   });
 });
+
+describe('--max-connections-per-engine', { timeout: 60_000 }, () => {
+  after(stopAll);
+
+  test('requests beyond the cap wait for a free engine connection and are all answered, in order; the cap holds (both engine clients)', async () => {
+    for (const engineClient of ['h1', 'undici']) {
+      const engine = await RawEngine.start([MODEL]);
+      const held: { socket: net.Socket; req: EngineRequest }[] = [];
+      engine.cases.set('hold', (socket, req) => held.push({ socket, req }));
+      try {
+        const router = await startRouter(['--static-backends', engine.origin, '--static-models', MODEL, '--max-connections-per-engine', '2', '--probe-interval', '0.2'], { LLM_ROUTER_ENGINE_CLIENT: engineClient });
+        await waitModelStatus(router.url, MODEL, 'ready');
+        const clients = await Promise.all(Array.from({ length: 5 }, () => RawClient.connect(router.port)));
+        for (const [i, c] of clients.entries()) {
+          await c.write(request({ id: `capped-${i}`, kase: 'hold' }));
+          // one at a time, so that the arrival order is known
+          if (i < 2) await until(`request ${i} at the engine`, () => held.length === i + 1);
+          else await sleep(20);
+        }
+        const answers: string[] = [];
+        while (answers.length < 5) {
+          await until('a held request', () => held.length > 0);
+          const inference = new Set(engine.inference.map((r) => r.conn));
+          assert.ok(inference.size <= 2, `${engineClient}: at most 2 engine connections carried requests (${inference.size})`);
+          const { socket, req } = held.shift() as { socket: net.Socket; req: EngineRequest };
+          answers.push(req.headers['x-request-id'] as string);
+          const body = JSON.stringify({ id: req.headers['x-request-id'], object: 'chat.completion', bytes: req.body.length });
+          socket.write(`${HEAD_JSON}content-length: ${body.length}\r\n\r\n${body}`);
+        }
+        for (const [i, c] of clients.entries()) assertEcho(await c.next(WAIT_MS), `capped-${i}`, `${engineClient}: request ${i}`);
+        // the first two went out at once; the other three waited and went out in their order of arrival
+        assert.deepEqual(answers.slice(0, 2), ['capped-0', 'capped-1'], engineClient);
+        assert.deepEqual(new Set(engine.inference.map((r) => r.conn)).size, 2, engineClient);
+        for (const c of clients) c.destroy();
+        await router.stop();
+      } finally {
+        await engine.close();
+      }
+    }
+  });
+});

@@ -35,6 +35,11 @@ export function echoJson(socket: net.Socket, req: EngineRequest): void {
   socket.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
 }
 
+/** not one of the router's own probes or stats scrapes, which come and go on their timers */
+export function isForwarded(r: EngineRequest): boolean {
+  return !(r.method === 'GET' && (r.path === '/v1/models' || r.path === '/metrics'));
+}
+
 export class RawEngine {
   readonly requests: EngineRequest[] = [];
   readonly connections: EngineConnection[] = [];
@@ -57,9 +62,9 @@ export class RawEngine {
     return `http://127.0.0.1:${this.port}`;
   }
 
-  /** requests other than the probe's */
+  /** requests other than the router's probes and stats scrapes */
   get inference(): EngineRequest[] {
-    return this.requests.filter((r) => r.path !== '/v1/models');
+    return this.requests.filter(isForwarded);
   }
 
   private accept(socket: net.Socket): void {
