@@ -356,12 +356,18 @@ test('chunked streams from Node http: all events arrive in order, the connection
   nodeServer.closeAllConnections();
 });
 
-test('informational heads are reported before the final one', async (t) => {
-  const server = await rawServer(t, (socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone'));
+test('informational heads are reported before the final one; a 100 Continue nobody asked for is an error', async (t) => {
+  const server = await rawServer(t, (socket, req) => {
+    const info = req.head.includes('/continue') ? 'HTTP/1.1 100 Continue\r\n\r\n' : 'HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n';
+    socket.write(`${info}HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone`);
+  });
   const pool = newPool(t, server.origin);
   const rec = await ok(pool);
-  assert.deepEqual(rec.heads.map((h) => h.status), [100, 200]);
+  assert.deepEqual(rec.heads.map((h) => h.status), [103, 200]);
   assert.equal(rec.body, 'done');
+  // the router never sends Expect: 100-continue (undici refuses an unasked-for 100 as well)
+  const cont = await run(pool, { path: '/continue' });
+  assert.equal(cont.error?.code, 'LLM_ROUTER_H1_PARSE');
 });
 
 test('connect refused: Node’s error with its code', async (t) => {
