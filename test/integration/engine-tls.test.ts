@@ -8,8 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
+import { startFakeKube } from '../support/fake-kube/index.js';
 import { startCli, stopAll, freePort, type Started } from '../support/process.js';
-import { call, chat, engines, startRouter, waitModelStatus, type EngineView, type Running } from '../support/router.js';
+import { call, chat, engines, startRouter, startSim, waitModelStatus, type EngineView, type Running } from '../support/router.js';
 
 const MODEL = 'tls-model';
 
@@ -146,5 +147,40 @@ describe('https engines', { timeout: 120_000 }, () => {
     const without = await startRouter(['--static-backends', mtlsSim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-ca-file', server.cert]);
     await assertNotReady(without, /certificate|ECONNRESET|socket|alert|handshake|UND_ERR/i, 'no client certificate');
     await without.stop();
+  });
+
+  test('discovered pods: --k8s-engine-scheme https, and the llm-router/scheme annotation for one pod that speaks http', async () => {
+    const kube = await startFakeKube();
+    try {
+      const plain = await startSim(['--model', 'plain-model', '--ttft-ms', '0', '--itl-ms', '1', '--output-tokens', '3']);
+      const pod = (name: string, model: string, port: number, annotations: Record<string, string> = {}) => ({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, namespace: 'default', labels: { app: 'llm', model }, annotations: { 'llm-router/port': String(port), ...annotations } },
+        spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
+      });
+      for (const [name, model, port, annotations] of [
+        ['tls-pod', MODEL, Number(new URL(sim.url).port), {}],
+        ['plain-pod', 'plain-model', plain.port, { 'llm-router/scheme': 'http' }],
+      ] as const) {
+        kube.create(pod(name, model, port, annotations));
+        kube.setPodIP('default', name, '127.0.0.1');
+        kube.setPodReady('default', name, true);
+      }
+      const router = await startRouter(
+        ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', '--k8s-engine-scheme', 'https', '--probe-interval', '0.2'],
+        { KUBECONFIG: kube.kubeconfigPath, NODE_EXTRA_CA_CERTS: server.cert },
+      );
+      await waitModelStatus(router.url, MODEL, 'ready');
+      await waitModelStatus(router.url, 'plain-model', 'ready');
+      const urls = (await engines(router.url)).map((e) => e.url).sort();
+      assert.deepEqual(urls, [`http://127.0.0.1:${plain.port}`, sim.url].sort());
+      await assertServes(router, 'discovered https pod');
+      assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('plain-model') })).status, 200);
+      await router.stop();
+      await plain.stop();
+    } finally {
+      await kube.close();
+    }
   });
 });
