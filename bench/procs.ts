@@ -19,9 +19,9 @@ export interface Proc {
 const running = new Set<Proc>();
 
 /** Starts a process whose stdout and stderr go to `logFile`; it is stopped by stopAll() at the latest. */
-export function startProc(name: string, command: string, args: readonly string[], logFile: string, stopSignal: NodeJS.Signals = 'SIGTERM'): Proc {
+export function startProc(name: string, command: string, args: readonly string[], logFile: string, stopSignal: NodeJS.Signals = 'SIGTERM', env: Readonly<Record<string, string>> = {}): Proc {
   const fd = openSync(logFile, 'a');
-  const child = spawn(command, args, { stdio: ['ignore', fd, fd] });
+  const child = spawn(command, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   closeSync(fd);
   if (child.pid === undefined) throw new Error(`${name}: could not start ${command}`);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -8,6 +8,8 @@ export interface Row {
   /** the minimal node:http + undici proxy (bench/floor-proxy.ts) */
   readonly floor?: number | undefined;
   readonly router?: number | undefined;
+  /** the router with undici's Pool as its engine client instead of its own (LLM_ROUTER_ENGINE_CLIENT=undici) */
+  readonly undici?: number | undefined;
   /** print ratios for this row */
   readonly ratios?: boolean;
   /** e.g. ">= 1.0x nginx"; `met` says whether this run reached it */
@@ -27,7 +29,7 @@ function ratio(a: number | undefined, b: number | undefined): string {
 }
 
 export function renderTable(rows: readonly Row[]): string {
-  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'router', 'router/nginx', 'router/direct', 'router/floor', 'target'];
+  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'router', 'router, undici client', 'router/nginx', 'undici client/nginx', 'router/direct', 'router/floor', 'target'];
   const body = rows.map((r) => {
     const d = r.digits ?? 0;
     return [
@@ -37,7 +39,9 @@ export function renderTable(rows: readonly Row[]): string {
       num(r.nginx, d),
       num(r.floor, d),
       num(r.router, d),
+      num(r.undici, d),
       r.ratios ? ratio(r.router, r.nginx) : '',
+      r.ratios ? ratio(r.undici, r.nginx) : '',
       r.ratios ? ratio(r.router, r.direct) : '',
       r.ratios ? ratio(r.router, r.floor) : '',
       r.target ? `${r.target} ${r.met === undefined ? '(not measured)' : r.met ? 'MET' : 'MISSED'}` : '',

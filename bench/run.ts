@@ -94,7 +94,8 @@ function ensureTools(): { wrk: boolean; nginx: boolean } {
   return tools;
 }
 
-type Target = 'direct' | 'nginx' | 'floor' | 'router';
+/** undici: the router run with undici's Pool as its engine client (issue 14: the engine client is chosen by measurement) */
+type Target = 'direct' | 'nginx' | 'floor' | 'router' | 'undici';
 
 interface Sample extends WrkResult {
   /** CPU time the proxy process tree used per request, in microseconds (undefined for direct) */
@@ -146,14 +147,14 @@ async function interleaved(
   return { name, samples };
 }
 
-function startRouter(dir: string, name: string, port: number, backendPort: number, extra: readonly string[]): Proc {
+function startRouter(dir: string, name: string, port: number, backendPort: number, extra: readonly string[], env: Readonly<Record<string, string>> = {}): Proc {
   const args = [
     CLI, 'serve', '--host', '127.0.0.1', '--port', String(port),
     '--static-backends', `http://127.0.0.1:${backendPort}`, '--static-models', MODEL,
     // no drain period on SIGTERM: nothing balances load onto these routers, and passes must not overlap
     '--log-level', 'warn', '--drain-seconds', '0', ...extra,
   ];
-  return startProc(name, process.execPath, args, path.join(dir, `${name}.log`));
+  return startProc(name, process.execPath, args, path.join(dir, `${name}.log`), 'SIGTERM', env);
 }
 
 async function waitServing(port: number, proc: Proc, times = 1): Promise<void> {
@@ -190,7 +191,8 @@ async function streamsScenario(dir: string, o: Options): Promise<Results['stream
     '--output-tokens', String(o.streamTokens), '--max-num-seqs', String(o.streams * 2),
   ], path.join(dir, 'sim.log'));
   await waitUntil('simulator', async () => (await fetchOnce(simPort, 'GET', '/v1/models')).status === 200, { proc: sim });
-  const router = startRouter(dir, 'router-streams', routerPort, simPort, []);
+  // every stream holds an engine connection: this scenario puts all of them on one engine, beyond the default cap
+  const router = startRouter(dir, 'router-streams', routerPort, simPort, ['--max-connections-per-engine', String(o.streams * 2)]);
   await waitServing(routerPort, router);
   await sleep(500);
   const idle = usageOf(router.pid);
@@ -233,10 +235,19 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       const s = base.samples[scenario] ?? {};
       const rps = (t: Target): number | undefined => stat(s[t], (x) => x.rps);
       const met = rps('router') !== undefined && rps('nginx') !== undefined ? (rps('router') as number) / (rps('nginx') as number) >= minRatio : undefined;
-      rows.push({ scenario: label, metric: 'requests/s', direct: rps('direct'), nginx: rps('nginx'), floor: rps('floor'), router: rps('router'), ratios: true, target, met });
-      rows.push({ scenario: label, metric: 'p50 ms', direct: stat(s.direct, (x) => x.p50Ms), nginx: stat(s.nginx, (x) => x.p50Ms), floor: stat(s.floor, (x) => x.p50Ms), router: stat(s.router, (x) => x.p50Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'p99 ms', direct: stat(s.direct, (x) => x.p99Ms), nginx: stat(s.nginx, (x) => x.p99Ms), floor: stat(s.floor, (x) => x.p99Ms), router: stat(s.router, (x) => x.p99Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'proxy CPU us/request', nginx: stat(s.nginx, (x) => x.cpuUsPerRequest), floor: stat(s.floor, (x) => x.cpuUsPerRequest), router: stat(s.router, (x) => x.cpuUsPerRequest), ratios: true, digits: 1 });
+      const all = (pick: (x: Sample) => number | undefined): Pick<Row, 'direct' | 'nginx' | 'floor' | 'router' | 'undici'> => ({
+        direct: stat(s.direct, pick), nginx: stat(s.nginx, pick), floor: stat(s.floor, pick), router: stat(s.router, pick), undici: stat(s.undici, pick),
+      });
+      rows.push({ scenario: label, metric: 'requests/s', ...all((x) => x.rps), ratios: true, target, met });
+      rows.push({ scenario: label, metric: 'p50 ms', ...all((x) => x.p50Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'p99 ms', ...all((x) => x.p99Ms), ratios: true, digits: 3 });
+      rows.push({ scenario: label, metric: 'proxy CPU us/request', ...all((x) => x.cpuUsPerRequest), direct: undefined, ratios: true, digits: 1 });
+      // the engine client is chosen by this: the router's own is kept only if it leads undici's by 10 % or more
+      const own = rps('router');
+      const undici = rps('undici');
+      if (own !== undefined && undici !== undefined) {
+        rows.push({ scenario: label, metric: 'own engine client / undici client, requests/s', router: own / undici, digits: 2, target: '>= 1.10 keeps the own client', met: own / undici >= 1.1 });
+      }
     }
     const one = base.samples.json1 ?? {};
     const p50 = (t: Target): number | undefined => stat(one[t], (x) => x.p50Ms);
@@ -332,7 +343,15 @@ async function main(): Promise<void> {
       const router = startRouter(dir, `router-${name}`, routerPort, upstreamPort, routerArgs);
       let nginx: Proc | undefined;
       let floor: Proc | undefined;
+      let undici: Proc | undefined;
       try {
+        if (name === 'base') {
+          // the same router with undici's Pool on the engine side, measured in the same rounds
+          const undiciPort = await freePort();
+          undici = startRouter(dir, 'router-undici', undiciPort, upstreamPort, routerArgs, { LLM_ROUTER_ENGINE_CLIENT: 'undici' });
+          await waitServing(undiciPort, undici, 6);
+          targets.push({ target: 'undici', port: undiciPort, proc: undici });
+        }
         if (withFloor) {
           const floorPort = await freePort();
           floor = startProc('node-floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'floor-proxy.ts'), '--port', String(floorPort), '--upstream-port', String(upstreamPort)], path.join(dir, 'floor.log'));
@@ -351,6 +370,7 @@ async function main(): Promise<void> {
         if (name === 'base') routerRssAfterLoadMb = usageOf(router.pid).rssBytes / 2 ** 20;
       } finally {
         await router.stop();
+        await undici?.stop();
         await nginx?.stop();
         await floor?.stop();
       }

@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { FlagReader, parseFlags, UsageError, type FlagSource } from '../cli/flags.js';
+import type { EngineTlsConfig } from '../proxy/engine-tls.js';
+import type { EngineClientKind } from '../proxy/pools.js';
 import { ENGINE_KINDS, REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
 
 export type EngineKind = (typeof ENGINE_KINDS)[number];
@@ -38,6 +40,8 @@ export interface KubernetesConfig {
   readonly namespace: string | undefined;
   readonly labelSelector: string | undefined;
   readonly port: number;
+  /** unless a pod's llm-router/scheme annotation says otherwise */
+  readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
   readonly resyncMs: number;
 }
@@ -101,6 +105,11 @@ export interface RouterConfig {
   readonly scaling: ScalingConfig;
   readonly engineKind: EngineKind;
   readonly engineApiKey: string | undefined;
+  readonly engineTls: EngineTlsConfig;
+  /** connections per engine at most (0 = no cap) */
+  readonly maxConnectionsPerEngine: number;
+  /** the engine client on the request path; only the benchmark sets it (env LLM_ROUTER_ENGINE_CLIENT=undici) */
+  readonly engineClient: EngineClientKind;
   readonly forwardClientAuth: boolean;
   readonly security: SecurityConfig;
   readonly probe: ProbeConfig;
@@ -238,6 +247,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
           namespace: f.string('k8s-namespace') || undefined,
           labelSelector: f.string('k8s-label-selector') || undefined,
           port: f.number('k8s-port') as number,
+          scheme: f.string('k8s-engine-scheme') as 'http' | 'https',
           modelLabel: f.string('k8s-model-label') as string,
           resyncMs: seconds(f.number('k8s-resync-seconds')),
         }
@@ -264,6 +274,11 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   for (const u of scalerPeers) {
     if (!httpUrl.safeParse(u).success) throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
   }
+  const clientCert = f.string('engine-client-cert') || undefined;
+  const clientKey = f.string('engine-client-key') || undefined;
+  if ((clientCert === undefined) !== (clientKey === undefined)) throw new UsageError('--engine-client-cert and --engine-client-key go together: give both or neither');
+  const engineClient = env.LLM_ROUTER_ENGINE_CLIENT ?? 'h1';
+  if (engineClient !== 'h1' && engineClient !== 'undici') throw new UsageError(`LLM_ROUTER_ENGINE_CLIENT=${JSON.stringify(engineClient)}: h1 or undici`);
 
   const notes: string[] = [];
   if (explicit('request-stats-window')) notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
@@ -303,6 +318,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     },
     engineKind: f.string('engine-kind') as EngineKind,
     engineApiKey: f.string('engine-api-key') || undefined,
+    engineTls: { caFile: f.string('engine-ca-file') || undefined, clientCertFile: clientCert, clientKeyFile: clientKey, insecure: f.boolean('engine-tls-insecure') },
+    maxConnectionsPerEngine: f.number('max-connections-per-engine') as number,
+    engineClient,
     forwardClientAuth: f.boolean('forward-client-auth'),
     security: {
       apiKeys: f.list('api-key'),

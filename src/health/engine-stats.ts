@@ -1,6 +1,7 @@
 // Engine load signals: every --engine-stats-interval, GET /metrics of each ready endpoint and keep the latest
 // snapshot (with its time) on the endpoint. Parsing is a pure function; policies judge staleness from `at`.
 import { Agent, request } from 'undici';
+import { tlsConnectOptions, type EngineTls } from '../proxy/engine-tls.js';
 import { isRoutable, type CatalogEvent, type ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint, EngineLoad } from '../catalog/types.js';
 import type { Logger } from '../util/log.js';
@@ -192,12 +193,14 @@ export interface EngineStatsOptions {
   /** per scrape; default max(1 s, interval) */
   readonly timeoutMs?: number;
   readonly apiKey: string | undefined;
+  /** https engines: trust and client certificate, as for requests */
+  readonly tls?: EngineTls;
   readonly now?: () => number;
 }
 
 /** Scrapes every ready endpoint's /metrics on a timer and stores the result as `endpoint.engineLoad`. */
 export class EngineStatsScraper {
-  private readonly dispatcher = new Agent({ connections: 2, pipelining: 1, keepAliveTimeout: 10_000 });
+  private readonly dispatcher: Agent;
   private readonly scraping = new Set<Endpoint>();
   private readonly now: () => number;
   private readonly timeoutMs: number;
@@ -211,6 +214,7 @@ export class EngineStatsScraper {
     private readonly log: Logger,
   ) {
     this.now = opts.now ?? Date.now;
+    this.dispatcher = new Agent({ connections: 2, pipelining: 1, keepAliveTimeout: 10_000, ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}) });
     this.timeoutMs = opts.timeoutMs ?? Math.max(1000, opts.intervalMs);
   }
 

@@ -1,6 +1,7 @@
 // The prober moves endpoint states and nothing else: active model-aware probes on a timer per endpoint,
 // plus passive health from forwarded requests (a run of failures marks an endpoint failed at once).
 import { Agent } from 'undici';
+import { tlsConnectOptions, type EngineTls } from '../proxy/engine-tls.js';
 import type { CatalogEvent, ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../catalog/types.js';
 import type { EngineKind, ProbeConfig } from '../config/config.js';
@@ -26,6 +27,8 @@ export interface ProberOptions {
   readonly probe: ProbeConfig;
   readonly apiKey: string | undefined;
   readonly passiveFailureThreshold: number;
+  /** https engines: trust and client certificate, as for requests */
+  readonly tls?: EngineTls;
   readonly onFailover?: (model: string) => void;
   /** requests are waiting for one of these models now (the hold queue): probe its endpoints at the wake interval */
   readonly wanted?: (models: readonly string[]) => boolean;
@@ -33,7 +36,7 @@ export interface ProberOptions {
 
 export class Prober implements ForwardObserver {
   private readonly tracked = new Map<Endpoint, Tracked>();
-  private readonly dispatcher = new Agent({ connections: 4, pipelining: 1, keepAliveTimeout: 10_000 });
+  private readonly dispatcher: Agent;
   private readonly probeOpts: ProbeOptions;
   private unsubscribe: (() => void) | undefined;
   private stopped = false;
@@ -43,6 +46,7 @@ export class Prober implements ForwardObserver {
     private readonly opts: ProberOptions,
     private readonly log: Logger,
   ) {
+    this.dispatcher = new Agent({ connections: 4, pipelining: 1, keepAliveTimeout: 10_000, ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}) });
     this.probeOpts = { kind: opts.kind, timeoutMs: opts.probe.timeoutMs, apiKey: opts.apiKey, dispatcher: this.dispatcher };
   }
 

@@ -62,7 +62,10 @@ async function get(target: ProbeTarget, path: string, opts: ProbeOptions): Promi
     return { status: res.statusCode, json };
   } catch (err) {
     const code = (err as { code?: string }).code ?? (err as Error).name;
-    throw new Unreachable(code === 'ECONNREFUSED', `${path}: ${code}`);
+    // a TLS failure says why in its message (an untrusted or expired certificate, another name): keep it
+    const message = (err as Error).message;
+    const why = message && !message.includes(code) ? ` (${message})` : '';
+    throw new Unreachable(code === 'ECONNREFUSED', `${path}: ${code}${why}`);
   }
 }
 

@@ -40,34 +40,58 @@ export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHead
 }
 
 export interface ResponseHead {
-  /** flat [name, value, ...] for ServerResponse.writeHead */
+  /**
+   * flat [name, value, ...] for ServerResponse.writeHead: the engine's headers minus hop-by-hop ones and minus its
+   * framing (Content-Length, Transfer-Encoding): the router frames the answer it writes itself
+   */
   readonly headers: string[];
   readonly contentType: string;
-  /** the engine's Content-Length, or -1 when it sent none (chunked, or read until close) */
+  /** the body's length when the engine framed it with one Content-Length of digits and no Transfer-Encoding, else -1 */
   readonly contentLength: number;
+  /** the engine sent Transfer-Encoding */
+  readonly transferEncoding: boolean;
+  /**
+   * the engine's framing headers contradict each other or cannot be read (two lengths, a length that is not digits,
+   * a length and a transfer coding, a coding other than chunked). The engine client refuses such a response first;
+   * this is the same rule again where the router decides its own framing, so no engine client can slip one through.
+   */
+  readonly badFraming: boolean;
 }
 
-/** Engine response headers for the client, minus hop-by-hop; x-request-id is the router's. One pass, each Buffer decoded once. */
+const DIGITS = /^[0-9]{1,15}$/;
+
+/** Engine response headers for the client, minus hop-by-hop and framing; x-request-id is the router's. One pass, each Buffer decoded once. */
 export function downstreamResponseHeaders(raw: readonly Buffer[], requestId: string): ResponseHead {
   let connection: string | undefined;
   let contentType = '';
   let contentLength = -1;
+  let lengths = 0;
+  let codings = 0;
+  let badFraming = false;
   const headers: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const original = (raw[i] as Buffer).toString('latin1');
     const name = original.toLowerCase();
     const value = (raw[i + 1] as Buffer).toString('latin1');
     if (name === 'content-type') contentType = value;
-    else if (name === 'content-length') contentLength = Number(value);
-    else if (name === 'connection') connection = value;
+    else if (name === 'content-length') {
+      lengths++;
+      if (DIGITS.test(value)) contentLength = Number(value);
+      else badFraming = true;
+      continue;
+    } else if (name === 'transfer-encoding') {
+      codings++;
+      if (value.toLowerCase() !== 'chunked') badFraming = true;
+    } else if (name === 'connection') connection = value;
     if (HOP_BY_HOP.has(name) || name === 'x-request-id') continue;
     headers.push(original, value);
   }
   headers.push('x-request-id', requestId);
-  if (!Number.isSafeInteger(contentLength)) contentLength = -1;
+  if (lengths > 1 || codings > 1 || (lengths > 0 && codings > 0)) badFraming = true;
+  if (badFraming || codings > 0) contentLength = -1;
   // rare: other headers named in Connection are hop-by-hop too ("keep-alive" and "close" are the usual values)
   const extra = connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);
-  return { headers: extra ? withoutNamed(headers, extra) : headers, contentType, contentLength };
+  return { headers: extra ? withoutNamed(headers, extra) : headers, contentType, contentLength, transferEncoding: codings > 0, badFraming };
 }
 
 function withoutNamed(flat: readonly string[], names: ReadonlySet<string>): string[] {

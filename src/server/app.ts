@@ -12,6 +12,7 @@ import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/
 import { EngineStatsScraper } from '../health/engine-stats.js';
 import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
+import { loadEngineTls } from '../proxy/engine-tls.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy } from '../routing/index.js';
@@ -65,7 +66,9 @@ export class RouterApp {
     private readonly log: Logger,
   ) {
     this.metrics = new RouterMetrics(this.catalog);
-    this.pools = new UpstreamPools(config.timeouts);
+    // https engines: one trust for requests, probes and stats scrapes (files read once, here)
+    const engineTls = loadEngineTls(config.engineTls);
+    this.pools = new UpstreamPools({ timeouts: config.timeouts, maxConnections: config.maxConnectionsPerEngine, tls: engineTls, kind: config.engineClient });
     this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) => this.prober.expedite(model));
     if (cluster.isWorker) {
       // the primary answers for the whole instance, from every worker's part
@@ -97,6 +100,7 @@ export class RouterApp {
         probe: config.probe,
         apiKey: config.engineApiKey,
         passiveFailureThreshold: config.passiveFailureThreshold,
+        tls: engineTls,
         onFailover: (model) => this.metrics.failover(model),
         wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
       },
@@ -104,7 +108,7 @@ export class RouterApp {
     );
     this.engineStats = new EngineStatsScraper(
       this.catalog,
-      { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey },
+      { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey, tls: engineTls },
       log.child({ component: 'engine-stats' }),
     );
     const policy = createPolicy(config.routingLogic, {
@@ -195,6 +199,7 @@ export class RouterApp {
 
   async start(): Promise<void> {
     for (const note of this.config.compatibilityNotes) this.log.info(note);
+    if (this.config.engineTls.insecure) this.log.warn('--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers');
     this.sync.register('static');
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');

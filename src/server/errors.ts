@@ -90,6 +90,17 @@ export const errors = {
     status: 502, code: 'upstream_unavailable', type: 'server_error',
     message: `No engine for model ${JSON.stringify(model)} could be reached.`,
   }),
+  upstreamProtocolError: (model: string): RouterError => ({
+    status: 502, code: 'upstream_protocol_error', type: 'server_error',
+    message: `The engine for model ${JSON.stringify(model)} sent an answer that breaks HTTP/1.1's framing rules; it was not passed on.`,
+  }),
+  invalidRequest: (message: string): RouterError => ({
+    status: 400, code: 'invalid_request', type: 'invalid_request_error', message,
+  }),
+  httpVersionNotSupported: (): RouterError => ({
+    status: 505, code: 'http_version_not_supported', type: 'invalid_request_error',
+    message: 'Only HTTP/1.1 and HTTP/1.0 are supported.',
+  }),
   upstreamTimeout: (what: string): RouterError => ({
     status: 504, code: 'upstream_timeout', type: 'server_error',
     message: `The engine did not answer in time (${what}).`,

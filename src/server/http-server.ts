@@ -15,6 +15,8 @@ export interface ServerLimits {
 const CLIENT_ERRORS: Record<string, RouterError> = {
   HPE_HEADER_OVERFLOW: { status: 431, code: 'headers_too_large', type: 'invalid_request_error', message: 'The request head is larger than the limit.' },
   ERR_HTTP_REQUEST_TIMEOUT: errors.clientTimeout(),
+  // llhttp refuses versions other than 0.9, 1.0, 1.1 and 2.0 in a request line; the listener refuses 0.9 and 2.0
+  HPE_INVALID_VERSION: errors.httpVersionNotSupported(),
 };
 const EXPECTATION_FAILED: RouterError = {
   status: 417, code: 'expectation_failed', type: 'invalid_request_error', message: 'Only "Expect: 100-continue" is supported.',
@@ -24,11 +26,35 @@ const CONNECT_REFUSED: RouterError = {
 };
 const BAD_REQUEST: RouterError = { status: 400, code: 'bad_request', type: 'invalid_request_error', message: 'The request is not valid HTTP.' };
 
+/** A whole answer for a connection node:http no longer parses (it is closed after it). */
+function rawAnswer(e: RouterError): string {
+  const body = errorBody(e);
+  let extra = '';
+  for (const [name, value] of Object.entries(e.headers ?? {})) extra += `${name}: ${value}\r\n`;
+  return `HTTP/1.1 ${e.status} ${http.STATUS_CODES[e.status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${extra}connection: close\r\n\r\n${body}`;
+}
+
 function answerClientError(err: Error & { code?: string }, socket: Socket): void {
   const e = CLIENT_ERRORS[err.code ?? ''] ?? BAD_REQUEST;
-  // a request whose head arrived already has a response object: answer through it if nothing was sent yet
+  // a request whose head arrived already has a response object
   const pending = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  // bytes after a request that said Connection: close are not read at all (RFC 9112 section 9.6), as the fast path does
+  const afterClose = err.code === 'HPE_CLOSED_CONNECTION';
   if (pending instanceof http.ServerResponse) {
+    if (pending.req.complete) {
+      // the bad bytes came after a whole request that is still being answered (pipelined junk): that answer is its
+      // handler's to finish; this one follows it, and then the connection closes (nothing after the junk is read)
+      pending.shouldKeepAlive = false;
+      // before node:http's own 'finish' listener, which ends the socket of a response that closes its connection
+      pending.prependOnceListener('finish', () => {
+        if (!socket.writable) return;
+        if (afterClose) socket.end();
+        else socket.end(rawAnswer(e));
+      });
+      pending.once('close', () => socket.destroySoon());
+      return;
+    }
+    // the request itself is broken (its body, say): answer it here if nothing was sent yet; its handler only reads
     if (pending.headersSent || !socket.writable) socket.destroy();
     else {
       pending.shouldKeepAlive = false;
@@ -40,10 +66,39 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
     socket.destroy();
     return;
   }
-  const body = errorBody(e);
-  socket.end(
-    `HTTP/1.1 ${e.status} ${http.STATUS_CODES[e.status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-  );
+  if (afterClose) socket.end();
+  else socket.end(rawAnswer(e));
+}
+
+/**
+ * An earlier answer on this connection closes it: a request node:http parsed behind that answer (pipelined) is not
+ * served. node:http would run its handler (and send it to an engine) and then drop its answer with the connection.
+ */
+function behindAClosingAnswer(req: IncomingMessage, res: ServerResponse): boolean {
+  const socket = req.socket;
+  if (!socket.writable) return true;
+  const current = (socket as Socket & { _httpMessage?: unknown })._httpMessage;
+  if (!(current instanceof http.ServerResponse) || current === res) return false;
+  return !current.shouldKeepAlive || /\bclose\b/i.test(String(current.getHeader('connection') ?? ''));
+}
+
+function asksForUpgrade(req: IncomingMessage): boolean {
+  return req.headers.upgrade !== undefined && /(^|,)\s*upgrade\s*(,|$)/i.test(String(req.headers.connection ?? ''));
+}
+
+/** HTTP/1.1 needs exactly one Host (RFC 9112 section 3.2); only HTTP/1.0 and 1.1 are spoken here. */
+function requestRefusal(req: IncomingMessage): RouterError | undefined {
+  const version = req.httpVersion;
+  if (version !== '1.1' && version !== '1.0') return errors.httpVersionNotSupported();
+  if (version === '1.0') return undefined;
+  let hosts = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
+  }
+  if (hosts === 1) return undefined;
+  return errors.invalidRequest(hosts === 0 ? 'An HTTP/1.1 request needs a Host header.' : 'An HTTP/1.1 request may carry only one Host header.');
 }
 
 export function createHttpServer(limits: ServerLimits, listener: (req: IncomingMessage, res: ServerResponse) => void): http.Server {
@@ -55,17 +110,30 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
       headersTimeout: limits.clientTimeoutMs,
       requestTimeout: limits.clientTimeoutMs,
       connectionsCheckingInterval: Math.max(100, Math.min(limits.clientTimeoutMs / 4, 30_000)),
-      // routing needs no Host header; answering a request without one beats Node's bare 400
+      // the listener below answers a missing or repeated Host in the OpenAI error shape instead of Node's bare 400
       requireHostHeader: false,
     },
-    listener,
+    (req, res) => {
+      if (behindAClosingAnswer(req, res)) {
+        req.resume();
+        return;
+      }
+      const refusal = requestRefusal(req);
+      // no protocol upgrade is spoken here (node:http, with no 'upgrade' listener, passes the request on as a plain
+      // one), but llhttp reads nothing after an upgrade request's body: it is answered and the connection closed, or a
+      // next request on it would wait forever
+      if (asksForUpgrade(req)) res.shouldKeepAlive = false;
+      if (refusal === undefined) return listener(req, res);
+      req.resume();
+      res.shouldKeepAlive = false;
+      sendError(res, refusal, { connection: 'close' });
+    },
   );
   server.on('clientError', answerClientError);
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => sendError(res, EXPECTATION_FAILED, { connection: 'close' }));
   server.on('connect', (_req: IncomingMessage, socket: Socket) => {
-    const body = errorBody(CONNECT_REFUSED);
     socket.on('error', () => undefined);
-    socket.end(`HTTP/1.1 405 Method Not Allowed\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nallow: GET, POST\r\nconnection: close\r\n\r\n${body}`);
+    socket.end(rawAnswer({ ...CONNECT_REFUSED, headers: { allow: 'GET, POST' } }));
   });
   return server;
 }

@@ -210,6 +210,8 @@ export async function handleInference(req: InboundRequest, res: ResponseSink, pa
       }
       if (result.failure === 'headers-timeout') return answer(errors.upstreamTimeout('no response headers in time'));
       if (result.failure === 'total-timeout') return answer(errors.upstreamTimeout('total request time exceeded'));
+      // the engine answered, but not in a form that can be passed on: whatever the endpoint's state is now
+      if (result.failure === 'protocol') return answer(errors.upstreamProtocolError(parsed.model));
       const now = deps.catalog.resolve(model);
       if (now.kind === 'unavailable') return answer(unresolvedError({ ...now, requested: parsed.model }, retryAfter()));
       if (result.failure === 'engine-busy') return answer(errors.modelUnavailable(parsed.model, 'loading', retryAfter()));

@@ -1,4 +1,5 @@
 // `llm-router sim`: flags -> startSimEngine, one "listening" line, exit 0 on SIGTERM/SIGINT.
+import { readFileSync } from 'node:fs';
 import { FlagReader, UsageError, parseFlags, usage, type FlagSpec } from '../cli/flags.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './engine.js';
 import { ENGINE_KINDS, FAULT_MODES, type EngineKind, type Fault, type FaultMode } from './types.js';
@@ -23,8 +24,21 @@ export const SIM_FLAGS: readonly FlagSpec[] = [
   { name: 'fault', kind: 'string', default: 'none', choices: FAULT_MODES, help: 'fault to apply once listening (same modes as POST /_sim/fault)' },
   { name: 'fault-seconds', kind: 'number', min: 0, help: 'the startup fault ends after this long (refuse: listen again)' },
   { name: 'fault-delay-ms', kind: 'number', min: 0, help: 'slow-chunks: pause between SSE chunks (default 500)' },
+  { name: 'tls-cert', kind: 'string', help: 'serve https with this PEM certificate (needs --tls-key)' },
+  { name: 'tls-key', kind: 'string', help: 'PEM private key of --tls-cert' },
+  { name: 'tls-client-ca', kind: 'string', help: 'with --tls-cert: require client certificates signed by these PEM CAs (mTLS)' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ];
+
+function readPem(flags: FlagReader, name: string): string | undefined {
+  const path = flags.string(name);
+  if (path === undefined || path === '') return undefined;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--${name} ${path}: ${(err as Error).message}`);
+  }
+}
 
 const SUMMARY = [
   'Run a simulated OpenAI-compatible inference engine (vLLM, SGLang or TGI flavour) for tests, demos and benchmarks.',
@@ -41,6 +55,11 @@ export function simOptionsFromFlags(flags: FlagReader): SimEngineOptions {
   if (faultSeconds !== undefined) fault.seconds = faultSeconds;
   if (faultDelay !== undefined) fault.delayMs = faultDelay;
   const id = flags.string('id');
+  const cert = readPem(flags, 'tls-cert');
+  const key = readPem(flags, 'tls-key');
+  const clientCa = readPem(flags, 'tls-client-ca');
+  if ((cert === undefined) !== (key === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+  if (clientCa !== undefined && cert === undefined) throw new UsageError('--tls-client-ca needs --tls-cert and --tls-key');
   return {
     host: flags.string('host') ?? '127.0.0.1',
     port: flags.number('port') ?? 8000,
@@ -58,6 +77,7 @@ export function simOptionsFromFlags(flags: FlagReader): SimEngineOptions {
     embeddingDim: flags.number('embedding-dim') ?? 8,
     maxModelLen: flags.number('max-model-len') ?? 4096,
     ...(id !== undefined && id !== '' ? { id } : {}),
+    ...(cert !== undefined && key !== undefined ? { tls: { cert, key, ...(clientCa !== undefined ? { clientCa } : {}) } } : {}),
     fault,
   };
 }

@@ -36,11 +36,20 @@ export interface SimEngineOptions {
   readonly id?: string;
   /** fault applied once the engine listens; default none */
   readonly fault?: Fault;
+  /** serve https with this PEM certificate and key (an engine behind TLS); default plain http */
+  readonly tls?: SimTls;
+}
+
+export interface SimTls {
+  readonly cert: string;
+  readonly key: string;
+  /** PEM CAs whose client certificates are required (mTLS); default none asked for */
+  readonly clientCa?: string;
 }
 
 export interface SimEngine {
   readonly port: number;
-  /** http://host:port */
+  /** http://host:port, or https:// when it serves TLS */
   readonly url: string;
   readonly id: string;
   stats(): SimStats;

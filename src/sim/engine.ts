@@ -2,6 +2,7 @@
 // (or SGLang / TGI), with load phases, a batch-slot queue, faults and request statistics.
 // This module owns the server's life (refuse, load, listen, fault switch, close) and sends each request to its handler.
 import http from 'node:http';
+import https from 'node:https';
 import net from 'node:net';
 import { once } from 'node:events';
 import type { EngineContext } from './context.js';
@@ -50,7 +51,7 @@ class SimServer implements SimEngine, EngineContext {
   readonly requests = new RequestStats();
   readonly timing: EngineTiming;
   readonly created = Math.floor(Date.now() / 1000);
-  private readonly server: http.Server;
+  private readonly server: http.Server | https.Server;
   private readonly sockets = new Set<net.Socket>();
   private currentFault: Fault = { mode: 'none' };
   private faultTimer: NodeJS.Timeout | undefined;
@@ -68,7 +69,11 @@ class SimServer implements SimEngine, EngineContext {
     this.queue = new SlotQueue(options.maxNumSeqs ?? 256);
     this.timing = new EngineTiming(options);
     this.engineId = options.id;
-    this.server = http.createServer((req, res) => this.onRequest(req, res));
+    const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => this.onRequest(req, res);
+    const tls = options.tls;
+    this.server = tls
+      ? https.createServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) }, onRequest)
+      : http.createServer(onRequest);
     this.server.on('connection', (socket: net.Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
@@ -81,7 +86,7 @@ class SimServer implements SimEngine, EngineContext {
 
   get url(): string {
     const host = this.host.includes(':') ? `[${this.host}]` : this.host;
-    return `http://${host}:${this.listenPort}`;
+    return `${this.options.tls ? 'https' : 'http'}://${host}:${this.listenPort}`;
   }
 
   get id(): string {

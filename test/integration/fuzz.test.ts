@@ -12,6 +12,7 @@ import { parseInference } from '../../src/server/openai.js';
 import { rewriteModel } from '../../src/proxy/rewrite-model.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { exchange, type ExchangeOptions, type RawAnswer } from '../support/raw-http.js';
 import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js';
 
 const MAX_BODY = 1_000_000;
@@ -24,106 +25,7 @@ const ADMIN_GETS = new Set(['/v1/models', '/health', '/ready', '/metrics', '/eng
 const MODEL = 'fz';
 const ALIAS = 'fzalias';
 
-// ---- a raw HTTP/1.1 exchange ----
-
-interface RawAnswer {
-  /** 0 when the connection closed without an answer */
-  readonly status: number;
-  readonly headers: Readonly<Record<string, string>>;
-  readonly body: Buffer;
-}
-
-/** Index just past a complete chunked body starting at `from`, or -1 while incomplete. */
-function chunkedEnd(buf: Buffer, from: number, parts?: Buffer[]): number {
-  let at = from;
-  for (;;) {
-    const eol = buf.indexOf('\r\n', at);
-    if (eol < 0) return -1;
-    const size = Number.parseInt(buf.subarray(at, eol).toString('latin1'), 16);
-    if (!Number.isFinite(size)) return -1;
-    if (size === 0) {
-      const end = buf.indexOf('\r\n\r\n', eol);
-      return end < 0 ? -1 : end + 4;
-    }
-    if (buf.length < eol + 2 + size + 2) return -1;
-    parts?.push(buf.subarray(eol + 2, eol + 2 + size));
-    at = eol + 2 + size + 2;
-  }
-}
-
-/** The final (non-1xx) response in `buf` if it is complete; `closed`: the server closed, so what is there is all. */
-function parseAnswer(buf: Buffer, head: boolean, closed: boolean): RawAnswer | undefined {
-  let at = 0;
-  for (;;) {
-    const end = buf.indexOf('\r\n\r\n', at);
-    if (end < 0) return closed ? { status: 0, headers: {}, body: buf.subarray(at) } : undefined;
-    const lines = buf.subarray(at, end).toString('latin1').split('\r\n');
-    const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? '')?.[1] ?? 0);
-    const headers: Record<string, string> = {};
-    for (const line of lines.slice(1)) {
-      const i = line.indexOf(':');
-      if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
-    }
-    const bodyAt = end + 4;
-    if (status >= 100 && status < 200) {
-      at = bodyAt;
-      continue;
-    }
-    if (head || status === 204 || status === 304) return { status, headers, body: Buffer.alloc(0) };
-    if (headers['transfer-encoding']?.toLowerCase().includes('chunked')) {
-      const parts: Buffer[] = [];
-      const done = chunkedEnd(buf, bodyAt, parts);
-      if (done < 0) return closed ? { status, headers, body: Buffer.concat(parts) } : undefined;
-      return { status, headers, body: Buffer.concat(parts) };
-    }
-    if (headers['content-length'] !== undefined) {
-      const n = Number(headers['content-length']);
-      if (buf.length - bodyAt < n && !closed) return undefined;
-      return { status, headers, body: buf.subarray(bodyAt, bodyAt + n) };
-    }
-    return closed ? { status, headers, body: buf.subarray(bodyAt) } : undefined;
-  }
-}
-
-interface ExchangeOptions {
-  /** after writing: keep the connection open (default), half-close it (FIN), or cut it */
-  readonly then?: 'wait' | 'half-close' | 'destroy';
-  readonly head?: boolean;
-  readonly timeoutMs?: number;
-}
-
-/** Writes the bytes and reads one answer. Rejects if none comes in time: a hung request is a failure. */
-function exchange(port: number, data: Buffer | string, opts: ExchangeOptions = {}): Promise<RawAnswer> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect({ port, host: '127.0.0.1' });
-    const chunks: Buffer[] = [];
-    let settled = false;
-    const settle = (answer: RawAnswer | undefined, err?: Error): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      socket.destroy();
-      if (answer) resolve(answer);
-      else reject(err);
-    };
-    const timeoutMs = opts.timeoutMs ?? 10_000;
-    const timer = setTimeout(() => settle(undefined, new Error(`no answer within ${timeoutMs} ms (got ${Buffer.concat(chunks).length} bytes)`)), timeoutMs);
-    socket.on('data', (b: Buffer) => {
-      chunks.push(b);
-      const answer = parseAnswer(Buffer.concat(chunks), opts.head ?? false, false);
-      if (answer) settle(answer);
-    });
-    const closed = (): void => settle(parseAnswer(Buffer.concat(chunks), opts.head ?? false, true));
-    socket.on('end', closed);
-    socket.on('close', closed);
-    socket.on('error', () => undefined); // a reset after the answer (or instead of one) ends in 'close'
-    socket.on('connect', () => {
-      socket.write(data);
-      if (opts.then === 'half-close') socket.end();
-      if (opts.then === 'destroy') setTimeout(() => settle({ status: 0, headers: {}, body: Buffer.alloc(0) }), 50);
-    });
-  });
-}
+// ---- a raw HTTP/1.1 exchange (test/support/raw-http.ts) ----
 
 function request(method: string, path: string, body: Buffer | string | undefined, headers: readonly string[] = []): Buffer {
   const b = body === undefined ? undefined : Buffer.isBuffer(body) ? body : Buffer.from(body, 'utf8');
@@ -390,13 +292,13 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
 
   test('random header names and values on a valid request', async () => {
     // framing headers (Content-Length, Transfer-Encoding) are the chunked test's business; Expect other than
-    // 100-continue and a missing Host have their own tests below
+    // 100-continue and a missing or repeated Host have their own tests below
     const special = fc.constantFrom(
       'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'proxy-connection', 'proxy-authorization', 'authorization',
       'x-api-key', 'x-request-id', 'content-type', 'content-encoding', 'accept', 'accept-encoding', 'x-llm-router-routing',
-      'cookie', 'x-forwarded-for', 'forwarded', 'via', 'x-session-id', 'user-agent', 'host', 'expect',
+      'cookie', 'x-forwarded-for', 'forwarded', 'via', 'x-session-id', 'user-agent', 'x-forwarded-host', 'expect',
     );
-    const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,24}$/).filter((n) => !['content-length', 'transfer-encoding'].includes(n.toLowerCase()));
+    const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,24}$/).filter((n) => !['content-length', 'transfer-encoding', 'host'].includes(n.toLowerCase()));
     const valueByte = fc.oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(0x09));
     const value = fc.oneof(
       fc.array(valueByte, { maxLength: 80 }).map((b) => Buffer.from(b).toString('latin1').trim()),
@@ -468,11 +370,24 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
     assertOpenAIError(a, 'Expect: something-else');
   });
 
-  test('an HTTP/1.1 request without Host is routed (routing needs no Host) instead of a bare 400', async () => {
+  test('an HTTP/1.1 request without Host, or with two, gets 400 invalid_request (RFC 9112); HTTP/1.0 needs none; other versions get 505', async () => {
     const body = chat(MODEL);
-    const a = await send(`POST /v1/chat/completions HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-    assert.equal(a.status, 200);
-    judge(a, 'no Host');
+    const tail = `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    for (const [what, raw] of [
+      ['no Host', `POST /v1/chat/completions HTTP/1.1\r\n${tail}`],
+      ['two Hosts', `POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nhost: a\r\n${tail}`],
+      ['GET without Host', 'GET /health HTTP/1.1\r\n\r\n'],
+    ] as const) {
+      const a = await send(raw);
+      assert.equal(a.status, 400, what);
+      assert.equal(assertOpenAIError(a, what).code, 'invalid_request', what);
+    }
+    judge(await send(`POST /v1/chat/completions HTTP/1.0\r\n${tail}`), 'HTTP/1.0 without Host');
+    for (const version of ['HTTP/2.0', 'HTTP/0.9', 'HTTP/1.2', 'HTTP/3.0']) {
+      const a = await send(`POST /v1/chat/completions ${version}\r\nHost: a\r\n${tail}`);
+      assert.equal(a.status, 505, version);
+      assert.equal(assertOpenAIError(a, version).code, 'http_version_not_supported', version);
+    }
   });
 
   test('CONNECT gets an OpenAI-shaped 405 instead of a closed connection', async () => {

@@ -7,6 +7,7 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/proxy/h1/pool.js';
+import { DEFAULT_ENGINE_TLS } from '../../src/proxy/engine-tls.js';
 import { within } from '../support/within.js';
 
 const WAIT_MS = 5_000;
@@ -147,8 +148,13 @@ function options(over: Partial<H1DispatchOptions> = {}): H1DispatchOptions {
   return { method: 'GET', path: '/', headers: [], body: undefined, headersTimeout: WAIT_MS, bodyTimeout: WAIT_MS, ...over };
 }
 
-function newPool(t: TestContext, origin: string, opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number } = {}): H1Pool {
-  const pool = new H1Pool(origin, { connectTimeoutMs: opts.connectTimeoutMs ?? 2_000, keepAliveTimeoutMs: opts.keepAliveTimeoutMs ?? 4_000 });
+function newPool(t: TestContext, origin: string, opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number; maxConnections?: number } = {}): H1Pool {
+  const pool = new H1Pool(origin, {
+    connectTimeoutMs: opts.connectTimeoutMs ?? 2_000,
+    keepAliveTimeoutMs: opts.keepAliveTimeoutMs ?? 4_000,
+    maxConnections: opts.maxConnections ?? 0,
+    tls: DEFAULT_ENGINE_TLS,
+  });
   t.after(() => pool.destroy());
   return pool;
 }
@@ -210,7 +216,11 @@ test('the request goes out in one write, formatted as given; the response comes 
 });
 
 test('keep-alive: sequential requests share one connection; concurrent ones open more, then are reused', async (t) => {
-  const server = await rawServer(t, (socket, req) => respond(socket, `conn ${req.conn} request ${req.n}`));
+  const server = await rawServer(t, (socket, req) => {
+    // a HEAD answer is its head alone: a Content-Length and no body
+    if (req.head.startsWith('HEAD ')) socket.write('HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n');
+    else respond(socket, `conn ${req.conn} request ${req.n}`);
+  });
   const pool = newPool(t, server.origin);
   for (let i = 0; i < 3; i++) assert.equal((await ok(pool)).body, `conn 0 request ${i}`);
   assert.equal(server.accepted.length, 1);
@@ -227,7 +237,7 @@ test('keep-alive: sequential requests share one connection; concurrent ones open
   assert.equal(server.accepted.length, 2);
 });
 
-test('Connection: close, HTTP/1.0 and bytes beyond the response: the connection is not reused', async (t) => {
+test('Connection: close, HTTP/1.0 and bytes beyond the response: the connection is not reused; extra bytes in the same read fail the request', async (t) => {
   const server = await rawServer(t, (socket, req) => {
     if (req.head.includes('/close')) respond(socket, 'bye', 'Connection: close\r\n');
     else if (req.head.includes('/old')) socket.write('HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nold');
@@ -239,8 +249,12 @@ test('Connection: close, HTTP/1.0 and bytes beyond the response: the connection 
   assert.equal(server.accepted.length, 2);
   assert.equal((await ok(pool, { path: '/old' })).body, 'old');
   assert.equal(server.accepted.length, 3);
-  assert.equal((await ok(pool, { path: '/extra' })).body, 'ok');
-  assert.equal((await ok(pool, { path: '/extra' })).body, 'ok');
+  for (let i = 0; i < 2; i++) {
+    const extra = await run(pool, { path: '/extra' });
+    assert.equal(extra.error?.code, 'LLM_ROUTER_H1_PARSE');
+    // the last body bytes were not handed on: the caller could still answer with an error of its own
+    assert.equal(extra.body, '');
+  }
   assert.equal(server.accepted.length, 5);
   await until('the pool to hold no connection', () => pool.connections === 0);
 });
@@ -342,12 +356,18 @@ test('chunked streams from Node http: all events arrive in order, the connection
   nodeServer.closeAllConnections();
 });
 
-test('informational heads are reported before the final one', async (t) => {
-  const server = await rawServer(t, (socket) => socket.write('HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone'));
+test('informational heads are reported before the final one; a 100 Continue nobody asked for is an error', async (t) => {
+  const server = await rawServer(t, (socket, req) => {
+    const info = req.head.includes('/continue') ? 'HTTP/1.1 100 Continue\r\n\r\n' : 'HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n';
+    socket.write(`${info}HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone`);
+  });
   const pool = newPool(t, server.origin);
   const rec = await ok(pool);
-  assert.deepEqual(rec.heads.map((h) => h.status), [100, 200]);
+  assert.deepEqual(rec.heads.map((h) => h.status), [103, 200]);
   assert.equal(rec.body, 'done');
+  // the router never sends Expect: 100-continue (undici refuses an unasked-for 100 as well)
+  const cont = await run(pool, { path: '/continue' });
+  assert.equal(cont.error?.code, 'LLM_ROUTER_H1_PARSE');
 });
 
 test('connect refused: Node’s error with its code', async (t) => {
@@ -618,4 +638,54 @@ test('close() waits for requests in flight and refuses new ones; destroy() fails
   await until('the server to see those connections closed', () => server.closed >= 4);
   const late = await run(pool2);
   assert.equal(late.error?.code, 'UND_ERR_DESTROYED');
+});
+
+test('a connection cap: requests beyond it wait, in arrival order, for a free connection; the cap holds throughout', async (t) => {
+  const held: { socket: net.Socket; path: string }[] = [];
+  const server = await rawServer(t, (socket, req) => {
+    const path = req.head.split(' ')[1] as string;
+    if (path.startsWith('/close')) respond(socket, path, 'Connection: close\r\n');
+    else held.push({ socket, path });
+  });
+  const pool = newPool(t, server.origin, { maxConnections: 2 });
+  const recs = Array.from({ length: 6 }, () => new Recorder());
+  recs.forEach((rec, i) => pool.dispatch(options({ path: `/r${i}` }), rec));
+  await until('the server to hold two requests', () => held.length === 2);
+  assert.equal(pool.connections, 2);
+  assert.equal(pool.queued, 4);
+  // a waiting request that is aborted leaves the queue and never reaches the server
+  recs[3]?.abort(new Error('gone'));
+  assert.equal(recs[3]?.error?.message, 'gone');
+  assert.equal(pool.queued, 3);
+  const answered: string[] = [];
+  while (answered.length < 5) {
+    await until('a held request', () => held.length > 0);
+    const next = held.shift() as { socket: net.Socket; path: string };
+    answered.push(next.path);
+    respond(next.socket, next.path);
+    assert.ok(server.accepted.length <= 2, 'never more than two connections');
+  }
+  await Promise.all(recs.filter((_, i) => i !== 3).map((r) => within(WAIT_MS, 'a queued request', r.settled)));
+  assert.deepEqual(answered, ['/r0', '/r1', '/r2', '/r4', '/r5']);
+  for (const [i, rec] of recs.entries()) if (i !== 3) assert.equal(rec.body, `/r${i}`);
+  assert.equal(server.accepted.length, 2);
+  assert.equal(server.requests.some((r) => r.head.includes('/r3')), false);
+
+  // a connection that closes after its answer frees its place: the next waiting request gets a new one
+  const closing = Array.from({ length: 4 }, () => new Recorder());
+  closing.forEach((rec, i) => pool.dispatch(options({ path: `/close${i}` }), rec));
+  await Promise.all(closing.map((r) => within(WAIT_MS, 'a request behind a closing connection', r.settled)));
+  assert.deepEqual(closing.map((r) => r.body), ['/close0', '/close1', '/close2', '/close3']);
+  assert.equal(pool.queued, 0);
+
+  // destroy() fails the requests still waiting
+  const pool2 = newPool(t, server.origin, { maxConnections: 1 });
+  const busy = new Recorder();
+  const waiting = new Recorder();
+  pool2.dispatch(options({ path: '/busy' }), busy);
+  pool2.dispatch(options({ path: '/waiting' }), waiting);
+  await until('the busy request to be held', () => held.length === 1);
+  await within(WAIT_MS, 'destroy()', pool2.destroy());
+  assert.deepEqual([busy.error?.code, waiting.error?.code], ['UND_ERR_DESTROYED', 'UND_ERR_DESTROYED']);
+  assert.deepEqual([...busy.violations, ...waiting.violations], []);
 });

@@ -62,8 +62,25 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
 
 test('k8s discovery settings', () => {
   const c = loadRouterConfig(['--service-discovery', 'k8s', '--k8s-label-selector', 'app=vllm', '--k8s-resync-seconds', '2'], {});
-  assert.deepEqual(c.kubernetes, { namespace: undefined, labelSelector: 'app=vllm', port: 8000, modelLabel: 'model', resyncMs: 2000 });
+  assert.deepEqual(c.kubernetes, { namespace: undefined, labelSelector: 'app=vllm', port: 8000, scheme: 'http', modelLabel: 'model', resyncMs: 2000 });
   assert.equal(loadRouterConfig([], {}).kubernetes, undefined);
+  assert.equal(loadRouterConfig(['--service-discovery', 'k8s', '--k8s-engine-scheme', 'https'], {}).kubernetes?.scheme, 'https');
+  assert.equal(loadRouterConfig(['--service-discovery', 'k8s'], { LLM_ROUTER_K8S_ENGINE_SCHEME: 'https' }).kubernetes?.scheme, 'https');
+  assert.throws(() => loadRouterConfig(['--service-discovery', 'k8s', '--k8s-engine-scheme', 'ftp'], {}), /k8s-engine-scheme/);
+});
+
+test('engine TLS, connection cap and engine client settings', () => {
+  const d = loadRouterConfig([], {});
+  assert.deepEqual(d.engineTls, { caFile: undefined, clientCertFile: undefined, clientKeyFile: undefined, insecure: false });
+  assert.equal(d.maxConnectionsPerEngine, 1024);
+  assert.equal(d.engineClient, 'h1');
+  const c = loadRouterConfig(['--engine-ca-file', '/ca.pem', '--engine-client-cert', '/c.pem', '--engine-client-key', '/k.pem', '--engine-tls-insecure', '--max-connections-per-engine', '8'], {});
+  assert.deepEqual(c.engineTls, { caFile: '/ca.pem', clientCertFile: '/c.pem', clientKeyFile: '/k.pem', insecure: true });
+  assert.equal(c.maxConnectionsPerEngine, 8);
+  assert.equal(loadRouterConfig([], { LLM_ROUTER_MAX_CONNECTIONS_PER_ENGINE: '0' }).maxConnectionsPerEngine, 0);
+  assert.throws(() => loadRouterConfig(['--engine-client-cert', '/c.pem'], {}), /go together/);
+  assert.equal(loadRouterConfig([], { LLM_ROUTER_ENGINE_CLIENT: 'undici' }).engineClient, 'undici');
+  assert.throws(() => loadRouterConfig([], { LLM_ROUTER_ENGINE_CLIENT: 'curl' }), /h1 or undici/);
 });
 
 test('vllm_router flags that change nothing here are accepted with a note, not silently', () => {

@@ -2,14 +2,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { desiredState, type PodLike, type WorkloadLike } from '../../src/discovery/kubernetes/desired.js';
 
-const opts = { port: 8000, modelLabel: 'model' };
+const opts = { port: 8000, scheme: 'http', modelLabel: 'model' } as const;
 const ready = [{ type: 'Ready', status: 'True' }];
 
-function pod(name: string, o: { ip?: string; conditions?: { type: string; status: string }[]; deleting?: boolean; port?: string; model?: string; phase?: string }): PodLike {
+function pod(name: string, o: { ip?: string; conditions?: { type: string; status: string }[]; deleting?: boolean; port?: string; scheme?: string; model?: string; phase?: string }): PodLike {
   return {
     metadata: {
       name, namespace: 'ns', labels: o.model ? { model: o.model } : {},
-      annotations: o.port ? { 'llm-router/port': o.port } : {},
+      annotations: { ...(o.port ? { 'llm-router/port': o.port } : {}), ...(o.scheme ? { 'llm-router/scheme': o.scheme } : {}) },
       ...(o.deleting ? { deletionTimestamp: new Date() } : {}),
     },
     status: { podIP: o.ip, conditions: o.conditions ?? [], phase: o.phase ?? 'Running' },
@@ -51,4 +51,16 @@ test('workloads declare their models at any replica count, zero included', () =>
     { model: 'two', replicasWanted: true },
     { model: 'lws', replicasWanted: true },
   ]);
+});
+
+test('the scheme is --k8s-engine-scheme unless the pod says llm-router/scheme: http or https', () => {
+  const pods = [
+    pod('a', { ip: '10.0.0.1', conditions: ready, model: 'm' }),
+    pod('b', { ip: '10.0.0.2', conditions: ready, model: 'm', scheme: 'https' }),
+    pod('c', { ip: '10.0.0.3', conditions: ready, model: 'm', scheme: ' HTTP ' }),
+    pod('d', { ip: '10.0.0.4', conditions: ready, model: 'm', scheme: 'ftp' }),
+  ];
+  const urls = (scheme: 'http' | 'https'): string[] => desiredState(pods, [], { ...opts, scheme }).endpoints.map((e) => e.url);
+  assert.deepEqual(urls('http'), ['http://10.0.0.1:8000', 'https://10.0.0.2:8000', 'http://10.0.0.3:8000', 'http://10.0.0.4:8000']);
+  assert.deepEqual(urls('https'), ['https://10.0.0.1:8000', 'https://10.0.0.2:8000', 'http://10.0.0.3:8000', 'https://10.0.0.4:8000']);
 });

@@ -18,3 +18,24 @@ test('engine response headers pass except hop-by-hop; x-request-id is the router
   assert.equal(head.contentType, 'text/event-stream');
   assert.deepEqual(head.headers, ['content-type', 'text/event-stream', 'x-engine', 'v', 'set-cookie', 'a=1', 'set-cookie', 'b=2', 'x-request-id', 'rid']);
 });
+
+test('the engine’s framing is never passed on: its length is reported, and contradictory framing is flagged', () => {
+  const h = (...pairs: string[]) => downstreamResponseHeaders(pairs.map((x) => Buffer.from(x, 'latin1')), 'rid');
+  const plain = h('Content-Type', 'application/json', 'Content-Length', '42');
+  assert.deepEqual(plain.headers, ['Content-Type', 'application/json', 'x-request-id', 'rid']);
+  assert.deepEqual([plain.contentLength, plain.transferEncoding, plain.badFraming], [42, false, false]);
+  const chunked = h('Transfer-Encoding', 'chunked');
+  assert.deepEqual([chunked.contentLength, chunked.transferEncoding, chunked.badFraming], [-1, true, false]);
+  for (const bad of [
+    h('Content-Length', '4', 'Transfer-Encoding', 'chunked'),
+    h('Content-Length', '4', 'Content-Length', '4'),
+    h('Content-Length', '4, 4'),
+    h('Content-Length', ' 4x'),
+    h('Transfer-Encoding', 'gzip'),
+    h('Transfer-Encoding', 'chunked', 'Transfer-Encoding', 'chunked'),
+  ]) {
+    assert.equal(bad.badFraming, true);
+    assert.equal(bad.contentLength, -1);
+    assert.ok(!bad.headers.some((x) => /^(content-length|transfer-encoding)$/i.test(x)));
+  }
+});

@@ -26,8 +26,13 @@ export interface WorkloadLike {
 
 export interface DesiredOptions {
   readonly port: number;
+  /** http or https, unless the pod's llm-router/scheme annotation says otherwise */
+  readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
 }
+
+/** a pod's engine speaks https (or http) whatever --k8s-engine-scheme says */
+export const SCHEME_ANNOTATION = 'llm-router/scheme';
 
 export interface Desired {
   readonly endpoints: EndpointSpec[];
@@ -44,6 +49,11 @@ function podPort(pod: PodLike, fallback: number): number {
   const raw = pod.metadata?.annotations?.[PORT_ANNOTATION];
   const n = Number(raw);
   return raw !== undefined && Number.isInteger(n) && n > 0 && n < 65536 ? n : fallback;
+}
+
+function podScheme(pod: PodLike, fallback: 'http' | 'https'): 'http' | 'https' {
+  const raw = pod.metadata?.annotations?.[SCHEME_ANNOTATION]?.trim().toLowerCase();
+  return raw === 'http' || raw === 'https' ? raw : fallback;
 }
 
 export function hostOf(ip: string): string {
@@ -75,7 +85,7 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
     }
     endpoints.push({
       id: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
-      url: `http://${hostOf(ip)}:${podPort(pod, opts.port)}`,
+      url: `${podScheme(pod, opts.scheme)}://${hostOf(ip)}:${podPort(pod, opts.port)}`,
       models: [...names.names],
       ...(terminating ? { draining: true } : {}),
     });

@@ -18,6 +18,7 @@ export interface KubernetesSourceOptions {
   readonly namespace: string | undefined;
   readonly labelSelector: string | undefined;
   readonly port: number;
+  readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
   readonly resyncMs: number;
   /** tests and tools may pass a ready KubeConfig; otherwise in-cluster, then KUBECONFIG / ~/.kube/config */
@@ -137,7 +138,7 @@ export class KubernetesSource {
     if (this.pendingSync.size > 0) return;
     const workloads: WorkloadLike[] = [];
     for (const r of this.workloads) workloads.push(...(r.objects() as WorkloadLike[]));
-    const desired = desiredState(this.pods.objects() as PodLike[], workloads, { port: this.opts.port, modelLabel: this.opts.modelLabel });
+    const desired = desiredState(this.pods.objects() as PodLike[], workloads, { port: this.opts.port, scheme: this.opts.scheme, modelLabel: this.opts.modelLabel });
     for (const name of desired.unnamed) {
       if (this.warnedUnnamed.has(name)) continue;
       this.warnedUnnamed.add(name);

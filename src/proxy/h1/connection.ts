@@ -1,6 +1,8 @@
-// One socket of the engine client: writes a request, feeds the response to ./response-parser.ts, reports to the
-// request's handler, runs the connect, headers and body timers, and hands itself back to its pool when done.
+// One socket of the engine client (TCP, or TLS for an https engine): writes a request, feeds the response to
+// ./response-parser.ts, reports to the request's handler, runs the connect, headers and body timers, and hands itself
+// back to its pool when done.
 import net from 'node:net';
+import tls from 'node:tls';
 import { ResponseParser, type ResponseEvents } from './response-parser.js';
 import { H1ClientError, P_BODY, P_CONNECT, P_DONE, P_HEADERS, type Req } from './request.js';
 
@@ -8,8 +10,12 @@ import { H1ClientError, P_BODY, P_CONNECT, P_DONE, P_HEADERS, type Req } from '.
 export interface ConnectionOwner {
   readonly host: string;
   readonly port: number;
-  /** 0 = none */
+  /** 0 = none; for TLS it covers the handshake too */
   readonly connectTimeoutMs: number;
+  /** tls.connect's options for an https engine; undefined for http */
+  readonly tls: tls.ConnectionOptions | undefined;
+  /** the last TLS session the engine gave, to resume */
+  tlsSession: Buffer | undefined;
   readonly destroyed: boolean;
   /** the connection finished a response and may carry another */
   release(conn: Conn): void;
@@ -17,8 +23,8 @@ export interface ConnectionOwner {
   dropIdle(conn: Conn): void;
   /** the connection's socket closed */
   removed(conn: Conn): void;
-  /** carry `req` on a new connection */
-  open(req: Req): void;
+  /** carry `req` on another connection (a new one, or the next free one under the cap) */
+  schedule(req: Req): void;
 }
 
 function onConnectTimeout(conn: Conn): void {
@@ -93,9 +99,18 @@ export class Conn implements ResponseEvents {
     this.req = req;
     req.conn = this;
     req.phase = P_CONNECT;
-    const socket = net.connect({ host: core.host, port: core.port, noDelay: true });
+    let socket: net.Socket;
+    if (core.tls === undefined) {
+      socket = net.connect({ host: core.host, port: core.port, noDelay: true });
+      socket.on('connect', this.sockConnect);
+    } else {
+      // the request goes out once the handshake is done and the engine's certificate was verified
+      socket = tls.connect({ host: core.host, port: core.port, ...core.tls, ...(core.tlsSession ? { session: core.tlsSession } : {}) });
+      socket.setNoDelay(true);
+      socket.on('secureConnect', this.sockConnect);
+      socket.on('session', this.sockSession);
+    }
     this.socket = socket;
-    socket.on('connect', this.sockConnect);
     socket.on('data', this.sockData);
     socket.on('end', this.sockEnd);
     socket.on('error', this.sockError);
@@ -164,7 +179,7 @@ export class Conn implements ResponseEvents {
       req.retried = true;
       this.detach(req);
       this.socket.destroy();
-      this.core.open(req);
+      this.core.schedule(req);
       return;
     }
     this.fail(req, err);
@@ -256,6 +271,10 @@ export class Conn implements ResponseEvents {
     const req = this.req;
     if (req === undefined) this.socket.destroy();
     else this.send(req, false);
+  };
+
+  private readonly sockSession = (session: Buffer): void => {
+    this.core.tlsSession = session;
   };
 
   private readonly sockData = (data: Buffer): void => {

@@ -2,19 +2,19 @@
 // undici's per-chunk overhead showed in the benchmarks). It speaks the subset of undici's Dispatcher handler API that
 // AttemptHandler uses. Each request goes out in one write; responses are parsed by ./response-parser.ts and their
 // bodies handed on as slices of the socket's reads. One request per connection at a time (no pipelining), as many
-// connections as there are requests in flight, idle ones reused most recently used first. This module keeps the
-// sockets (idle list, sweep, close); a request is built in ./request.ts and carried by a ./connection.ts.
+// connections as there are requests in flight up to the cap (then requests wait in arrival order for a free one),
+// idle ones reused most recently used first. This module keeps the sockets (idle list, waiting requests, sweep,
+// close); a request is built in ./request.ts and carried by a ./connection.ts over TCP or TLS.
+import { isIP } from 'node:net';
+import type tls from 'node:tls';
+import type { EngineClient, EngineClientOptions } from '../engine-client.js';
+import { tlsConnectOptions } from '../engine-tls.js';
 import { Conn, type ConnectionOwner } from './connection.js';
 import { H1ClientError, P_DONE, prepare, Req, type H1DispatchOptions, type H1Handler } from './request.js';
 
 export { H1ClientError, type H1DispatchOptions, type H1Handler } from './request.js';
 
-export interface H1PoolOptions {
-  /** 0 = no timeout of our own */
-  readonly connectTimeoutMs: number;
-  /** idle sockets are closed after this; 0 = sockets are not kept idle */
-  readonly keepAliveTimeoutMs: number;
-}
+export type H1PoolOptions = EngineClientOptions;
 
 /** a server's Keep-Alive: timeout=N is trusted up to N s minus this */
 const KEEP_ALIVE_MARGIN_MS = 500;
@@ -32,9 +32,17 @@ class PoolCore implements ConnectionOwner {
   readonly hostHeader: string;
   readonly connectTimeoutMs: number;
   readonly keepAliveMs: number;
+  readonly maxConnections: number;
+  /** for an https origin: tls.connect's options (servername included); undefined for http */
+  readonly tls: tls.ConnectionOptions | undefined;
+  /** the last TLS session, offered again so a new connection can skip the full handshake */
+  tlsSession: Buffer | undefined = undefined;
   readonly conns = new Set<Conn>();
   /** idle sockets, most recently used last */
   readonly idle: Conn[] = [];
+  /** requests waiting for a connection under the cap, oldest first (aborted ones are skipped when their turn comes) */
+  private readonly waiting: Req[] = [];
+  private waitingHead = 0;
   closing = false;
   destroyed = false;
   private closed: Promise<void> | undefined = undefined;
@@ -44,12 +52,16 @@ class PoolCore implements ConnectionOwner {
 
   constructor(origin: string, opts: H1PoolOptions) {
     const url = new URL(origin);
-    if (url.protocol !== 'http:') throw new Error(`H1Pool speaks plain http only, not ${url.protocol} (${origin})`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`H1Pool speaks http and https, not ${url.protocol} (${origin})`);
     this.host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    this.port = url.port === '' ? 80 : Number(url.port);
+    const https = url.protocol === 'https:';
+    this.port = url.port === '' ? (https ? 443 : 80) : Number(url.port);
     this.hostHeader = url.host;
     this.connectTimeoutMs = opts.connectTimeoutMs;
     this.keepAliveMs = opts.keepAliveTimeoutMs;
+    this.maxConnections = opts.maxConnections;
+    // SNI names a host, never an address; certificates for addresses are checked against their IP SANs
+    this.tls = https ? { ...tlsConnectOptions(opts.tls), ...(isIP(this.host) === 0 ? { servername: this.host } : {}), ALPNProtocols: ['http/1.1'] } : undefined;
   }
 
   dispatch(opts: H1DispatchOptions, handler: H1Handler): void {
@@ -64,6 +76,11 @@ class PoolCore implements ConnectionOwner {
       handler.onError(err);
       return;
     }
+    this.schedule(req);
+  }
+
+  /** Carries the request on an idle connection, a new one, or (at the cap) the next one to be free. */
+  schedule(req: Req): void {
     const idle = this.idle;
     if (idle.length > 0) {
       const now = Date.now();
@@ -77,11 +94,33 @@ class PoolCore implements ConnectionOwner {
         conn.socket.destroy();
       }
     }
-    this.open(req);
+    // a connection whose socket is closing still counts until it has closed: the cap holds at every moment
+    if (this.maxConnections > 0 && this.conns.size >= this.maxConnections) {
+      this.waiting.push(req);
+      return;
+    }
+    this.conns.add(new Conn(this, req));
   }
 
-  open(req: Req): void {
-    this.conns.add(new Conn(this, req));
+  get queued(): number {
+    let n = 0;
+    for (let i = this.waitingHead; i < this.waiting.length; i++) if ((this.waiting[i] as Req).phase !== P_DONE) n++;
+    return n;
+  }
+
+  /** The oldest waiting request that was not aborted meanwhile. */
+  private nextWaiting(): Req | undefined {
+    const waiting = this.waiting;
+    while (this.waitingHead < waiting.length) {
+      const req = waiting[this.waitingHead] as Req;
+      waiting[this.waitingHead++] = undefined as unknown as Req;
+      if (this.waitingHead === waiting.length) {
+        waiting.length = 0;
+        this.waitingHead = 0;
+      }
+      if (req.phase !== P_DONE) return req;
+    }
+    return undefined;
   }
 
   /** A socket finished a response and may carry another. */
@@ -89,6 +128,11 @@ class PoolCore implements ConnectionOwner {
     if (conn.socketPaused) {
       conn.socketPaused = false;
       conn.socket.resume();
+    }
+    const next = this.waiting.length > 0 ? this.nextWaiting() : undefined;
+    if (next !== undefined) {
+      conn.send(next, true);
+      return;
     }
     let ms = this.keepAliveMs;
     const hint = conn.parser.keepAliveHintMs;
@@ -143,6 +187,11 @@ class PoolCore implements ConnectionOwner {
   removed(conn: Conn): void {
     this.dropIdle(conn);
     this.conns.delete(conn);
+    // a place under the cap is free: the oldest waiting request gets a new connection
+    if (this.waiting.length > 0 && !this.destroyed) {
+      const next = this.nextWaiting();
+      if (next !== undefined) this.conns.add(new Conn(this, next));
+    }
     if (this.closing && this.conns.size === 0 && this.resolveClosed !== undefined) {
       const resolve = this.resolveClosed;
       this.resolveClosed = undefined;
@@ -170,6 +219,10 @@ class PoolCore implements ConnectionOwner {
   destroy(): Promise<void> {
     this.destroyed = true;
     const closed = this.close();
+    for (let req = this.nextWaiting(); req !== undefined; req = this.nextWaiting()) {
+      req.phase = P_DONE;
+      req.handler.onError(new H1ClientError('the pool was destroyed', 'UND_ERR_DESTROYED'));
+    }
     for (const conn of [...this.conns]) {
       const req = conn.req;
       if (req !== undefined) conn.fail(req, new H1ClientError('the pool was destroyed', 'UND_ERR_DESTROYED'));
@@ -179,7 +232,7 @@ class PoolCore implements ConnectionOwner {
   }
 }
 
-export class H1Pool {
+export class H1Pool implements EngineClient {
   private readonly core: PoolCore;
 
   constructor(origin: string, opts: H1PoolOptions) {
@@ -203,5 +256,10 @@ export class H1Pool {
   /** open sockets: connecting, busy and idle */
   get connections(): number {
     return this.core.conns.size;
+  }
+
+  /** requests waiting for a connection under the cap */
+  get queued(): number {
+    return this.core.queued;
   }
 }

@@ -1,32 +1,10 @@
 // One request of the engine client: what a caller dispatches (options and handler), the request bytes built from
 // them, and the request's own state while a connection (./connection.ts) carries it.
 
-export interface H1DispatchOptions {
-  /** e.g. 'POST', 'GET' */
-  readonly method: string;
-  /** request-target, e.g. '/v1/chat/completions?x=1' */
-  readonly path: string;
-  /** flat [name, value, name, value...]; already filtered, includes content-length when there is a body; no host */
-  readonly headers: readonly string[];
-  readonly body: Buffer | undefined;
-  /** ms from the request being written until the response head is complete; 0 = none */
-  readonly headersTimeout: number;
-  /** ms of silence allowed between response body reads; 0 = none */
-  readonly bodyTimeout: number;
-}
+import type { EngineDispatchOptions, EngineHandler } from '../engine-client.js';
 
-export interface H1Handler {
-  /** called synchronously inside dispatch(), before any other callback */
-  onConnect(abort: (err?: Error) => void): void;
-  /** 1xx heads are reported too, then the final head; false = pause reading until resume() */
-  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean;
-  /** body bytes, already de-chunked; false = pause reading until resume() */
-  onData(chunk: Buffer): boolean;
-  /** the whole body arrived */
-  onComplete(trailers: null): void;
-  /** at most once, and never after onComplete */
-  onError(err: Error): void;
-}
+export type H1DispatchOptions = EngineDispatchOptions;
+export type H1Handler = EngineHandler;
 
 /** Errors of the pool, with the codes undici uses for the same cases (classify() in attempt.ts reads them). */
 export class H1ClientError extends Error {
@@ -47,6 +25,7 @@ const BAD_VALUE_RE = /[^\t\x20-\x7e\x80-\xff]/;
 /** what undici refuses in a path: spaces, control characters, anything above latin1 */
 const BAD_PATH_RE = /[^\u0021-\u00ff]/;
 
+/** dispatched, waiting for a connection (new, or free under the pool's cap) */
 const P_NEW = 0;
 export const P_CONNECT = 1;
 export const P_HEADERS = 2;

@@ -1,6 +1,14 @@
 // An incremental HTTP/1.1 response parser (RFC 9112) for the router's upstream client. No sockets: feed it what a
 // socket read gives with execute(), in pieces split anywhere; it reports each head (1xx ones too), each body slice
 // (de-chunked, never copied: subarrays of the buffers it was given) and the end of the response to its sink.
+//
+// It is at least as strict as undici (llhttp) on framing, and stricter where an engine has no reason to be creative:
+// one Content-Length of digits or one `Transfer-Encoding: chunked`, never both; no framing header on 1xx, and none
+// but `Content-Length: 0` on 204/304; chunk sizes of hex digits with no extensions or white space; trailers as
+// `name: value` lines; HTTP/1.0 or 1.1 only; a head of at most 16 KiB (undici's default). A response must end exactly
+// where the bytes it was given end: the client never pipelines, so a byte beyond the response in the same read means
+// the engine and the router disagree about where the response ends, and is an error reported *before* the event
+// that would have ended the response (a caller that has written nothing yet can still answer with an error).
 
 export class H1ParseError extends Error {
   readonly code = 'LLM_ROUTER_H1_PARSE';
@@ -15,26 +23,24 @@ export interface ResponseEvents {
   onComplete(): void;
 }
 
-export const DEFAULT_MAX_HEAD_SIZE = 64 * 1024;
-/** chunk extensions are skipped, but not without end */
-const MAX_CHUNK_EXTENSION = 16 * 1024;
+/** undici's default (Node's --max-http-header-size) */
+export const DEFAULT_MAX_HEAD_SIZE = 16 * 1024;
 
 const S_IDLE = 0;
 const S_HEAD = 1;
 const S_BODY_LENGTH = 2;
 const S_BODY_EOF = 3;
 const S_CHUNK_SIZE = 4;
-const S_CHUNK_SIZE_WS = 5;
-const S_CHUNK_EXT = 6;
-const S_CHUNK_SIZE_LF = 7;
-const S_CHUNK_DATA = 8;
-const S_CHUNK_DATA_CR = 9;
-const S_CHUNK_DATA_LF = 10;
-const S_TRAILER_START = 11;
-const S_TRAILER_LINE = 12;
-const S_TRAILER_LINE_LF = 13;
-const S_TRAILER_END_LF = 14;
-const S_DONE = 15;
+const S_CHUNK_SIZE_LF = 5;
+const S_CHUNK_DATA = 6;
+const S_CHUNK_DATA_CR = 7;
+const S_CHUNK_DATA_LF = 8;
+const S_TRAILER_START = 9;
+const S_TRAILER_NAME = 10;
+const S_TRAILER_VALUE = 11;
+const S_TRAILER_LINE_LF = 12;
+const S_TRAILER_END_LF = 13;
+const S_DONE = 14;
 
 const CR = 13;
 const LF = 10;
@@ -66,6 +72,11 @@ function isName(buf: Buffer, start: number, end: number, lower: string): boolean
   return true;
 }
 
+function tabBetween(buf: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (buf[i] === 9) return true;
+  return false;
+}
+
 function fail(message: string): never {
   throw new H1ParseError(message);
 }
@@ -92,13 +103,10 @@ export class ResponseParser {
   private remaining = 0;
   private chunkSize = 0;
   private sizeDigits = 0;
-  private extLen = 0;
   private trailerLen = 0;
   // fields of the head being parsed
-  private httpMinor = 1;
   private contentLength = -1;
   private hasTransferEncoding = false;
-  private chunked = false;
   private connectionClose = false;
 
   constructor(
@@ -148,6 +156,7 @@ export class ResponseParser {
         this.remaining -= n;
         if (this.remaining === 0) {
           if (state === S_BODY_LENGTH) {
+            if (pos < len) fail('bytes after the end of the response');
             this.state = S_DONE;
             sink.onBody(chunk);
             sink.onComplete();
@@ -168,6 +177,7 @@ export class ResponseParser {
           if (!sink.onHead(this.infoStatus, this.headers)) return pos;
           continue;
         }
+        if (this.state === S_DONE && pos < len) fail('bytes after the end of a response without a body');
         const ok = sink.onHead(this.statusCode, this.headers);
         if (this.state === S_DONE) {
           sink.onComplete();
@@ -189,26 +199,15 @@ export class ResponseParser {
       const c = data[pos++] as number;
       switch (state) {
         case S_CHUNK_SIZE: {
+          // hex digits, then CRLF: no extensions, no white space (no engine sends them; llhttp refuses the white space)
           const v = HEX[c] as number;
           if (v >= 0) {
             if (++this.sizeDigits > 12) fail('chunk size too large');
             this.chunkSize = this.chunkSize * 16 + v;
-          } else if (this.sizeDigits === 0) fail('invalid chunk size');
-          else if (c === CR) this.state = S_CHUNK_SIZE_LF;
-          else if (c === 59) this.state = S_CHUNK_EXT;
-          else if (c === 32 || c === 9) this.state = S_CHUNK_SIZE_WS;
-          else fail('invalid chunk size');
+          } else if (this.sizeDigits > 0 && c === CR) this.state = S_CHUNK_SIZE_LF;
+          else fail(c === 59 ? 'chunk extensions are not accepted' : 'invalid chunk size');
           break;
         }
-        case S_CHUNK_SIZE_WS:
-          if (c === CR) this.state = S_CHUNK_SIZE_LF;
-          else if (c === 59) this.state = S_CHUNK_EXT;
-          else if (c !== 32 && c !== 9) fail('invalid chunk size line');
-          break;
-        case S_CHUNK_EXT:
-          if (c === CR) this.state = S_CHUNK_SIZE_LF;
-          else if (badValueByte(c) || ++this.extLen > MAX_CHUNK_EXTENSION) fail('invalid chunk extension');
-          break;
         case S_CHUNK_SIZE_LF:
           if (c !== LF) fail('expected LF after the chunk size');
           if (this.chunkSize === 0) {
@@ -220,7 +219,6 @@ export class ResponseParser {
           }
           this.chunkSize = 0;
           this.sizeDigits = 0;
-          this.extLen = 0;
           break;
         case S_CHUNK_DATA_CR:
           if (c !== CR) fail('expected CRLF after chunk data');
@@ -232,14 +230,19 @@ export class ResponseParser {
           break;
         case S_TRAILER_START:
           if (c === CR) this.state = S_TRAILER_END_LF;
-          else if (TOKEN[c] === 1) {
-            this.state = S_TRAILER_LINE;
-            if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
-          } else fail('invalid trailer');
+          else if (TOKEN[c] === 1) this.state = S_TRAILER_NAME;
+          else fail('invalid trailer');
+          if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
           break;
-        case S_TRAILER_LINE:
+        case S_TRAILER_NAME:
+          if (c === 58) this.state = S_TRAILER_VALUE;
+          else if (TOKEN[c] !== 1) fail('invalid trailer name');
+          if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
+          break;
+        case S_TRAILER_VALUE:
           if (c === CR) this.state = S_TRAILER_LINE_LF;
-          else if (badValueByte(c) || ++this.trailerLen > this.maxHeadSize) fail('invalid trailer');
+          else if (badValueByte(c)) fail('invalid trailer value');
+          if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
           break;
         case S_TRAILER_LINE_LF:
           if (c !== LF) fail('expected LF in trailers');
@@ -247,6 +250,7 @@ export class ResponseParser {
           break;
         case S_TRAILER_END_LF:
           if (c !== LF) fail('expected LF after the last chunk');
+          if (pos < len) fail('bytes after the end of the response');
           this.state = S_DONE;
           sink.onComplete();
           return pos;
@@ -321,15 +325,15 @@ export class ResponseParser {
     const d0 = (buf[start + 9] as number) - 48;
     const d1 = (buf[start + 10] as number) - 48;
     const d2 = (buf[start + 11] as number) - 48;
-    if (minor < 0 || minor > 9 || d0 < 1 || d0 > 9 || d1 < 0 || d1 > 9 || d2 < 0 || d2 > 9) fail('invalid status line');
+    if ((minor !== 0 && minor !== 1) || d0 < 1 || d0 > 9 || d1 < 0 || d1 > 9 || d2 < 0 || d2 > 9) fail('invalid status line');
     for (let i = start + 13; i < lineEnd; i++) if (badValueByte(buf[i] as number)) fail('invalid reason phrase');
     const status = d0 * 100 + d1 * 10 + d2;
     if (status === 101) fail('101 Switching Protocols is not supported');
+    // the router never sends Expect: 100-continue, so a 100 is not an answer to it (undici refuses it too)
+    if (status === 100) fail('100 Continue to a request that did not ask for it');
 
-    this.httpMinor = minor;
     this.contentLength = -1;
     this.hasTransferEncoding = false;
-    this.chunked = false;
     this.connectionClose = false;
     const headers: Buffer[] = [];
     const last = end - 2;
@@ -347,12 +351,16 @@ export class ResponseParser {
       for (let i = vs; i < ve; i++) if (badValueByte(buf[i] as number)) fail('invalid header value');
       headers.push(buf.subarray(p, q), buf.subarray(vs, ve));
       const nameLen = q - p;
-      if (nameLen === 14 || nameLen === 17 || nameLen === 10) this.noteHeader(buf, p, q, vs, ve);
+      if (nameLen === 14 || nameLen === 17 || nameLen === 10) this.noteHeader(buf, p, q, vs, ve, cr);
       p = cr + 2;
     }
     this.headers = headers;
 
+    const length = this.contentLength;
+    if (this.hasTransferEncoding && length >= 0) fail('both Content-Length and Transfer-Encoding');
     if (status < 200) {
+      // an informational head never has a body, so it has no business framing one
+      if (this.hasTransferEncoding || length >= 0) fail(`a ${status} response with a framing header`);
       this.infoStatus = status;
       this.state = S_HEAD;
       return;
@@ -360,23 +368,19 @@ export class ResponseParser {
     this.statusCode = status;
     // HTTP/1.0 connections are not reused (keep-alive there is opt-in; not worth the cases)
     let keepAlive = minor === 1 && !this.connectionClose;
-    if (this.headRequest || status === 204 || status === 304) {
+    if (status === 204 || status === 304) {
+      // no body may follow; a length other than 0 or a transfer coding says the engine thinks one does
+      if (this.hasTransferEncoding || length > 0) fail(`a ${status} response that declares a body`);
+      this.state = S_DONE;
+    } else if (this.headRequest) {
       this.state = S_DONE;
     } else if (this.hasTransferEncoding) {
-      if (this.chunked) {
-        this.state = S_CHUNK_SIZE;
-        this.chunkSize = 0;
-        this.sizeDigits = 0;
-        this.extLen = 0;
-        // Transfer-Encoding overrides Content-Length, but a server sending both is not trusted with the connection
-        if (this.contentLength >= 0) keepAlive = false;
-      } else {
-        this.state = S_BODY_EOF;
-        keepAlive = false;
-      }
-    } else if (this.contentLength >= 0) {
-      this.remaining = this.contentLength;
-      this.state = this.contentLength === 0 ? S_DONE : S_BODY_LENGTH;
+      this.state = S_CHUNK_SIZE;
+      this.chunkSize = 0;
+      this.sizeDigits = 0;
+    } else if (length >= 0) {
+      this.remaining = length;
+      this.state = length === 0 ? S_DONE : S_BODY_LENGTH;
     } else {
       this.state = S_BODY_EOF;
       keepAlive = false;
@@ -385,25 +389,28 @@ export class ResponseParser {
   }
 
   /** Content-Length, Transfer-Encoding, Connection, Keep-Alive (the name lengths were checked). */
-  private noteHeader(buf: Buffer, ns: number, ne: number, vs: number, ve: number): void {
+  private noteHeader(buf: Buffer, ns: number, ne: number, vs: number, ve: number, lineEnd: number): void {
     if (isName(buf, ns, ne, 'content-length')) {
+      // llhttp refuses a tab after a Content-Length's digits (spaces pass); so does this, for both framing headers
+      if (tabBetween(buf, ve, lineEnd)) fail('a tab after the Content-Length');
+      // one header of digits; repeated or listed values ("42, 42") are refused, as llhttp refuses them
+      if (this.contentLength >= 0) fail('more than one Content-Length');
+      if (vs === ve) fail('invalid Content-Length');
       let n = 0;
-      let i = vs;
-      for (; i < ve; i++) {
+      for (let i = vs; i < ve; i++) {
         const d = (buf[i] as number) - 48;
-        if (d < 0 || d > 9) break;
+        if (d < 0 || d > 9) fail('invalid Content-Length');
         n = n * 10 + d;
         if (n > Number.MAX_SAFE_INTEGER) fail('Content-Length too large');
       }
-      if (i === vs || i < ve) n = listedContentLength(buf.toString('latin1', vs, ve));
-      if (this.contentLength >= 0 && this.contentLength !== n) fail('conflicting Content-Length headers');
       this.contentLength = n;
     } else if (isName(buf, ns, ne, 'transfer-encoding')) {
-      // the last coding decides: chunked, or the body runs until the connection closes
-      const value = buf.toString('latin1', vs, ve).toLowerCase();
-      const comma = value.lastIndexOf(',');
+      // chunked, once: a coding list or another coding would mean a body read until the connection closes, which
+      // no engine needs and which undici refuses when it contradicts the rest of the head
+      if (this.hasTransferEncoding) fail('more than one Transfer-Encoding');
+      if (tabBetween(buf, ve, lineEnd)) fail('a tab after the Transfer-Encoding');
+      if (!(ve - vs === 7 && isName(buf, vs, ve, 'chunked'))) fail('a Transfer-Encoding other than chunked');
       this.hasTransferEncoding = true;
-      this.chunked = (comma < 0 ? value : value.slice(comma + 1)).trim() === 'chunked';
     } else if (isName(buf, ns, ne, 'connection')) {
       if (ve - vs === 5 && isName(buf, vs, ve, 'close')) this.connectionClose = true;
       else if (!(ve - vs === 10 && isName(buf, vs, ve, 'keep-alive'))) {
@@ -416,18 +423,4 @@ export class ResponseParser {
       }
     }
   }
-}
-
-/** "42, 42" (repeated identical values, RFC 9110 section 8.6) is 42; anything else is an error. */
-function listedContentLength(value: string): number {
-  let n = -1;
-  for (const part of value.split(',')) {
-    const t = part.trim();
-    if (!/^\d+$/.test(t)) fail('invalid Content-Length');
-    const v = Number(t);
-    if (!Number.isSafeInteger(v)) fail('Content-Length too large');
-    if (n >= 0 && v !== n) fail('conflicting Content-Length values');
-    n = v;
-  }
-  return n;
 }

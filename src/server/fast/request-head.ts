@@ -1,6 +1,7 @@
 // The fast path's request-head parser: accepts only a strict, unambiguous subset of HTTP/1.1 and says "other" for
-// everything else, which then goes to node:http's full parser. Accepting less than node does (never more) is what
-// keeps the two from reading one byte stream differently (request smuggling).
+// everything else, which then goes to node:http's full parser. Accepting less than node does (never more), and reading
+// what it accepts as node does, is what keeps the two from reading one byte stream differently (request smuggling).
+// test/integration/http-differential.test.ts holds it against node:http on the same bytes.
 
 /** A POST head (the only method the fast path takes). */
 export interface RequestHead {
@@ -34,9 +35,17 @@ export interface HeadLimits {
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
 const TARGET = /^\/[\x21-\x7e]*$/;
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-/** control characters other than tab; CR and LF are gone after the split, so any left means bare CR or LF */
-const CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
+/**
+ * control characters, tab included; CR and LF are gone after the split, so any left means bare CR or LF. llhttp takes
+ * a tab as white space in some places and refuses it in others (after a Content-Length's digits): no tab is simplest.
+ */
+const CTL = /[\x00-\x1f\x7f]/;
 const DIGITS = /^[0-9]{1,15}$/;
+/**
+ * node:http exposes only the first 2,000 header lines of a request (maxHeadersCount) and would not see, say, an
+ * Authorization beyond them; a head this long is unusual enough to leave to node:http whole
+ */
+const MAX_HEADER_LINES = 100;
 
 /** Parses the head at the start of `buf`. Pure; allocates only for an accepted head. */
 export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
@@ -53,6 +62,7 @@ export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
   const path = q < 0 ? url : url.slice(0, q);
   if (!limits.paths.has(path)) return 'other';
 
+  if (lines.length - 1 > MAX_HEADER_LINES) return 'other';
   const rawHeaders: string[] = [];
   const headers: Record<string, string> = Object.create(null) as Record<string, string>;
   let contentLength = -1;
@@ -87,13 +97,16 @@ export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
     rawHeaders.push(name, value);
   }
   if (contentLength < 0 || contentLength > limits.maxBodyBytes) return 'other';
+  // HTTP/1.1 needs exactly one Host (a repeated one is already 'other'); node:http's listener answers the 400
+  if (!('host' in headers)) return 'other';
   return { url, path, rawHeaders, headers, contentLength, keepAlive, bodyStart: end + 4 };
 }
 
+/** Spaces around a value are not part of it (node:http trims them too); a tab never gets here. */
 function trimOws(line: string, from: number): string {
   let start = from;
   let end = line.length;
-  while (start < end && (line.charCodeAt(start) === 0x20 || line.charCodeAt(start) === 0x09)) start++;
-  while (end > start && (line.charCodeAt(end - 1) === 0x20 || line.charCodeAt(end - 1) === 0x09)) end--;
+  while (start < end && line.charCodeAt(start) === 0x20) start++;
+  while (end > start && line.charCodeAt(end - 1) === 0x20) end--;
   return line.slice(start, end);
 }
