@@ -5,19 +5,19 @@
 // apart from the HTTP and socket work the socket benchmarks include.
 // Usage: node --import tsx bench/hotpath.ts   (or as part of `npm run bench -- --only hotpath`)
 import { EventEmitter } from 'node:events';
-import { ModelCatalog } from '../src/catalog/catalog.js';
-import { loadRouterConfig } from '../src/config/config.js';
-import { applyStaticSource } from '../src/discovery/static.js';
-import { SyncTracker } from '../src/discovery/sync.js';
-import { RouterMetrics } from '../src/metrics/metrics.js';
-import { Forwarder } from '../src/proxy/forwarder.js';
-import type { H1DispatchOptions, H1Handler } from '../src/proxy/h1/pool.js';
-import type { UpstreamPools } from '../src/proxy/pools.js';
-import { createPolicy } from '../src/routing/index.js';
-import { Scaling } from '../src/scaling/index.js';
-import type { InboundRequest, ResponseSink } from '../src/server/exchange.js';
-import { handleInference, type InferenceDeps } from '../src/server/openai.js';
-import { createLogger } from '../src/util/log.js';
+import { ModelCatalog } from '../src/router/catalog/catalog.js';
+import { loadRouterConfig } from '../src/router/config/config.js';
+import { applyStaticSource } from '../src/router/discovery/static.js';
+import { SyncTracker } from '../src/router/discovery/sync.js';
+import { RouterMetrics } from '../src/router/metrics/metrics.js';
+import { Forwarder } from '../src/router/proxy/forwarder.js';
+import type { H1DispatchOptions, H1Handler } from '../src/router/proxy/h1/pool.js';
+import type { UpstreamPools } from '../src/router/proxy/pools.js';
+import { createPolicy } from '../src/router/routing/index.js';
+import { Scaling } from '../src/router/scaling/index.js';
+import type { InboundRequest, ResponseSink } from '../src/router/core/exchange.js';
+import { handleInference, type InferenceDeps } from '../src/router/server/pipeline.js';
+import { createLogger } from '../src/router/util/log.js';
 import { JSON_BODY } from './wrk.js';
 
 export interface HotpathResult {

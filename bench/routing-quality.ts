@@ -15,13 +15,13 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
-import { ModelCatalog } from '../src/catalog/catalog.js';
-import type { Endpoint } from '../src/catalog/types.js';
-import { forEachSample } from '../src/health/engine-stats.js';
-import type { createPolicy as CreatePolicy } from '../src/routing/index.js';
-import type { RouteRequest } from '../src/routing/policy.js';
-import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/sim/engine.js';
-import { PrefixCache, promptBlocks, renderPrompt } from '../src/sim/prefix-cache.js';
+import { ModelCatalog } from '../src/router/catalog/catalog.js';
+import type { Endpoint } from '../src/router/core/endpoint.js';
+import { forEachSample } from '../src/router/health/engine-stats.js';
+import type { createPolicy as CreatePolicy } from '../src/router/routing/index.js';
+import type { RouteRequest } from '../src/router/routing/policy.js';
+import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
+import { PrefixCache, promptBlocks, renderPrompt } from '../src/tools/sim/prefix-cache.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST_CLI = path.join(root, 'dist', 'cli', 'main.js');
@@ -380,9 +380,9 @@ export interface DecisionCost {
  * The policies come from dist/ when built (what `serve` runs), else from the sources.
  */
 export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 1000): Promise<{ source: string; costs: DecisionCost[] }> {
-  const distIndex = path.join(root, 'dist', 'routing', 'index.js');
+  const distIndex = path.join(root, 'dist', 'router', 'routing', 'index.js');
   const source = existsSync(distIndex) ? 'dist' : 'src';
-  const mod = (await import(pathToFileURL(source === 'dist' ? distIndex : path.join(root, 'src', 'routing', 'index.ts')).href)) as { createPolicy: typeof CreatePolicy };
+  const mod = (await import(pathToFileURL(source === 'dist' ? distIndex : path.join(root, 'src', 'router', 'routing', 'index.ts')).href)) as { createPolicy: typeof CreatePolicy };
   const catalog = new ModelCatalog();
   catalog.setDeclarations('static', [MODEL]);
   catalog.setEndpoints('static', Array.from({ length: endpoints }, (_, i) => {

@@ -1,10 +1,10 @@
 // The cost of one routing decision: ModelCatalog.resolve + policy.pick, with 1,000 ready endpoints across 100 models.
 // Every policy in ROUTING_LOGICS is measured by name, so a new policy is benchmarked as soon as it exists.
-import { ModelCatalog } from '../src/catalog/catalog.js';
-import type { EndpointSpec } from '../src/catalog/types.js';
-import { ROUTING_LOGICS } from '../src/config/router-flags.js';
-import { createPolicy } from '../src/routing/index.js';
-import type { RouteRequest } from '../src/routing/policy.js';
+import { ModelCatalog } from '../src/router/catalog/catalog.js';
+import type { EndpointSpec } from '../src/router/core/endpoint.js';
+import { ROUTING_LOGICS } from '../src/router/config/router-flags.js';
+import { createPolicy } from '../src/router/routing/index.js';
+import type { RouteRequest } from '../src/router/routing/policy.js';
 
 export interface RoutingResult {
   readonly policy: string;

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 // Entry point: picks the subcommand and hands it its own arguments; each command parses its flags.
-import { UsageError } from './flags.js';
+import { UsageError } from '../router/config/flags.js';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
   serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
-  sim: { summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)', load: async () => (await import('../sim/cli.js')).runSim },
-  lint: { summary: 'check Kubernetes manifests of inference engines for probe and discovery mistakes', load: async () => (await import('../lint/cli.js')).runLint },
-  probe: { summary: 'readiness sidecar for an engine pod: /ready is 200 only when the model is loaded', load: async () => (await import('../probe/cli.js')).runProbe },
-  demo: { summary: 'run the router in front of simulated engines on 127.0.0.1:8001', load: async () => (await import('../demo/demo.js')).runDemo },
+  sim: { summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)', load: async () => (await import('../tools/sim/cli.js')).runSim },
+  lint: { summary: 'check Kubernetes manifests of inference engines for probe and discovery mistakes', load: async () => (await import('../tools/lint/cli.js')).runLint },
+  probe: { summary: 'readiness sidecar for an engine pod: /ready is 200 only when the model is loaded', load: async () => (await import('../tools/probe/cli.js')).runProbe },
+  demo: { summary: 'run the router in front of simulated engines on 127.0.0.1:8001', load: async () => (await import('../tools/demo/demo.js')).runDemo },
 };
 
 function topUsage(): string {

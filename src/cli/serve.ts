@@ -1,14 +1,14 @@
 // `llm-router serve`: parse settings, start the router, stop cleanly on SIGTERM/SIGINT.
 // With --workers N the primary process forks N workers (node:cluster) that share the port; each worker runs
 // its own catalog, discovery and prober, so N workers probe every engine N times; the primary answers for the whole
-// instance what no worker can alone (its demand and its metrics: src/cluster/primary.ts).
+// instance what no worker can alone (its demand and its metrics: src/router/app/primary.ts).
 import cluster from 'node:cluster';
-import { runPrimary } from '../cluster/primary.js';
-import { loadRouterConfig } from '../config/config.js';
-import { ROUTER_FLAGS } from '../config/router-flags.js';
-import { RouterApp } from '../server/app.js';
-import { createLogger } from '../util/log.js';
-import { usage } from './flags.js';
+import { runPrimary } from '../router/app/primary.js';
+import { loadRouterConfig } from '../router/config/config.js';
+import { ROUTER_FLAGS } from '../router/config/router-flags.js';
+import { RouterApp } from '../router/app/app.js';
+import { createLogger } from '../router/util/log.js';
+import { usage } from '../router/config/flags.js';
 
 const SUMMARY = 'Routes OpenAI-compatible requests by model to engines whose model is loaded; answers 404 for unknown models and 503 + Retry-After for declared models with no ready engine.';
 

@@ -9,12 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
-import { parseFlags } from '../../src/cli/flags.js';
-import { loadRouterConfig } from '../../src/config/config.js';
-import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/config/router-flags.js';
-import { parseManifests } from '../../src/lint/load.js';
-import { lintObjects } from '../../src/lint/rules.js';
-import { PROBE_FLAGS } from '../../src/probe/cli.js';
+import { parseFlags } from '../../src/router/config/flags.js';
+import { loadRouterConfig } from '../../src/router/config/config.js';
+import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/router/config/router-flags.js';
+import { parseManifests } from '../../src/tools/lint/load.js';
+import { lintObjects } from '../../src/tools/lint/rules.js';
+import { PROBE_FLAGS } from '../../src/tools/probe/cli.js';
 import { plainManifests } from '../../tools/chart-render/plain.js';
 import { CHART_DIR as CHART, ChartError, renderChart, type RenderedChart, type RenderOptions } from '../../tools/chart-render/render.js';
 

@@ -1,4 +1,4 @@
-// The fast path (src/server/fast) against the real router process: plain inference requests are answered by it,
+// The fast path (src/router/server/fast) against the real router process: plain inference requests are answered by it,
 // everything else is handed with its connection to node:http, and both answer alike.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -19,9 +19,9 @@ const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5',
 
 /**
  * Connections the router may keep to an engine that is still up once it is idle. Its prober and its engine-stats
- * scraper each send one request at a time to an endpoint (src/health/prober.ts, engine-stats.ts), so each reuses
+ * scraper each send one request at a time to an endpoint (src/router/health/prober.ts, engine-stats.ts), so each reuses
  * one keep-alive connection: 2 per engine, +1 for one of them being replaced (a timed-out probe) when we count.
- * The forwarding pool's idle connections close after its 4 s keep-alive (src/proxy/pools.ts; the sim hints 5 s),
+ * The forwarding pool's idle connections close after its 4 s keep-alive (src/router/proxy/pools.ts; the sim hints 5 s),
  * so once that has passed, anything above 3 to one engine is a connection the router forgot.
  */
 const MAX_IDLE_SOCKETS_PER_LIVE_ENGINE = 3;

@@ -1,4 +1,4 @@
-// H1Pool (src/proxy/h1/pool.ts) against real servers on 127.0.0.1: raw `net` servers that misbehave on purpose, and
+// H1Pool (src/router/proxy/h1/pool.ts) against real servers on 127.0.0.1: raw `net` servers that misbehave on purpose, and
 // Node's http server. Every wait is bounded; every server, socket, child process and pool is closed by the test.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
@@ -6,8 +6,8 @@ import http from 'node:http';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/proxy/h1/pool.js';
-import { DEFAULT_ENGINE_TLS } from '../../src/proxy/engine-tls.js';
+import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/router/proxy/h1/pool.js';
+import { DEFAULT_ENGINE_TLS } from '../../src/router/config/engine-tls.js';
 import { within } from '../support/within.js';
 
 const WAIT_MS = 5_000;

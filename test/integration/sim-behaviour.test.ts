@@ -1,5 +1,5 @@
 // `llm-router sim` as a real process: streaming over time, client aborts, queueing, every fault mode.
-import type { SimStats } from '../../src/sim/types.js';
+import type { SimStats } from '../../src/tools/sim/types.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';

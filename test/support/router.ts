@@ -1,7 +1,7 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
 import { request } from 'undici';
 import { freePort, startCli, type Started } from './process.js';
-import type { SimStats } from '../../src/sim/types.js';
+import type { SimStats } from '../../src/tools/sim/types.js';
 
 export interface Running {
   readonly url: string;

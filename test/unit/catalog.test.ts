@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ModelCatalog } from '../../src/catalog/catalog.js';
-import type { Endpoint } from '../../src/catalog/types.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
+import type { Endpoint } from '../../src/router/core/endpoint.js';
 
 function endpoint(c: ModelCatalog, id: string): Endpoint {
   const e = c.endpoints().find((x) => x.id === id);

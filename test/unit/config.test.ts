@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { loadRouterConfig } from '../../src/config/config.js';
-import { UsageError } from '../../src/cli/flags.js';
+import { loadRouterConfig } from '../../src/router/config/config.js';
+import { UsageError } from '../../src/router/config/flags.js';
 
 test('flag beats env beats file beats default', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'cfg-'));

@@ -1,13 +1,13 @@
 // Demand summed over processes and replicas: the pure arithmetic, and the scaler's answers over real gRPC.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ModelCatalog } from '../../src/catalog/catalog.js';
-import { EMPTY_MODEL_DEMAND, isActive, load, mergeWorkers, parseSnapshot, systemTotals, withinAge, type DemandSnapshot } from '../../src/scaling/demand-snapshot.js';
-import { AggregateDemand } from '../../src/scaling/demand-view.js';
-import { DemandTracker } from '../../src/scaling/demand.js';
-import { HoldQueue } from '../../src/scaling/hold-queue.js';
-import { KedaScaler, parseTarget, type ModelLookup } from '../../src/scaling/keda.js';
-import { createLogger } from '../../src/util/log.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
+import { EMPTY_MODEL_DEMAND, isActive, load, mergeWorkers, parseSnapshot, systemTotals, withinAge, type DemandSnapshot } from '../../src/router/scaling/demand-snapshot.js';
+import { AggregateDemand } from '../../src/router/scaling/demand-view.js';
+import { DemandTracker } from '../../src/router/scaling/demand.js';
+import { HoldQueue } from '../../src/router/scaling/hold-queue.js';
+import { KedaScaler, parseTarget, type ModelLookup } from '../../src/router/scaling/keda.js';
+import { createLogger } from '../../src/router/util/log.js';
 import { GRPC, grpcCode, kedaClient } from '../support/keda.js';
 import { within } from '../support/within.js';
 

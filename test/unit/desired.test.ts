@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredState, type PodLike, type WorkloadLike } from '../../src/discovery/kubernetes/desired.js';
+import { desiredState, type PodLike, type WorkloadLike } from '../../src/router/discovery/kubernetes/desired.js';
 
 const opts = { port: 8000, scheme: 'http', modelLabel: 'model' } as const;
 const ready = [{ type: 'Ready', status: 'True' }];

@@ -2,11 +2,12 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ModelCatalog } from '../../src/catalog/catalog.js';
-import type { Endpoint, EngineLoad } from '../../src/catalog/types.js';
-import { EngineStatsScraper, forEachSample, isFresh, labelValue, otherLoad, parseEngineLoad, staleAfterMs } from '../../src/health/engine-stats.js';
-import { startSimEngine, type SimEngine } from '../../src/sim/engine.js';
-import { createLogger } from '../../src/util/log.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
+import type { Endpoint, EngineLoad } from '../../src/router/core/endpoint.js';
+import { EngineStatsScraper, forEachSample, labelValue, otherLoad, parseEngineLoad } from '../../src/router/health/engine-stats.js';
+import { isFresh, staleAfterMs } from '../../src/router/core/endpoint.js';
+import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
+import { createLogger } from '../../src/router/util/log.js';
 
 const VLLM = `# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

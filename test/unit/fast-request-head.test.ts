@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseRequestHead, type HeadLimits, type RequestHead } from '../../src/server/fast/request-head.js';
+import { parseRequestHead, type HeadLimits, type RequestHead } from '../../src/router/server/fast/request-head.js';
 
 const limits: HeadLimits = { maxHeadBytes: 16 * 1024, maxBodyBytes: 1000, paths: new Set(['/v1/chat/completions', '/v1/completions']) };
 const BODY = '{"model":"m"}';

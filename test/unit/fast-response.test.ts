@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
-import { FastResponse, type ResponseOwner } from '../../src/server/fast/response.js';
+import { FastResponse, type ResponseOwner } from '../../src/router/server/fast/response.js';
 
 /** Records every write() as one string, as the kernel would get it. */
 class FakeSocket extends EventEmitter {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { H1ParseError, ResponseParser, type ResponseEvents } from '../../src/proxy/h1/response-parser.js';
+import { H1ParseError, ResponseParser, type ResponseEvents } from '../../src/router/proxy/h1/response-parser.js';
 
 interface Head {
   readonly status: number;

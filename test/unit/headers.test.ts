@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { downstreamResponseHeaders, upstreamRequestHeaders } from '../../src/proxy/headers.js';
+import { downstreamResponseHeaders, upstreamRequestHeaders } from '../../src/router/proxy/headers.js';
 
 test('hop-by-hop, host, length and client credentials are not forwarded; the engine key is', () => {
   const raw = ['Host', 'router', 'Connection', 'keep-alive, X-Secret-Hop', 'X-Secret-Hop', '1', 'Authorization', 'Bearer client', 'Content-Length', '10', 'X-Request-Id', 'abc', 'Accept', 'text/event-stream', 'TE', 'trailers'];

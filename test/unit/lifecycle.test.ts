@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { afterProbe, nextProbeDelay, type ProbeCounters } from '../../src/health/lifecycle.js';
-import type { ProbeResult } from '../../src/health/rules.js';
-import type { EndpointState } from '../../src/catalog/types.js';
+import { afterProbe, nextProbeDelay, type ProbeCounters } from '../../src/router/health/lifecycle.js';
+import type { ProbeResult } from '../../src/router/health/rules.js';
+import type { EndpointState } from '../../src/router/core/endpoint.js';
 
 const cfg = { intervalMs: 1000, wakeIntervalMs: 100, readyIntervalMs: 5000, timeoutMs: 500, failureThreshold: 3, successThreshold: 1, startupTimeoutMs: 60_000, warmup: false };
 const ready: ProbeResult = { verdict: 'ready', refused: false, detail: 'ok' };

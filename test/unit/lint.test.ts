@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { LintInputError, parseManifests } from '../../src/lint/load.js';
-import { lintObjects, RULES, type Finding, type LintOptions } from '../../src/lint/rules.js';
-import { matches, parseSelector, SelectorError } from '../../src/lint/selector.js';
+import { LintInputError, parseManifests } from '../../src/tools/lint/load.js';
+import { lintObjects, RULES, type Finding, type LintOptions } from '../../src/tools/lint/rules.js';
+import { matches, parseSelector, SelectorError } from '../../src/tools/lint/selector.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'lint');
 

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { declaredModelNames, namesFromArgs, portFromArgs, shellWords } from '../../src/discovery/kubernetes/model-names.js';
+import { declaredModelNames, namesFromArgs, portFromArgs, shellWords } from '../../src/router/discovery/kubernetes/model-names.js';
 
 const tpl = (opts: { labels?: Record<string, string>; annotations?: Record<string, string>; command?: string[]; args?: string[] }) => ({
   metadata: { labels: opts.labels, annotations: opts.annotations },

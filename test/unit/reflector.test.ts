@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { jittered } from '../../src/discovery/kubernetes/reflector.js';
+import { jittered } from '../../src/router/discovery/kubernetes/reflector.js';
 
 test('reflector backoff jitter: a delay in the upper half of the backoff, so replicas do not retry in step', () => {
   assert.equal(jittered(1000, () => 0), 500);

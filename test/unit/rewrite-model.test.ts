@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { rewriteModel } from '../../src/proxy/rewrite-model.js';
+import { rewriteModel } from '../../src/router/proxy/rewrite-model.js';
 
 test('only the top-level model value changes; every other byte stays', () => {
   const body = '{ "messages":[{"role":"user","content":"model \\"x\\"","model":"inner"}],\n  "model" : "alias", "n":1}';

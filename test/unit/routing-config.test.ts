@@ -1,7 +1,7 @@
 // The routing flags: policy names, --session-key, --prefix-block-chars, --prefix-balance-epsilon, --allow-routing-header.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { loadRouterConfig } from '../../src/config/config.js';
+import { loadRouterConfig } from '../../src/router/config/config.js';
 
 test('routing defaults: round robin, 256-char blocks, epsilon 0.25, no routing header, scrape every second', () => {
   const c = loadRouterConfig([], {});

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { PREFIX_BOUNDARIES, promptPrefixKey } from '../../src/routing/prompt-key.js';
+import { PREFIX_BOUNDARIES, promptPrefixKey } from '../../src/router/routing/prompt-key.js';
 
 const B = 16;
 const key = (prompt: unknown, block = B): number | undefined => promptPrefixKey({ model: 'm', prompt }, block);

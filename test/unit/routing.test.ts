@@ -1,10 +1,10 @@
 // Routing policies' contracts: least-load, session (rendezvous), prefixaware (rendezvous with bounded loads), the header override.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Endpoint, EngineLoad } from '../../src/catalog/types.js';
-import { ROUTING_LOGICS } from '../../src/config/router-flags.js';
-import { createPolicy } from '../../src/routing/index.js';
-import type { RouteRequest, RoutingPolicy } from '../../src/routing/policy.js';
+import type { Endpoint, EngineLoad } from '../../src/router/core/endpoint.js';
+import { ROUTING_LOGICS } from '../../src/router/config/router-flags.js';
+import { createPolicy } from '../../src/router/routing/index.js';
+import type { RouteRequest, RoutingPolicy } from '../../src/router/routing/policy.js';
 
 function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Endpoint {
   return {

@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ModelCatalog } from '../../src/catalog/catalog.js';
-import { expectedRemainingSeconds } from '../../src/scaling/cold-start.js';
-import { HoldQueue, QueueFullError } from '../../src/scaling/hold-queue.js';
-import { metricNameFor } from '../../src/scaling/keda.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
+import { expectedRemainingSeconds } from '../../src/router/scaling/cold-start.js';
+import { HoldQueue, QueueFullError } from '../../src/router/scaling/hold-queue.js';
+import { metricNameFor } from '../../src/router/scaling/keda.js';
 
 test('Retry-After: the flag default until measured, then the remaining expected time, at least 1 s, capped', () => {
   const opts = { defaultSeconds: 5, maxSeconds: 60 };

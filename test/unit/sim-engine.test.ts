@@ -2,7 +2,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
-import { startSimEngine, type SimEngine } from '../../src/sim/engine.js';
+import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
 
 const engines: SimEngine[] = [];
 after(async () => {

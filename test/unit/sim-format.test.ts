@@ -14,8 +14,8 @@ import {
   tokenChunk,
   usage,
   usageChunk,
-} from '../../src/sim/openai.js';
-import { escapeLabel, renderMetrics } from '../../src/sim/metrics.js';
+} from '../../src/tools/sim/openai.js';
+import { escapeLabel, renderMetrics } from '../../src/tools/sim/metrics.js';
 
 test('SSE events are one data line of JSON followed by a blank line, and the stream ends with [DONE]', () => {
   assert.equal(sseEvent({ a: 1 }), 'data: {"a":1}\n\n');

@@ -2,10 +2,10 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
-import { FlagReader, parseFlags } from '../../src/cli/flags.js';
-import { SIM_FLAGS, simOptionsFromFlags } from '../../src/sim/cli.js';
-import { startSimEngine, type SimEngine, type SimEngineOptions } from '../../src/sim/engine.js';
-import { PrefixCache, promptBlocks, renderPrompt } from '../../src/sim/prefix-cache.js';
+import { FlagReader, parseFlags } from '../../src/router/config/flags.js';
+import { SIM_FLAGS, simOptionsFromFlags } from '../../src/tools/sim/cli.js';
+import { startSimEngine, type SimEngine, type SimEngineOptions } from '../../src/tools/sim/engine.js';
+import { PrefixCache, promptBlocks, renderPrompt } from '../../src/tools/sim/prefix-cache.js';
 
 test('blocks are chained: prompts share block ids up to where they diverge, and only full blocks get one', () => {
   const words = (n: number, from = 0): string => Array.from({ length: n }, (_, i) => `w${from + i}`).join(' ');

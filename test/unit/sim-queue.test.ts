@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { SlotQueue } from '../../src/sim/queue.js';
+import { SlotQueue } from '../../src/tools/sim/queue.js';
 
 test('requests beyond max-num-seqs wait and start in FIFO order as slots free', () => {
   const queue = new SlotQueue(2);

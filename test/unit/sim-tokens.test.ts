@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { countTokens, fillerText, fillerToken, outputBudget, promptTokens, tokensOf } from '../../src/sim/tokens.js';
-import { FaultError, parseFault } from '../../src/sim/faults.js';
+import { countTokens, fillerText, fillerToken, outputBudget, promptTokens, tokensOf } from '../../src/tools/sim/tokens.js';
+import { FaultError, parseFault } from '../../src/tools/sim/faults.js';
 
 test('words and punctuation marks count as one token each', () => {
   assert.equal(countTokens(''), 0);

@@ -1,0 +1,361 @@
+// Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { FlagReader, parseFlags, UsageError, type FlagSource } from './flags.js';
+import type { EngineTlsConfig } from './engine-tls.js';
+import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
+import type { EngineClientKind, EngineKind } from '../core/engine.js';
+
+export type RoutingLogic = (typeof ROUTING_LOGICS)[number];
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+
+export interface StaticBackend {
+  readonly url: string;
+  readonly models: readonly string[];
+}
+
+export interface ProbeConfig {
+  readonly intervalMs: number;
+  /** the interval while requests are held for one of the endpoint's models */
+  readonly wakeIntervalMs: number;
+  readonly readyIntervalMs: number;
+  readonly timeoutMs: number;
+  readonly failureThreshold: number;
+  readonly successThreshold: number;
+  readonly startupTimeoutMs: number;
+  readonly warmup: boolean;
+}
+
+export interface TimeoutConfig {
+  readonly connectMs: number;
+  readonly headersMs: number;
+  readonly idleMs: number;
+  /** 0 = no limit */
+  readonly totalMs: number;
+}
+
+export interface KubernetesConfig {
+  readonly namespace: string | undefined;
+  readonly labelSelector: string | undefined;
+  readonly port: number;
+  /** unless a pod's llm-router/scheme annotation says otherwise */
+  readonly scheme: 'http' | 'https';
+  readonly modelLabel: string;
+  readonly resyncMs: number;
+}
+
+export interface ScalingConfig {
+  readonly coldStartWaitMs: number;
+  readonly coldStartWaitPerModelMs: ReadonlyMap<string, number>;
+  readonly queueSize: number;
+  readonly releasePerEndpoint: number;
+  /** undefined = the KEDA scaler is off */
+  readonly kedaScalerPort: number | undefined;
+  readonly graceMs: number;
+  readonly wakeAlarmMs: number;
+  readonly maxRetryAfterSeconds: number;
+  /** the other router replicas, for the KEDA scaler's sum (admin base URLs) */
+  readonly peers: readonly string[];
+  /** label selector of the router's own pods (peers found in Kubernetes) */
+  readonly peerSelector: string | undefined;
+  /** namespace of those pods (--scaler-peer-namespace, else --k8s-namespace; undefined: the pod's own, else the kubeconfig's) */
+  readonly peerNamespace: string | undefined;
+  readonly peerTimeoutMs: number;
+}
+
+export interface SecurityConfig {
+  readonly apiKeys: readonly string[];
+  readonly apiKeysFile: string | undefined;
+  /** undefined: admin endpoints stay on the main port */
+  readonly adminPort: number | undefined;
+  readonly maxHeaderBytes: number;
+  /** 0 = no rate limit */
+  readonly rateLimitRps: number;
+  readonly rateLimitBurst: number;
+  /** 0 = no limit */
+  readonly maxConcurrentRequests: number;
+  readonly clientTimeoutMs: number;
+  readonly drainMs: number;
+  readonly shutdownTimeoutMs: number;
+}
+
+export interface RouterConfig {
+  readonly host: string;
+  readonly port: number;
+  readonly serviceDiscovery: 'static' | 'k8s';
+  /** set when serviceDiscovery is k8s */
+  readonly kubernetes: KubernetesConfig | undefined;
+  readonly staticBackends: readonly StaticBackend[];
+  /** alias -> target model */
+  readonly aliases: ReadonlyMap<string, string>;
+  readonly knownModels: readonly string[];
+  readonly routingLogic: RoutingLogic;
+  readonly logLevel: LogLevel;
+  readonly logFormat: 'text' | 'json';
+  readonly logStatsIntervalMs: number;
+  /** router processes sharing the port (node:cluster); 1 = this process serves */
+  readonly workers: number;
+  /** plain inference requests skip node:http (src/router/server/fast) */
+  readonly fastPath: boolean;
+  readonly maxBodyBytes: number;
+  readonly retryAfterSeconds: number;
+  readonly syncWaitMs: number;
+  readonly scaling: ScalingConfig;
+  readonly engineKind: EngineKind;
+  readonly engineApiKey: string | undefined;
+  readonly engineTls: EngineTlsConfig;
+  /** connections per engine at most (0 = no cap) */
+  readonly maxConnectionsPerEngine: number;
+  /** the engine client on the request path; only the benchmark sets it (env LLM_ROUTER_ENGINE_CLIENT=undici) */
+  readonly engineClient: EngineClientKind;
+  readonly forwardClientAuth: boolean;
+  readonly security: SecurityConfig;
+  readonly probe: ProbeConfig;
+  readonly passiveFailureThreshold: number;
+  readonly maxFailoverAttempts: number;
+  readonly timeouts: TimeoutConfig;
+  readonly engineStatsIntervalMs: number;
+  /** session routing: lower-cased name of the header carrying the session key */
+  readonly sessionKey: string | undefined;
+  readonly prefixBlockChars: number;
+  readonly prefixBalanceEpsilon: number;
+  /** honour the x-llm-router-routing request header */
+  readonly allowRoutingHeader: boolean;
+  /** settings accepted for vllm_router compatibility that change nothing, with the reason, for a startup log line */
+  readonly compatibilityNotes: readonly string[];
+}
+
+const modelName = z.string().min(1).max(512).regex(/^[^\s,]+$/, 'model names cannot contain spaces or commas');
+const httpUrl = z.string().refine((s) => {
+  try {
+    const u = new URL(s);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.pathname.replace(/\/+$/, '') === '' && !u.search;
+  } catch {
+    return false;
+  }
+}, 'must be an http(s) URL with no path, e.g. http://10.0.0.5:8000');
+
+function seconds(n: number | undefined): number {
+  return Math.round((n ?? 0) * 1000);
+}
+
+function zipBackends(urls: readonly string[], models: readonly string[]): StaticBackend[] {
+  if (urls.length !== models.length) {
+    throw new UsageError(`--static-backends has ${urls.length} URL(s) but --static-models has ${models.length} model(s); they are zipped one to one`);
+  }
+  const byUrl = new Map<string, string[]>();
+  urls.forEach((raw, i) => {
+    const url = raw.replace(/\/+$/, '');
+    const parsed = httpUrl.safeParse(url);
+    if (!parsed.success) throw new UsageError(`--static-backends: ${JSON.stringify(raw)} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
+    const model = models[i] as string;
+    const m = modelName.safeParse(model);
+    if (!m.success) throw new UsageError(`--static-models: ${JSON.stringify(model)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
+    const list = byUrl.get(url) ?? [];
+    if (!list.includes(model)) list.push(model);
+    byUrl.set(url, list);
+  });
+  return [...byUrl].map(([url, ms]) => ({ url, models: ms }));
+}
+
+function parseAliases(pairs: readonly string[]): Map<string, string> {
+  const aliases = new Map<string, string>();
+  for (const pair of pairs) {
+    const idx = pair.indexOf(':');
+    const alias = pair.slice(0, idx).trim();
+    const target = pair.slice(idx + 1).trim();
+    if (idx <= 0 || !alias || !target) throw new UsageError(`--static-aliases: ${JSON.stringify(pair)} must look like alias:model`);
+    if (alias === target) throw new UsageError(`--static-aliases: ${JSON.stringify(pair)} points at itself`);
+    aliases.set(alias, target);
+  }
+  for (const [alias, target] of aliases) {
+    if (aliases.has(target)) throw new UsageError(`--static-aliases: ${alias} -> ${target} -> ${aliases.get(target)}: aliases cannot chain`);
+  }
+  return aliases;
+}
+
+function parsePerModelSeconds(pairs: readonly string[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const pair of pairs) {
+    const idx = pair.lastIndexOf('=');
+    const model = pair.slice(0, idx).trim();
+    const value = Number(pair.slice(idx + 1));
+    if (idx <= 0 || !model || !Number.isFinite(value) || value < 0) throw new UsageError(`--cold-start-wait-per-model: ${JSON.stringify(pair)} must look like model=seconds`);
+    out.set(model, Math.round(value * 1000));
+  }
+  return out;
+}
+
+function normaliseLevel(level: string): LogLevel {
+  if (level === 'warning') return 'warn';
+  if (level === 'critical') return 'fatal';
+  return level as LogLevel;
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--config ${path}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (err) {
+    throw new UsageError(`--config ${path}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new UsageError(`--config ${path}: must be a mapping of setting names to values`);
+  return doc as Record<string, unknown>;
+}
+
+/** Finds --config in argv or env before the full parse, since the file feeds that parse. */
+function configPath(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): string | undefined {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--config') return argv[i + 1];
+    if (a.startsWith('--config=')) return a.slice('--config='.length);
+  }
+  return env.LLM_ROUTER_CONFIG || undefined;
+}
+
+export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
+  const file = configPath(argv, env);
+  const fileValues = file ? readConfigFile(file) : undefined;
+  const parsed = parseFlags(argv, ROUTER_FLAGS, {
+    env,
+    envPrefix: 'LLM_ROUTER_',
+    ...(fileValues ? { file: fileValues, fileName: file } : {}),
+    refused: REFUSED_FLAGS,
+  });
+  const f = new FlagReader(parsed);
+  const explicit = (name: string): boolean => {
+    const s: FlagSource | undefined = f.source(name);
+    return s !== undefined && s !== 'default';
+  };
+
+  const discovery = f.string('service-discovery') as 'static' | 'k8s';
+  if (f.string('k8s-service-discovery-type') !== 'pod-ip') {
+    throw new UsageError(`--k8s-service-discovery-type ${JSON.stringify(f.string('k8s-service-discovery-type'))} is not available; only pod-ip is`);
+  }
+  const kubernetes: KubernetesConfig | undefined =
+    discovery === 'k8s'
+      ? {
+          namespace: f.string('k8s-namespace') || undefined,
+          labelSelector: f.string('k8s-label-selector') || undefined,
+          port: f.number('k8s-port') as number,
+          scheme: f.string('k8s-engine-scheme') as 'http' | 'https',
+          modelLabel: f.string('k8s-model-label') as string,
+          resyncMs: seconds(f.number('k8s-resync-seconds')),
+        }
+      : undefined;
+
+  const routing = f.string('routing-logic') as string;
+  if (!(ROUTING_LOGICS as readonly string[]).includes(routing)) {
+    throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
+  }
+  const sessionKey = f.string('session-key')?.trim().toLowerCase() || undefined;
+  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey)) throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
+  if (routing === 'session' && sessionKey === undefined) throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
+  if (f.string('feature-gates')) throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
+
+  const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'));
+  const aliases = parseAliases(f.list('static-aliases'));
+  const knownModels = [...new Set(f.list('known-models'))];
+  for (const m of [...knownModels, ...aliases.keys(), ...aliases.values()]) {
+    const r = modelName.safeParse(m);
+    if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
+  }
+
+  const scalerPeers = f.list('scaler-peers').map((u) => u.replace(/\/+$/, ''));
+  for (const u of scalerPeers) {
+    if (!httpUrl.safeParse(u).success) throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
+  }
+  const clientCert = f.string('engine-client-cert') || undefined;
+  const clientKey = f.string('engine-client-key') || undefined;
+  if ((clientCert === undefined) !== (clientKey === undefined)) throw new UsageError('--engine-client-cert and --engine-client-key go together: give both or neither');
+  const engineClient = env.LLM_ROUTER_ENGINE_CLIENT ?? 'h1';
+  if (engineClient !== 'h1' && engineClient !== 'undici') throw new UsageError(`LLM_ROUTER_ENGINE_CLIENT=${JSON.stringify(engineClient)}: h1 or undici`);
+
+  const notes: string[] = [];
+  if (explicit('request-stats-window')) notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
+  if (explicit('static-backend-health-checks')) notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
+  if (explicit('static-model-types')) notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
+
+  return {
+    host: f.string('host') as string,
+    port: f.number('port') as number,
+    serviceDiscovery: discovery,
+    kubernetes,
+    staticBackends,
+    aliases,
+    knownModels,
+    routingLogic: routing as RoutingLogic,
+    logLevel: normaliseLevel(f.string('log-level') as string),
+    logFormat: f.string('log-format') as 'text' | 'json',
+    logStatsIntervalMs: f.boolean('log-stats') ? seconds(f.number('log-stats-interval')) : 0,
+    workers: f.number('workers') as number,
+    fastPath: f.boolean('fast-path'),
+    maxBodyBytes: f.number('max-body-bytes') as number,
+    retryAfterSeconds: f.number('retry-after') as number,
+    syncWaitMs: seconds(f.number('sync-wait-seconds')),
+    scaling: {
+      coldStartWaitMs: seconds(f.number('cold-start-wait')),
+      coldStartWaitPerModelMs: parsePerModelSeconds(f.list('cold-start-wait-per-model')),
+      queueSize: f.number('cold-start-queue-size') as number,
+      releasePerEndpoint: f.number('cold-start-release-per-endpoint') as number,
+      kedaScalerPort: f.number('keda-scaler-port'),
+      graceMs: seconds(f.number('scale-to-zero-grace-seconds')),
+      wakeAlarmMs: seconds(f.number('wake-alarm-seconds')),
+      maxRetryAfterSeconds: f.number('max-retry-after') as number,
+      peers: scalerPeers,
+      peerSelector: f.string('scaler-peer-selector') || undefined,
+      peerNamespace: f.string('scaler-peer-namespace') || f.string('k8s-namespace') || undefined,
+      peerTimeoutMs: f.number('scaler-peer-timeout-ms') as number,
+    },
+    engineKind: f.string('engine-kind') as EngineKind,
+    engineApiKey: f.string('engine-api-key') || undefined,
+    engineTls: { caFile: f.string('engine-ca-file') || undefined, clientCertFile: clientCert, clientKeyFile: clientKey, insecure: f.boolean('engine-tls-insecure') },
+    maxConnectionsPerEngine: f.number('max-connections-per-engine') as number,
+    engineClient,
+    forwardClientAuth: f.boolean('forward-client-auth'),
+    security: {
+      apiKeys: f.list('api-key'),
+      apiKeysFile: f.string('api-keys-file') || undefined,
+      adminPort: f.number('admin-port'),
+      maxHeaderBytes: f.number('max-header-bytes') as number,
+      rateLimitRps: f.number('rate-limit-rps') as number,
+      rateLimitBurst: (f.number('rate-limit-burst') as number) || Math.max(1, Math.ceil(f.number('rate-limit-rps') as number)),
+      maxConcurrentRequests: f.number('max-concurrent-requests') as number,
+      clientTimeoutMs: seconds(f.number('client-timeout')),
+      drainMs: seconds(f.number('drain-seconds')),
+      shutdownTimeoutMs: seconds(f.number('shutdown-timeout')),
+    },
+    probe: {
+      intervalMs: seconds(f.number('probe-interval')),
+      wakeIntervalMs: seconds(f.number('probe-wake-interval')),
+      readyIntervalMs: seconds(f.number('probe-ready-interval')),
+      timeoutMs: seconds(f.number('probe-timeout')),
+      failureThreshold: f.number('probe-failure-threshold') as number,
+      successThreshold: f.number('probe-success-threshold') as number,
+      startupTimeoutMs: seconds(f.number('probe-startup-timeout')),
+      warmup: f.boolean('probe-warmup'),
+    },
+    passiveFailureThreshold: f.number('passive-failure-threshold') as number,
+    maxFailoverAttempts: f.number('max-instance-failover-reroute-attempts') as number,
+    timeouts: {
+      connectMs: seconds(f.number('connect-timeout')),
+      headersMs: seconds(f.number('response-timeout')),
+      idleMs: seconds(f.number('idle-timeout')),
+      totalMs: seconds(f.number('total-timeout')),
+    },
+    engineStatsIntervalMs: seconds(f.number('engine-stats-interval')),
+    sessionKey,
+    prefixBlockChars: f.number('prefix-block-chars') as number,
+    prefixBalanceEpsilon: f.number('prefix-balance-epsilon') as number,
+    allowRoutingHeader: f.boolean('allow-routing-header'),
+    compatibilityNotes: notes,
+  };
+}

@@ -1,0 +1,71 @@
+// The words for an endpoint: its lifecycle states, what a source says of it, what the router knows of it, and how
+// fresh the load it reported is.
+
+/** discovered -> serving-api -> ready -> draining | failed (failed goes back to ready when it recovers) */
+export type EndpointState = 'discovered' | 'serving-api' | 'ready' | 'draining' | 'failed';
+
+/** What a discovery source says exists; it never decides routing. */
+export interface EndpointSpec {
+  /** stable identity within its source (a URL for static backends, namespace/pod for Kubernetes) */
+  readonly id: string;
+  /** origin, e.g. http://10.0.0.5:8000 */
+  readonly url: string;
+  /** model names the endpoint is expected to serve */
+  readonly models: readonly string[];
+  /** true when the source is removing it (e.g. a terminating pod): no new requests */
+  readonly draining?: boolean;
+}
+
+export interface ProbeRecord {
+  readonly at: number;
+  readonly ok: boolean;
+  readonly detail: string;
+}
+
+export interface Endpoint {
+  readonly id: string;
+  readonly source: string;
+  readonly url: string;
+  readonly models: readonly string[];
+  state: EndpointState;
+  /** ms since epoch when the state last changed */
+  since: number;
+  /** ms since epoch when the endpoint was first discovered */
+  readonly discoveredAt: number;
+  /** true once the endpoint has been ready at least once */
+  everReady: boolean;
+  /** ms since epoch of its first readiness: firstReadyAt - discoveredAt is how long it took to load */
+  firstReadyAt: number | undefined;
+  draining: boolean;
+  lastProbe: ProbeRecord | undefined;
+  lastError: string | undefined;
+  /** requests this router is forwarding to it right now */
+  inFlight: number;
+  /** the latest load scraped from the engine's /metrics (src/router/health/engine-stats.ts); judge staleness by `at` */
+  engineLoad?: EngineLoad;
+}
+
+/** One scrape of an engine's load signals. */
+export interface EngineLoad {
+  /** ms since epoch when the scrape answered */
+  readonly at: number;
+  /** requests in the engine's running batch (all clients, not only this router) */
+  readonly running: number;
+  /** requests queued in the engine */
+  readonly waiting: number;
+  /** KV-cache usage 0..1; undefined when the engine does not export it */
+  readonly kvUsage: number | undefined;
+  /** load the engine carries beyond this router's in-flight requests, in requests (see otherLoad in engine-stats.ts) */
+  readonly otherLoad: number;
+}
+
+/** A load snapshot older than this many scrape intervals is unknown load, never idle. */
+export const STALE_INTERVALS = 3;
+
+export function staleAfterMs(intervalMs: number): number {
+  return STALE_INTERVALS * intervalMs;
+}
+
+export function isFresh(load: EngineLoad | undefined, now: number, intervalMs: number): boolean {
+  return load !== undefined && now - load.at <= staleAfterMs(intervalMs);
+}

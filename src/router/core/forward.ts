@@ -1,0 +1,12 @@
+// What forwarding a request tells the rest of the router: how an attempt failed, and who hears about it (the prober,
+// which alone moves endpoint states).
+import type { Endpoint } from './endpoint.js';
+
+export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'protocol' | 'other';
+
+/** Where attempt results go: passive health and metrics. */
+export interface ForwardObserver {
+  succeeded(endpoint: Endpoint): void;
+  failed(endpoint: Endpoint, failure: FailureKind, detail: string): void;
+  failover(model: string): void;
+}

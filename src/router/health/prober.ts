@@ -1,0 +1,182 @@
+// The prober moves endpoint states and nothing else: active model-aware probes on a timer per endpoint,
+// plus passive health from forwarded requests (a run of failures marks an endpoint failed at once).
+import { Agent } from 'undici';
+import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
+import type { CatalogEvent, ModelCatalog } from '../catalog/catalog.js';
+import type { Endpoint } from '../core/endpoint.js';
+import type { ProbeConfig } from '../config/config.js';
+import type { EngineKind } from '../core/engine.js';
+import type { FailureKind } from '../core/forward.js';
+import type { ForwardObserver } from '../core/forward.js';
+import type { Logger } from '../util/log.js';
+import { afterProbe, nextProbeDelay, type ProbeCounters } from './lifecycle.js';
+import { probe, warmup, type ProbeOptions } from './rules.js';
+
+interface Tracked extends ProbeCounters {
+  timer: NodeJS.Timeout | undefined;
+  running: boolean;
+  /** a probe was asked for while one was running */
+  again: boolean;
+  passiveFailures: number;
+  /** a run of engine 5xx answers asked the prober to confirm: a bad probe now means failed at once */
+  suspect: boolean;
+  warmedUp: boolean;
+}
+
+export interface ProberOptions {
+  readonly kind: EngineKind;
+  readonly probe: ProbeConfig;
+  readonly apiKey: string | undefined;
+  readonly passiveFailureThreshold: number;
+  /** https engines: trust and client certificate, as for requests */
+  readonly tls?: EngineTls;
+  readonly onFailover?: (model: string) => void;
+  /** requests are waiting for one of these models now (the hold queue): probe its endpoints at the wake interval */
+  readonly wanted?: (models: readonly string[]) => boolean;
+}
+
+export class Prober implements ForwardObserver {
+  private readonly tracked = new Map<Endpoint, Tracked>();
+  private readonly dispatcher: Agent;
+  private readonly probeOpts: ProbeOptions;
+  private unsubscribe: (() => void) | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly catalog: ModelCatalog,
+    private readonly opts: ProberOptions,
+    private readonly log: Logger,
+  ) {
+    this.dispatcher = new Agent({ connections: 4, pipelining: 1, keepAliveTimeout: 10_000, ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}) });
+    this.probeOpts = { kind: opts.kind, timeoutMs: opts.probe.timeoutMs, apiKey: opts.apiKey, dispatcher: this.dispatcher };
+  }
+
+  start(): void {
+    this.unsubscribe = this.catalog.onChange((e) => this.onCatalog(e));
+    for (const e of this.catalog.endpoints()) this.track(e);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    for (const t of this.tracked.values()) clearTimeout(t.timer);
+    this.tracked.clear();
+    await this.dispatcher.destroy().catch(() => undefined);
+  }
+
+  /** Probes an endpoint as soon as possible (e.g. after a request to it failed). */
+  probeNow(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    if (t.running) {
+      t.again = true;
+      return;
+    }
+    clearTimeout(t.timer);
+    t.timer = setTimeout(() => void this.run(endpoint), 0);
+  }
+
+  /** Requests started waiting for `model`: its endpoints that are not ready are probed now, then at the wake interval. */
+  expedite(model: string): void {
+    for (const [endpoint, t] of this.tracked) {
+      // a probe under way is as good as a new one: the next comes at the wake interval anyway
+      if (endpoint.state === 'ready' || endpoint.draining || t.running || !endpoint.models.includes(model)) continue;
+      this.probeNow(endpoint);
+    }
+  }
+
+  succeeded(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (t) t.passiveFailures = 0;
+  }
+
+  failed(endpoint: Endpoint, failure: FailureKind, detail: string): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    t.passiveFailures++;
+    const run = t.passiveFailures >= this.opts.passiveFailureThreshold;
+    if (failure === 'engine-5xx') {
+      // the engine answered: its 5xx may come from one client's input, so a run of them is confirmed by a probe
+      // before the endpoint is failed — one client's bad requests must not take the model away from the others
+      if (run && endpoint.state === 'ready') {
+        t.suspect = true;
+        this.probeNow(endpoint);
+      }
+      return;
+    }
+    if (run && endpoint.state === 'ready') {
+      t.backoff = 1;
+      this.transition(endpoint, 'failed', `${t.passiveFailures} requests failed in a row; last: ${detail}`);
+    }
+    if (failure === 'connect' || failure === 'reset') this.probeNow(endpoint);
+  }
+
+  failover(model: string): void {
+    this.opts.onFailover?.(model);
+  }
+
+  private onCatalog(e: CatalogEvent): void {
+    if (e.type === 'endpoint-added') this.track(e.endpoint);
+    else if (e.type === 'endpoint-removed') this.untrack(e.endpoint);
+  }
+
+  private track(endpoint: Endpoint): void {
+    if (this.tracked.has(endpoint) || this.stopped) return;
+    const t: Tracked = { successes: 0, failures: 0, backoff: 0, timer: undefined, running: false, again: false, passiveFailures: 0, suspect: false, warmedUp: !this.opts.probe.warmup };
+    this.tracked.set(endpoint, t);
+    t.timer = setTimeout(() => void this.run(endpoint), 0);
+  }
+
+  private untrack(endpoint: Endpoint): void {
+    const t = this.tracked.get(endpoint);
+    if (!t) return;
+    clearTimeout(t.timer);
+    this.tracked.delete(endpoint);
+  }
+
+  private async run(endpoint: Endpoint): Promise<void> {
+    const t = this.tracked.get(endpoint);
+    if (!t || t.running || this.stopped) return;
+    if (endpoint.draining) return; // draining endpoints only finish what they have; nothing to learn
+    t.running = true;
+    try {
+      let result = await probe(endpoint, this.probeOpts);
+      if (this.tracked.get(endpoint) !== t) return;
+      if (result.verdict === 'ready' && !t.warmedUp) {
+        const w = await warmup(endpoint, endpoint.models[0] as string, { ...this.probeOpts, timeoutMs: Math.max(this.opts.probe.timeoutMs, 30_000) });
+        if (w.ok) t.warmedUp = true;
+        else result = { verdict: 'serving-api', refused: false, detail: w.detail };
+      }
+      endpoint.lastProbe = { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail };
+      if (t.suspect) {
+        t.suspect = false;
+        if (result.verdict !== 'ready' && endpoint.state === 'ready') {
+          t.backoff = 1;
+          this.transition(endpoint, 'failed', `${t.passiveFailures} requests answered 5xx in a row and the probe failed: ${result.detail}`);
+          return;
+        }
+        t.passiveFailures = 0;
+      }
+      const next = afterProbe(endpoint, t, result, this.opts.probe, Date.now());
+      if (next.state === 'ready') t.passiveFailures = 0;
+      this.transition(endpoint, next.state, next.error);
+    } finally {
+      t.running = false;
+      if (this.tracked.get(endpoint) === t && !this.stopped) {
+        const delay = t.again ? 0 : nextProbeDelay(endpoint.state, t, this.opts.probe, this.opts.wanted?.(endpoint.models) ?? false);
+        t.again = false;
+        clearTimeout(t.timer);
+        t.timer = setTimeout(() => void this.run(endpoint), delay);
+      }
+    }
+  }
+
+  private transition(endpoint: Endpoint, state: Endpoint['state'], error: string | undefined): void {
+    const from = endpoint.state;
+    this.catalog.setState(endpoint, state, error);
+    if (from !== endpoint.state) {
+      const level = endpoint.state === 'failed' ? 'warn' : 'info';
+      this.log[level]({ endpoint: endpoint.url, models: endpoint.models, from, to: endpoint.state, reason: error ?? endpoint.lastProbe?.detail }, 'endpoint state changed');
+    }
+  }
+}

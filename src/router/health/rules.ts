@@ -1,0 +1,162 @@
+// Per engine kind, the check that means "this model can serve now". None of them sends an inference request.
+import { request, type Dispatcher } from 'undici';
+import type { EngineKind } from '../core/engine.js';
+
+export interface ProbeTarget {
+  readonly url: string;
+  readonly models: readonly string[];
+}
+
+export interface ProbeOptions {
+  readonly kind: EngineKind;
+  readonly timeoutMs: number;
+  readonly apiKey: string | undefined;
+  readonly dispatcher: Dispatcher;
+}
+
+export type ProbeVerdict =
+  /** nothing answered: connection refused, reset or timed out */
+  | 'unreachable'
+  /** the engine's HTTP server answers, but the expected model cannot serve yet */
+  | 'serving-api'
+  /** the expected model is loaded */
+  | 'ready';
+
+export interface ProbeResult {
+  readonly verdict: ProbeVerdict;
+  /** true when the connection was refused outright (the process is not listening) */
+  readonly refused: boolean;
+  readonly detail: string;
+}
+
+interface Answer {
+  readonly status: number;
+  readonly json: unknown;
+}
+
+class Unreachable extends Error {
+  constructor(readonly refused: boolean, message: string) {
+    super(message);
+  }
+}
+
+async function get(target: ProbeTarget, path: string, opts: ProbeOptions): Promise<Answer> {
+  const headers: Record<string, string> = { accept: 'application/json' };
+  if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+  try {
+    const res = await request(target.url + path, {
+      method: 'GET',
+      headers,
+      dispatcher: opts.dispatcher,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    });
+    const text = await res.body.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = undefined;
+    }
+    return { status: res.statusCode, json };
+  } catch (err) {
+    const code = (err as { code?: string }).code ?? (err as Error).name;
+    // a TLS failure says why in its message (an untrusted or expired certificate, another name): keep it
+    const message = (err as Error).message;
+    const why = message && !message.includes(code) ? ` (${message})` : '';
+    throw new Unreachable(code === 'ECONNREFUSED', `${path}: ${code}${why}`);
+  }
+}
+
+/** Model ids listed by an OpenAI-compatible /v1/models answer. */
+export function listedModels(json: unknown): string[] {
+  const data = (json as { data?: unknown } | undefined)?.data;
+  if (!Array.isArray(data)) return [];
+  return data.flatMap((m: unknown) => (typeof (m as { id?: unknown })?.id === 'string' ? [(m as { id: string }).id] : []));
+}
+
+function missing(expected: readonly string[], listed: readonly string[]): string[] {
+  return expected.filter((m) => !listed.includes(m));
+}
+
+function baseName(path: string): string {
+  return path.replace(/\/+$/, '').split('/').pop() ?? path;
+}
+
+async function probeOpenAI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {
+  const models = await get(target, '/v1/models', opts);
+  if (models.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/v1/models answered ${models.status}` };
+  const listed = listedModels(models.json);
+  const absent = missing(target.models, listed);
+  if (absent.length > 0) {
+    return { verdict: 'serving-api', refused: false, detail: `/v1/models lists [${listed.join(', ')}], not ${absent.join(', ')}` };
+  }
+  return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}` };
+}
+
+async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {
+  const health = await get(target, '/health', opts);
+  if (health.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/health answered ${health.status}` };
+  const info = await get(target, '/get_model_info', opts);
+  if (info.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/get_model_info answered ${info.status}` };
+  const modelPath = String((info.json as { model_path?: unknown } | undefined)?.model_path ?? '');
+  const names = [modelPath, baseName(modelPath)];
+  let absent = target.models.filter((m) => !names.includes(m));
+  if (absent.length > 0) {
+    // --served-model-name differs from the path: the OpenAI listing has the served names
+    const models = await get(target, '/v1/models', opts);
+    if (models.status === 200) absent = missing(absent, listedModels(models.json));
+  }
+  if (absent.length > 0) return { verdict: 'serving-api', refused: false, detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}` };
+  return { verdict: 'ready', refused: false, detail: `/health 200, /get_model_info ${modelPath}` };
+}
+
+async function probeTGI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {
+  const health = await get(target, '/health', opts);
+  if (health.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/health answered ${health.status}` };
+  const info = await get(target, '/info', opts);
+  if (info.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/info answered ${info.status}` };
+  const modelId = String((info.json as { model_id?: unknown } | undefined)?.model_id ?? '');
+  const absent = target.models.filter((m) => m !== modelId && baseName(m) !== baseName(modelId));
+  if (absent.length > 0) return { verdict: 'serving-api', refused: false, detail: `TGI serves ${modelId || 'an unnamed model'}, not ${absent.join(', ')}` };
+  return { verdict: 'ready', refused: false, detail: `/health 200, /info ${modelId}` };
+}
+
+export async function probe(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {
+  try {
+    switch (opts.kind) {
+      case 'vllm':
+      case 'openai':
+        return await probeOpenAI(target, opts);
+      case 'sglang':
+        return await probeSGLang(target, opts);
+      case 'tgi':
+        return await probeTGI(target, opts);
+    }
+  } catch (err) {
+    if (err instanceof Unreachable) return { verdict: 'unreachable', refused: err.refused, detail: err.message };
+    return { verdict: 'unreachable', refused: false, detail: (err as Error).message };
+  }
+}
+
+/** Optional warm-up: one token through the model, for engines whose first request compiles kernels. */
+export async function warmup(target: ProbeTarget, model: string, opts: ProbeOptions & { timeoutMs: number }): Promise<{ ok: boolean; detail: string }> {
+  const headers: Record<string, string> = { 'content-type': 'application/json' };
+  if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+  try {
+    const res = await request(target.url + '/v1/completions', {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ model, prompt: 'ping', max_tokens: 1 }),
+      dispatcher: opts.dispatcher,
+      headersTimeout: opts.timeoutMs,
+      bodyTimeout: opts.timeoutMs,
+      signal: AbortSignal.timeout(opts.timeoutMs),
+    });
+    await res.body.dump();
+    return res.statusCode === 200 ? { ok: true, detail: 'warm-up token generated' } : { ok: false, detail: `warm-up answered ${res.statusCode}` };
+  } catch (err) {
+    return { ok: false, detail: `warm-up failed: ${(err as Error).message}` };
+  }
+}

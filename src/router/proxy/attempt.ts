@@ -1,0 +1,285 @@
+// One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
+// It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
+import type { ResponseSink } from '../core/exchange.js';
+import type { EngineClient, EngineHandler } from './engine-client.js';
+import { downstreamResponseHeaders } from './headers.js';
+import type { FailureKind } from '../core/forward.js';
+
+
+export type AttemptOutcome =
+  /** the engine's whole response reached the client (any status) */
+  | { readonly kind: 'done'; readonly status: number }
+  /** nothing reached the client; another endpoint may be tried */
+  | { readonly kind: 'retryable'; readonly failure: FailureKind; readonly detail: string }
+  /** nothing reached the client, but trying elsewhere is wrong (a timeout: the engine may still be working; a protocol error: it answered, badly) */
+  | { readonly kind: 'failed'; readonly failure: FailureKind; readonly detail: string }
+  /** the response had started; it was ended with an error event (SSE) or cut */
+  | { readonly kind: 'broken'; readonly status: number; readonly failure: FailureKind; readonly detail: string }
+  | { readonly kind: 'client-gone' };
+
+export interface AttemptRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: string[];
+  readonly body: Buffer;
+  readonly requestId: string;
+  /** whether an engine 503 (loading / back-pressure) should be retried elsewhere instead of passed through */
+  readonly retryOnEngine503: boolean;
+  readonly idleTimeoutMs: number;
+  readonly headersTimeoutMs: number;
+}
+
+export class TotalTimeoutError extends Error {
+  readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
+}
+class ClientGoneError extends Error {
+  readonly code = 'LLM_ROUTER_CLIENT_GONE';
+}
+/** The engine's answer cannot be passed on as framed (found by the router's own checks, after the engine client's). */
+export class UpstreamProtocolError extends Error {
+  readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
+}
+
+const CONNECT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+/** a TLS handshake that failed (certificate not trusted, expired, for another name; protocol mismatch): no connection */
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|ERR_OSSL_)/;
+/** an answer that breaks HTTP/1.1's framing rules: ours (parser, handler) and undici's (llhttp's HPE_* codes, length mismatch) */
+const PROTOCOL_CODES = new Set(['LLM_ROUTER_H1_PARSE', 'LLM_ROUTER_UPSTREAM_PROTOCOL', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH']);
+
+export function classify(err: unknown): FailureKind {
+  const code = (err as { code?: string }).code ?? '';
+  if (CONNECT_CODES.has(code) || TLS_CODE.test(code)) return 'connect';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return 'headers-timeout';
+  if (code === 'UND_ERR_BODY_TIMEOUT') return 'idle-timeout';
+  if (code === 'LLM_ROUTER_TOTAL_TIMEOUT') return 'total-timeout';
+  if (PROTOCOL_CODES.has(code) || code.startsWith('HPE_')) return 'protocol';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'reset';
+  return 'other';
+}
+
+function sseError(message: string, code: string): string {
+  return `data: ${JSON.stringify({ error: { message, type: 'server_error', param: null, code } })}\n\n`;
+}
+
+/** Streams one attempt. Resolves exactly once; never rejects. */
+export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
+  return new Promise<AttemptOutcome>((resolve) => {
+    const handler = new AttemptHandler(req, res, resolve);
+    if (totalDeadline > 0) handler.limitTo(totalDeadline);
+    pool.dispatch(
+      {
+        method: req.method,
+        path: req.path,
+        headers: req.headers,
+        body: req.body,
+        headersTimeout: req.headersTimeoutMs,
+        bodyTimeout: req.idleTimeoutMs,
+      },
+      handler,
+    );
+  });
+}
+
+/**
+ * The engine client's view of one attempt. A class rather than closures: the request path allocates one object per attempt.
+ *
+ * The router frames what it writes to the client itself; the engine's Content-Length and Transfer-Encoding are never
+ * copied. An event stream is chunked (the router may have to end it with an error event of its own). Another answer
+ * with a Content-Length gets that length only because exactly that many bytes will be written: the bytes are counted,
+ * and an engine that sends more or fewer fails the attempt. Anything else is chunked (close-delimited for an HTTP/1.0
+ * client, which node:http decides). A non-stream head waits until its first body byte or the end of the answer, so an
+ * answer refused at its very end (bytes beyond it in the same read) still gets a clean 502. Once the client has seen
+ * a head, an answer that cannot be completed as framed ends with the connection closed, never with bytes appended.
+ *
+ * Body bytes go out without copying, with two exceptions that save a write each: a body of known length goes out with
+ * end() when its last byte arrives, and the SSE events parsed from one socket read go out in one write.
+ */
+class AttemptHandler implements EngineHandler {
+  private settled = false;
+  private abortFn: ((err?: Error) => void) | undefined = undefined;
+  private status = 0;
+  /** the client has seen the head */
+  private committed = false;
+  /** the head to write with the first body byte (non-stream answers) */
+  private headPending: string[] | undefined = undefined;
+  private discarding = false;
+  private sse = false;
+  /** 204 or 304: no body may follow */
+  private bodyless = false;
+  private totalTimer: NodeJS.Timeout | undefined = undefined;
+  /** bytes of the body still to write when the router declared a Content-Length, else -1 */
+  private remaining = -1;
+  private ended = false;
+  /** chunks of the current socket read, written together in a microtask */
+  private pending: Buffer[] | undefined = undefined;
+  /** res.write() said to wait; the client's resume is called on 'drain' */
+  private paused = false;
+  private resumeFn: (() => void) | undefined = undefined;
+  private drainListening = false;
+  private readonly onClientClose = (): void => this.clientClosed();
+  private readonly onDrain = (): void => {
+    this.paused = false;
+    this.resumeFn?.();
+  };
+  private readonly flushPending = (): void => this.flush();
+
+  constructor(
+    private readonly req: AttemptRequest,
+    private readonly res: ResponseSink,
+    private readonly resolve: (outcome: AttemptOutcome) => void,
+  ) {
+    res.on('close', this.onClientClose);
+  }
+
+  limitTo(totalDeadline: number): void {
+    const left = totalDeadline - Date.now();
+    this.totalTimer = setTimeout(() => this.abortFn?.(new TotalTimeoutError('total request time exceeded')), Math.max(left, 1));
+  }
+
+  private finish(outcome: AttemptOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    if (this.totalTimer) clearTimeout(this.totalTimer);
+    this.res.off('close', this.onClientClose);
+    if (this.drainListening) this.res.off('drain', this.onDrain);
+    this.resolve(outcome);
+  }
+
+  private clientClosed(): void {
+    if (this.res.writableFinished) return;
+    this.abortFn?.(new ClientGoneError('client closed the connection'));
+    this.finish({ kind: 'client-gone' });
+  }
+
+  /** Ends the engine's request: the engine client destroys its connection and reports the error to onError. */
+  private refuse(detail: string): false {
+    this.abortFn?.(new UpstreamProtocolError(detail));
+    return false;
+  }
+
+  private commit(): void {
+    const head = this.headPending as string[];
+    this.headPending = undefined;
+    this.committed = true;
+    this.res.writeHead(this.status, head);
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortFn = abort;
+    if (this.settled) abort(new ClientGoneError('client closed the connection'));
+  }
+
+  onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
+    if (statusCode < 200) return true;
+    this.status = statusCode;
+    if (statusCode === 503 && this.req.retryOnEngine503) {
+      // drain the small error body so the connection stays reusable, then try elsewhere
+      this.discarding = true;
+      return true;
+    }
+    const head = downstreamResponseHeaders(rawHeaders, this.req.requestId);
+    const bodyless = statusCode === 204 || statusCode === 304;
+    if (head.badFraming) return this.refuse('the engine sent contradictory or invalid framing headers');
+    if (bodyless && (head.transferEncoding || head.contentLength > 0)) return this.refuse(`the engine declared a body on a ${statusCode}`);
+    this.bodyless = bodyless;
+    this.sse = !bodyless && head.contentType.startsWith('text/event-stream');
+    this.remaining = this.sse || bodyless ? -1 : head.contentLength;
+    if (this.remaining >= 0) head.headers.push('content-length', String(this.remaining));
+    this.resumeFn = resume;
+    const res = this.res;
+    if (res.destroyed) return false;
+    this.headPending = head.headers;
+    if (this.sse) {
+      // the stream's head goes out now: time to first token is the client's to see
+      this.commit();
+      res.flushHeaders();
+    }
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    if (this.discarding || this.res.destroyed) return true;
+    if (this.bodyless) return this.refuse(`the engine sent a body on a ${this.status}`);
+    if (this.headPending !== undefined) this.commit();
+    if (this.remaining >= 0) {
+      if (chunk.length > this.remaining) return this.refuse('the engine sent more bytes than its Content-Length');
+      this.remaining -= chunk.length;
+      if (this.remaining === 0) {
+        this.ended = true;
+        this.res.end(chunk);
+        return true;
+      }
+      return this.write(chunk);
+    }
+    if (this.pending) {
+      this.pending.push(chunk);
+    } else {
+      this.pending = [chunk];
+      queueMicrotask(this.flushPending);
+    }
+    return !this.paused;
+  }
+
+  private flush(): void {
+    const chunks = this.pending;
+    this.pending = undefined;
+    if (!chunks || this.res.destroyed) return;
+    this.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
+  }
+
+  private write(chunk: Buffer): boolean {
+    if (!this.res.write(chunk)) {
+      this.paused = true;
+      if (!this.drainListening) {
+        this.drainListening = true;
+        this.res.on('drain', this.onDrain);
+      }
+    }
+    return !this.paused;
+  }
+
+  onComplete(): void {
+    if (this.settled) return;
+    if (this.discarding) {
+      this.finish({ kind: 'retryable', failure: 'engine-busy', detail: 'engine answered 503' });
+      return;
+    }
+    if (this.remaining > 0) {
+      // the engine client said the body is complete, yet fewer bytes than declared arrived: the head promised a length
+      this.onError(new UpstreamProtocolError('the engine sent fewer bytes than its Content-Length'));
+      return;
+    }
+    if (this.headPending !== undefined && !this.res.destroyed) this.commit();
+    this.flush();
+    if (!this.ended) this.res.end();
+    this.finish({ kind: 'done', status: this.status });
+  }
+
+  onError(err: Error): void {
+    if (this.settled) return;
+    if (err instanceof ClientGoneError) {
+      this.finish({ kind: 'client-gone' });
+      return;
+    }
+    const res = this.res;
+    const failure = classify(err);
+    const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
+    if (this.committed) {
+      if (this.sse && !res.destroyed) {
+        // the stream is chunked by the router: its own error event ends it cleanly
+        this.flush();
+        const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
+        const code = timeout ? 'upstream_timeout' : failure === 'protocol' ? 'upstream_protocol_error' : 'upstream_stream_error';
+        res.end(sseError(timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.', code));
+      } else {
+        // the client was promised a length or a body it will not get whole: close rather than add anything
+        res.destroy();
+      }
+      this.finish({ kind: 'broken', status: this.status, failure, detail });
+      return;
+    }
+    if (failure === 'protocol') this.finish({ kind: 'failed', failure, detail });
+    else if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other') this.finish({ kind: 'retryable', failure: this.discarding ? 'engine-busy' : failure, detail });
+    else this.finish({ kind: 'failed', failure, detail });
+  }
+}

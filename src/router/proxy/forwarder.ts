@@ -1,0 +1,96 @@
+// Forwards a request to a picked endpoint and fails over to another one while nothing has reached the client.
+import type { Endpoint } from '../core/endpoint.js';
+import type { TimeoutConfig } from '../config/config.js';
+import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
+import type { ResponseSink } from '../core/exchange.js';
+import { attempt, type AttemptOutcome } from './attempt.js';
+import { type FailureKind } from '../core/forward.js';
+import type { UpstreamPools } from './pools.js';
+import type { ForwardObserver } from '../core/forward.js';
+
+export interface ForwardJob {
+  readonly route: RouteRequest;
+  /** the ready endpoints of the model now; called again before each failover */
+  readonly candidates: () => readonly Endpoint[];
+  readonly method: string;
+  readonly path: string;
+  readonly headers: string[];
+  readonly body: Buffer;
+  readonly requestId: string;
+}
+
+export type ForwardResult =
+  | { readonly kind: 'answered'; readonly status: number; readonly endpoint: Endpoint }
+  | { readonly kind: 'broken'; readonly status: number; readonly endpoint: Endpoint; readonly failure: FailureKind }
+  | { readonly kind: 'client-gone'; readonly endpoint: Endpoint | undefined }
+  /** nothing was sent; the caller answers with an error */
+  | { readonly kind: 'unanswered'; readonly failure: FailureKind | 'no-endpoint'; readonly detail: string; readonly endpoint: Endpoint | undefined };
+
+export class Forwarder {
+  constructor(
+    private readonly pools: UpstreamPools,
+    private readonly policy: RoutingPolicy,
+    private readonly observer: ForwardObserver,
+    private readonly timeouts: TimeoutConfig,
+    private readonly maxFailoverAttempts: number,
+  ) {}
+
+  async forward(job: ForwardJob, res: ResponseSink): Promise<ForwardResult> {
+    const deadline = this.timeouts.totalMs > 0 ? Date.now() + this.timeouts.totalMs : 0;
+    let tried: Set<Endpoint> | undefined;
+    let candidates = job.candidates();
+    let endpoint = this.policy.pick(candidates, job.route);
+    let last: { failure: FailureKind; detail: string } | undefined;
+    for (let failovers = 0; endpoint !== undefined; failovers++) {
+      const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));
+      endpoint.inFlight++;
+      let outcome: AttemptOutcome;
+      try {
+        outcome = await attempt(
+          this.pools.get(endpoint.url),
+          {
+            method: job.method,
+            path: job.path,
+            headers: job.headers,
+            body: job.body,
+            requestId: job.requestId,
+            retryOnEngine503: mayRetry,
+            headersTimeoutMs: this.timeouts.headersMs,
+            idleTimeoutMs: this.timeouts.idleMs,
+          },
+          res,
+          deadline,
+        );
+      } finally {
+        endpoint.inFlight--;
+      }
+      switch (outcome.kind) {
+        case 'done':
+          if (outcome.status >= 500 && outcome.status !== 503) this.observer.failed(endpoint, 'engine-5xx', `engine answered ${outcome.status}`);
+          else this.observer.succeeded(endpoint);
+          return { kind: 'answered', status: outcome.status, endpoint };
+        case 'client-gone':
+          return { kind: 'client-gone', endpoint };
+        case 'broken':
+          this.observer.failed(endpoint, outcome.failure, outcome.detail);
+          return { kind: 'broken', status: outcome.status, endpoint, failure: outcome.failure };
+        case 'failed':
+          this.observer.failed(endpoint, outcome.failure, outcome.detail);
+          return { kind: 'unanswered', failure: outcome.failure, detail: outcome.detail, endpoint };
+        case 'retryable': {
+          // an engine's own 503 is back-pressure or loading: it says nothing against the endpoint's health
+          if (outcome.failure !== 'engine-busy') this.observer.failed(endpoint, outcome.failure, outcome.detail);
+          last = { failure: outcome.failure, detail: outcome.detail };
+          if (!mayRetry || res.destroyed) return { kind: 'unanswered', ...last, endpoint };
+          (tried ??= new Set()).add(endpoint);
+          candidates = job.candidates();
+          const next = this.policy.pick(candidates, job.route, tried);
+          if (!next) return { kind: 'unanswered', ...last, endpoint };
+          this.observer.failover(job.route.model);
+          endpoint = next;
+        }
+      }
+    }
+    return { kind: 'unanswered', failure: last?.failure ?? 'no-endpoint', detail: last?.detail ?? 'no ready endpoint', endpoint: undefined };
+  }
+}

@@ -1,0 +1,178 @@
+// KEDA external scaler (gRPC externalscaler.ExternalScaler): tells KEDA whether a model is in demand and how much,
+// so a model at zero replicas wakes on the first request and stays up while requests are held or in flight.
+// Every answer is about the whole system (every worker of every router replica), whichever process KEDA reaches.
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import type { Logger } from '../util/log.js';
+import { isActive, load, type ModelTotals } from './demand-snapshot.js';
+
+const PROTO = fileURLToPath(new URL('../../../proto/externalscaler.proto', import.meta.url));
+
+/** The scaling metric's target per replica when the ScaledObject does not set targetValue. */
+export const DEFAULT_TARGET = 8;
+
+export type ModelLookup =
+  | { readonly kind: 'known'; readonly model: string }
+  | { readonly kind: 'unknown' }
+  /** discovery has not listed yet: "unknown" would be a guess */
+  | { readonly kind: 'not-synced' };
+
+export interface ScalerView {
+  /** the canonical name of a requested model (aliases resolved) */
+  lookup(model: string): ModelLookup;
+  /** demand per model over every router process and replica */
+  totals(): Promise<Readonly<Record<string, ModelTotals>>>;
+  readonly graceMs: number;
+}
+
+interface ScaledObjectRef {
+  name?: string;
+  namespace?: string;
+  scalerMetadata?: Record<string, string>;
+}
+
+interface Scaled {
+  readonly model: string;
+  readonly target: number;
+}
+
+class ScalerError extends Error {
+  constructor(
+    readonly code: grpc.status,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** KEDA metric names must be DNS-label-like; model names may hold slashes and dots. */
+export function metricNameFor(model: string): string {
+  return `llm-router-${model.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-|-$/g, '')}`.slice(0, 63);
+}
+
+/** Pure: the target per replica from the trigger metadata; a value that is not a positive number is refused. */
+export function parseTarget(meta: Readonly<Record<string, string>> | undefined): number {
+  const raw = meta?.targetValue ?? meta?.target;
+  if (raw === undefined || raw.trim() === '') return DEFAULT_TARGET;
+  const n = Number(raw.trim());
+  if (!Number.isFinite(n) || n <= 0) throw new ScalerError(grpc.status.INVALID_ARGUMENT, `targetValue ${JSON.stringify(raw)} must be a positive number`);
+  return n;
+}
+
+export class KedaScaler {
+  private readonly server = new grpc.Server();
+  /** open StreamIsActive calls and the function that pushes a change to each */
+  private readonly streams = new Map<grpc.ServerWritableStream<ScaledObjectRef, { result: boolean }>, (totals: Readonly<Record<string, ModelTotals>>) => void>();
+  private timer: NodeJS.Timeout | undefined;
+  port = 0;
+
+  constructor(
+    private readonly view: ScalerView,
+    private readonly log: Logger,
+    private readonly pushIntervalMs = 1_000,
+  ) {
+    const def = protoLoader.loadSync(PROTO, { keepCase: true, longs: Number, defaults: true });
+    const pkg = grpc.loadPackageDefinition(def) as unknown as { externalscaler: { ExternalScaler: { service: grpc.ServiceDefinition } } };
+    const unary =
+      <Req, Res>(answer: (req: Req) => Promise<Res>) =>
+      (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>): void => {
+        answer(call.request).then(
+          (res) => cb(null, res),
+          (err: unknown) => cb(this.grpcError(err)),
+        );
+      };
+    this.server.addService(pkg.externalscaler.ExternalScaler.service, {
+      IsActive: unary(async (ref: ScaledObjectRef) => {
+        const s = this.scaled(ref);
+        return { result: isActive((await this.view.totals())[s.model], this.view.graceMs) };
+      }),
+      StreamIsActive: (call: grpc.ServerWritableStream<ScaledObjectRef, { result: boolean }>) => {
+        let s: Scaled;
+        try {
+          s = this.scaled(call.request);
+        } catch (err) {
+          // grpc-js sends an error status on a server stream through its 'error' event
+          call.emit('error', this.grpcError(err));
+          return;
+        }
+        let last: boolean | undefined;
+        const push = (totals: Readonly<Record<string, ModelTotals>>): void => {
+          const now = isActive(totals[s.model], this.view.graceMs);
+          if (now !== last) {
+            last = now;
+            call.write({ result: now });
+          }
+        };
+        this.streams.set(call, push);
+        call.on('cancelled', () => this.streams.delete(call));
+        call.on('close', () => this.streams.delete(call));
+        this.view.totals().then(push, () => undefined);
+      },
+      GetMetricSpec: unary(async (ref: ScaledObjectRef) => {
+        const s = this.scaled(ref);
+        return { metricSpecs: [{ metricName: metricNameFor(s.model), targetSize: Math.ceil(s.target), targetSizeFloat: s.target }] };
+      }),
+      GetMetrics: unary(async (req: { scaledObjectRef?: ScaledObjectRef; metricName?: string }) => {
+        const s = this.scaled(req.scaledObjectRef);
+        const value = load((await this.view.totals())[s.model]);
+        return { metricValues: [{ metricName: req.metricName || metricNameFor(s.model), metricValue: value, metricValueFloat: value }] };
+      }),
+    });
+  }
+
+  /** The model and target a ScaledObject names, or the gRPC error KEDA should show for it. */
+  private scaled(ref: ScaledObjectRef | undefined): Scaled {
+    const requested = ref?.scalerMetadata?.model;
+    if (!requested) throw new ScalerError(grpc.status.INVALID_ARGUMENT, 'the trigger metadata must name a "model"');
+    const target = parseTarget(ref?.scalerMetadata);
+    const found = this.view.lookup(requested);
+    if (found.kind === 'unknown') {
+      throw new ScalerError(grpc.status.NOT_FOUND, `model ${JSON.stringify(requested)} is not declared or served anywhere this router can see (check the trigger's "model")`);
+    }
+    if (found.kind === 'not-synced') throw new ScalerError(grpc.status.UNAVAILABLE, `the router has not listed the cluster yet; cannot tell whether ${JSON.stringify(requested)} exists`);
+    return { model: found.model, target };
+  }
+
+  private grpcError(err: unknown): Error & { code: grpc.status; details: string } {
+    if (err instanceof ScalerError) return Object.assign(new Error(err.message), { code: err.code, details: err.message });
+    const message = err instanceof Error ? err.message : String(err);
+    this.log.warn({ error: message }, 'KEDA scaler could not compute demand');
+    return Object.assign(new Error(message), { code: grpc.status.UNAVAILABLE, details: `demand is not available: ${message}` });
+  }
+
+  async start(host: string, port: number): Promise<void> {
+    this.port = await new Promise<number>((resolve, reject) =>
+      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+    );
+    this.timer = setInterval(() => {
+      if (this.streams.size === 0) return;
+      // one round of demand (peers included) for every open stream
+      this.view.totals().then(
+        (totals) => {
+          for (const push of this.streams.values()) push(totals);
+        },
+        () => undefined,
+      );
+    }, this.pushIntervalMs);
+    this.timer.unref();
+    this.log.info({ port: this.port }, 'KEDA external scaler listening (gRPC externalscaler.ExternalScaler)');
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    for (const s of this.streams.keys()) s.end();
+    this.streams.clear();
+    // KEDA keeps its streams open: give calls a moment to end, then close what is left
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => {
+        this.server.forceShutdown();
+        resolve();
+      }, 2_000);
+      this.server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    });
+  }
+}

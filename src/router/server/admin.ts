@@ -1,0 +1,79 @@
+// Admin and listing endpoints: liveness, the router's own readiness, metrics, the engine table and the model list.
+import type { ServerResponse } from 'node:http';
+import type { ModelCatalog } from '../catalog/catalog.js';
+import type { EngineLoad } from '../core/endpoint.js';
+import { isFresh } from '../core/endpoint.js';
+import type { RouterMetrics } from '../metrics/metrics.js';
+
+export function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  const body = JSON.stringify(value);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export interface ReadinessView {
+  /** discovery sources that have not completed their first sync */
+  pendingSources(): readonly string[];
+  shuttingDown(): boolean;
+}
+
+export function health(res: ServerResponse): void {
+  sendJson(res, 200, { status: 'ok' });
+}
+
+export function ready(res: ServerResponse, view: ReadinessView): void {
+  if (view.shuttingDown()) return sendJson(res, 503, { status: 'shutting-down' });
+  const pending = view.pendingSources();
+  if (pending.length > 0) return sendJson(res, 503, { status: 'syncing', pending });
+  sendJson(res, 200, { status: 'ready' });
+}
+
+export async function metrics(res: ServerResponse, m: RouterMetrics): Promise<void> {
+  const { contentType, body } = await m.exposition();
+  res.writeHead(200, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+/** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
+function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: number): object | null {
+  if (!load) return null;
+  return { running: load.running, waiting: load.waiting, kvUsage: load.kvUsage ?? null, at: new Date(load.at).toISOString(), fresh: isFresh(load, now, statsIntervalMs) };
+}
+
+export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {
+  const iso = (ms: number): string => new Date(ms).toISOString();
+  const now = Date.now();
+  sendJson(res, 200, {
+    endpoints: catalog.endpoints().map((e) => ({
+      id: e.id,
+      url: e.url,
+      source: e.source,
+      models: e.models,
+      state: e.state,
+      since: iso(e.since),
+      discoveredAt: iso(e.discoveredAt),
+      everReady: e.everReady,
+      inFlight: e.inFlight,
+      load: loadView(e.engineLoad, now, statsIntervalMs),
+      lastProbe: e.lastProbe ? { at: iso(e.lastProbe.at), ok: e.lastProbe.ok, detail: e.lastProbe.detail } : null,
+      lastError: e.lastError ?? null,
+    })),
+    models: catalog.models(),
+  });
+}
+
+/** OpenAI's list shape, plus `status` with the same words as the x-llm-router-model-state header. */
+export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt: number): void {
+  const created = Math.floor(startedAt / 1000);
+  sendJson(res, 200, {
+    object: 'list',
+    data: catalog.models().map((m) => ({
+      id: m.id,
+      object: 'model',
+      created,
+      owned_by: 'llm-router',
+      ...(m.aliasOf ? { root: m.aliasOf } : {}),
+      status: m.status,
+    })),
+  });
+}

@@ -1,0 +1,116 @@
+// OpenAI-shaped error bodies with stable codes. Every error a client sees from the router itself comes from here.
+import type { ResponseSink } from '../core/exchange.js';
+
+export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable';
+
+export interface RouterError {
+  readonly status: number;
+  readonly code: string;
+  readonly type: ErrorType;
+  readonly message: string;
+  readonly param?: string | null;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export function errorBody(err: RouterError): string {
+  return JSON.stringify({ error: { message: err.message, type: err.type, param: err.param ?? null, code: err.code } });
+}
+
+/** Writes the error as the whole response. Safe to call only before headers were sent. */
+export function sendError(res: ResponseSink, err: RouterError, extraHeaders?: Readonly<Record<string, string>>): void {
+  const body = errorBody(err);
+  res.statusCode = err.status;
+  res.setHeader('content-type', 'application/json');
+  res.setHeader('content-length', Buffer.byteLength(body));
+  if (err.headers) for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
+  res.end(body);
+}
+
+export const errors = {
+  clientTimeout: (): RouterError => ({
+    status: 408, code: 'client_timeout', type: 'invalid_request_error', message: 'The request was not received in time.',
+  }),
+  invalidJson: (detail: string): RouterError => ({
+    status: 400, code: 'invalid_json', type: 'invalid_request_error',
+    message: `The request body must be a JSON object: ${detail}`,
+  }),
+  modelRequired: (detail = 'the request body has no "model" field'): RouterError => ({
+    status: 400, code: 'model_required', type: 'invalid_request_error', param: 'model',
+    message: `A model is required: ${detail}.`,
+  }),
+  bodyTooLarge: (limit: number): RouterError => ({
+    status: 413, code: 'body_too_large', type: 'invalid_request_error',
+    message: `The request body is larger than the limit of ${limit} bytes.`,
+  }),
+  modelNotFound: (model: string): RouterError => ({
+    status: 404, code: 'model_not_found', type: 'invalid_request_error', param: 'model',
+    message: `The model ${JSON.stringify(model)} does not exist.`,
+  }),
+  modelUnavailable: (model: string, state: string, retryAfterSeconds: number): RouterError => ({
+    status: 503, code: 'model_unavailable', type: 'service_unavailable', param: 'model',
+    message: `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
+  }),
+  queueFull: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 429, code: 'queue_full', type: 'rate_limit_error', param: 'model',
+    message: `Too many requests are already waiting for ${JSON.stringify(model)} to start; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  discoveryNotSynced: (model: string): RouterError => ({
+    status: 503, code: 'model_unavailable', type: 'service_unavailable', param: 'model',
+    message: `The router has not finished listing its engines yet, so it cannot tell whether ${JSON.stringify(model)} exists; retry shortly.`,
+    headers: { 'retry-after': '1', 'x-llm-router-model-state': 'unavailable' },
+  }),
+  invalidApiKey: (): RouterError => ({
+    status: 401, code: 'invalid_api_key', type: 'authentication_error',
+    message: 'A valid API key is required: send it as Authorization: Bearer KEY.',
+    headers: { 'www-authenticate': 'Bearer' },
+  }),
+  rateLimited: (retryAfterSeconds: number): RouterError => ({
+    status: 429, code: 'rate_limited', type: 'rate_limit_error',
+    message: `Too many requests for this API key; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  overloaded: (): RouterError => ({
+    status: 429, code: 'overloaded', type: 'rate_limit_error',
+    message: 'The router is at its limit of concurrent requests; retry shortly.',
+    headers: { 'retry-after': '1' },
+  }),
+  notFound: (path: string): RouterError => ({
+    status: 404, code: 'not_found', type: 'invalid_request_error',
+    message: `No route for ${path}.`,
+  }),
+  methodNotAllowed: (method: string, path: string, allowed: string): RouterError => ({
+    status: 405, code: 'method_not_allowed', type: 'invalid_request_error',
+    message: `${method} is not allowed on ${path}; use ${allowed}.`,
+    headers: { allow: allowed },
+  }),
+  upstreamUnreachable: (model: string): RouterError => ({
+    status: 502, code: 'upstream_unavailable', type: 'server_error',
+    message: `No engine for model ${JSON.stringify(model)} could be reached.`,
+  }),
+  upstreamProtocolError: (model: string): RouterError => ({
+    status: 502, code: 'upstream_protocol_error', type: 'server_error',
+    message: `The engine for model ${JSON.stringify(model)} sent an answer that breaks HTTP/1.1's framing rules; it was not passed on.`,
+  }),
+  invalidRequest: (message: string): RouterError => ({
+    status: 400, code: 'invalid_request', type: 'invalid_request_error', message,
+  }),
+  httpVersionNotSupported: (): RouterError => ({
+    status: 505, code: 'http_version_not_supported', type: 'invalid_request_error',
+    message: 'Only HTTP/1.1 and HTTP/1.0 are supported.',
+  }),
+  upstreamTimeout: (what: string): RouterError => ({
+    status: 504, code: 'upstream_timeout', type: 'server_error',
+    message: `The engine did not answer in time (${what}).`,
+  }),
+  badRequest: (code: string, message: string): RouterError => ({
+    status: 400, code, type: 'invalid_request_error', message,
+  }),
+  shuttingDown: (): RouterError => ({
+    status: 503, code: 'shutting_down', type: 'service_unavailable',
+    message: 'The router is shutting down; retry on another replica.',
+    headers: { 'retry-after': '1', connection: 'close' },
+  }),
+};

@@ -1,0 +1,175 @@
+// `llm-router demo`: simulated engines plus the router, showing the answers a client can get: a ready model (200),
+// a declared model at zero replicas (503 + Retry-After), an unknown model (404), and a model at zero that a
+// simulated autoscaler wakes while the router holds the request (200 after the cold start).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { request } from 'undici';
+import { loadRouterConfig } from '../../router/config/config.js';
+import { RouterApp } from '../../router/app/app.js';
+import { createLogger } from '../../router/util/log.js';
+import { parseFlags, FlagReader, usage, type FlagSpec } from '../../router/config/flags.js';
+import { DemoAutoscaler } from './autoscaler.js';
+
+const DEMO_FLAGS: readonly FlagSpec[] = [
+  { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address for the router' },
+  { name: 'port', kind: 'int', default: 8001, min: 0, help: 'port for the router' },
+  { name: 'log-level', kind: 'string', default: 'info', help: 'router log level' },
+  { name: 'idle-seconds', kind: 'number', default: 20, min: 0.1, help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero' },
+];
+
+export const DEMO_MODELS = { ready: 'demo-chat', alias: 'gpt-4o-mini', embed: 'demo-embed', zero: 'demo-sleeper', wake: 'demo-wakeup', unknown: 'no-such-model' } as const;
+
+
+async function freePort(): Promise<number> {
+  const s = net.createServer().listen(0, '127.0.0.1');
+  await once(s, 'listening');
+  const port = (s.address() as net.AddressInfo).port;
+  s.close();
+  await once(s, 'close');
+  return port;
+}
+
+interface Engine {
+  readonly url: string;
+  readonly child: ChildProcess;
+}
+
+function startEngine(port: number, model: string, extra: readonly string[]): Engine {
+  const child = spawn(process.execPath, [process.argv[1] as string, 'sim', '--host', '127.0.0.1', '--port', String(port), '--model', model, '--id', `sim-${model}-${port}`, ...extra], {
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  return { url: `http://127.0.0.1:${port}`, child };
+}
+
+/** an engine that ignores SIGTERM this long is killed */
+const ENGINE_STOP_MS = 5_000;
+
+/** SIGTERM, then SIGKILL after ENGINE_STOP_MS; resolves once the process has exited. */
+async function stopEngine(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), ENGINE_STOP_MS);
+  await exited;
+  clearTimeout(timer);
+}
+
+export interface DemoCase {
+  readonly title: string;
+  readonly command: string;
+  readonly expectStatus: number;
+}
+
+export function demoCases(base: string): DemoCase[] {
+  const post = (path: string, body: unknown): string => `curl -si ${base}${path} -H 'content-type: application/json' -d '${JSON.stringify(body)}'`;
+  const chat = (model: string, stream = false): unknown => ({ model, messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 8, ...(stream ? { stream: true } : {}) });
+  return [
+    { title: 'a ready model answers', command: post('/v1/chat/completions', chat(DEMO_MODELS.ready)), expectStatus: 200 },
+    { title: 'streaming passes through chunk by chunk', command: `curl -sNi ${base}/v1/chat/completions -H 'content-type: application/json' -d '${JSON.stringify(chat(DEMO_MODELS.ready, true))}'`, expectStatus: 200 },
+    { title: 'an alias routes to its model', command: post('/v1/chat/completions', chat(DEMO_MODELS.alias)), expectStatus: 200 },
+    { title: 'embeddings route by model too', command: post('/v1/embeddings', { model: DEMO_MODELS.embed, input: 'hello' }), expectStatus: 200 },
+    { title: 'a declared model at zero replicas: 503, Retry-After, x-llm-router-model-state: scaled-to-zero', command: post('/v1/chat/completions', chat(DEMO_MODELS.zero)), expectStatus: 503 },
+    { title: `a model at zero with a cold-start wait: held while the demo autoscaler starts an engine (~4 s), then answered`, command: post('/v1/chat/completions', chat(DEMO_MODELS.wake)), expectStatus: 200 },
+    { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
+    { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
+    { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
+  ];
+}
+
+async function waitRoutable(base: string, model: string, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const res = await request(`${base}/v1/models`).catch(() => undefined);
+    if (res) {
+      const list = (await res.body.json()) as { data: { id: string; status: string }[] };
+      if (list.data.some((m) => m.id === model && m.status === 'ready')) return true;
+    }
+    await sleep(100);
+  }
+  return false;
+}
+
+export async function runDemo(argv: string[]): Promise<void> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(usage('demo', 'Starts simulated engines and the router, then prints curl lines for each case.', DEMO_FLAGS) + '\n');
+    return;
+  }
+  const flags = new FlagReader(parseFlags(argv, DEMO_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_DEMO_' }));
+  const [p1, p2, p3] = [await freePort(), await freePort(), await freePort()];
+  const engines = [
+    startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12']),
+    // a second engine of the same model that takes a while to load: watch it go discovered -> serving-api -> ready in /engines
+    startEngine(p2, DEMO_MODELS.ready, ['--startup-refuse-seconds', '3', '--startup-loading-seconds', '5', '--ttft-ms', '50', '--itl-ms', '40']),
+    startEngine(p3, DEMO_MODELS.embed, []),
+  ];
+  const stopEngines = (): void => {
+    for (const e of engines) if (e.child.exitCode === null) e.child.kill('SIGTERM');
+  };
+  process.on('exit', stopEngines);
+
+  const config = loadRouterConfig(
+    [
+      '--host', flags.string('host') as string,
+      '--port', String(flags.number('port')),
+      '--static-backends', engines.map((e) => e.url).join(','),
+      '--static-models', [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed].join(','),
+      '--static-aliases', `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
+      '--known-models', DEMO_MODELS.zero,
+      '--cold-start-wait-per-model', `${DEMO_MODELS.wake}=60`,
+      '--scale-to-zero-grace-seconds', String(flags.number('idle-seconds')),
+      '--log-level', flags.string('log-level') as string,
+    ],
+    {},
+  );
+  const log = createLogger({ level: config.logLevel, format: 'text' });
+  const app = new RouterApp(config, log);
+  await app.start();
+  const autoscaler = new DemoAutoscaler(
+    app.catalog,
+    app.scaling,
+    {
+      model: DEMO_MODELS.wake,
+      startEngine: async () => {
+        const e = startEngine(await freePort(), DEMO_MODELS.wake, ['--startup-refuse-seconds', '1', '--startup-loading-seconds', '3']);
+        engines.push(e);
+        return { url: e.url, stop: () => e.child.kill('SIGTERM') };
+      },
+    },
+    log,
+  );
+  autoscaler.start();
+  const base = app.url;
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    autoscaler.stop();
+    // exit only once every engine it started is gone: "Ctrl-C stops everything" holds when the demo has exited
+    void Promise.allSettled([app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }), ...engines.map((e) => stopEngine(e.child))]).then(() => process.exit(0));
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
+
+  if (!(await waitRoutable(base, DEMO_MODELS.ready, 20_000)) || !(await waitRoutable(base, DEMO_MODELS.embed, 20_000))) {
+    process.stderr.write('demo: the simulated engines did not become ready in 20 s\n');
+    stop();
+    return;
+  }
+  const lines = [
+    '',
+    `llm-router demo is up at ${base}`,
+    `  ${DEMO_MODELS.ready}: two simulated vLLM engines (the second one is still loading for a few seconds)`,
+    `  ${DEMO_MODELS.alias}: an alias of ${DEMO_MODELS.ready}`,
+    `  ${DEMO_MODELS.embed}: one simulated embedding engine`,
+    `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero): 503 + Retry-After`,
+    `  ${DEMO_MODELS.wake}: at zero too, but a simulated autoscaler starts an engine when requests wait for it,`,
+    `      and stops it after ${flags.number('idle-seconds')} s without requests: watch /engines and llm_router_model_* in /metrics`,
+    '',
+    'Try:',
+  ];
+  for (const c of demoCases(base)) lines.push(`  # ${c.title} (expect ${c.expectStatus})`, `  ${c.command}`, '');
+  lines.push('Press Ctrl-C to stop the router and the engines.', '');
+  process.stdout.write(lines.join('\n'));
+}

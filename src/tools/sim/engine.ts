@@ -1,0 +1,188 @@
+// The simulated inference engine: a node:http server that answers like vLLM's OpenAI server
+// (or SGLang / TGI), with load phases, a batch-slot queue, faults and request statistics.
+// This module owns the server's life (refuse, load, listen, fault switch, close) and sends each request to its handler.
+import http from 'node:http';
+import https from 'node:https';
+import net from 'node:net';
+import { once } from 'node:events';
+import type { EngineContext } from './context.js';
+import { answerControl } from './control.js';
+import type { SimEngine, SimEngineOptions } from './engine-api.js';
+import { sendJson } from './http-io.js';
+import { INFERENCE_PATHS, answerInference } from './inference.js';
+import { errorBody } from './openai.js';
+import { SlotQueue } from './queue.js';
+import { RequestStats } from './request-stats.js';
+import { answerStatus } from './status.js';
+import { EngineTiming } from './timing.js';
+import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
+import type { EngineKind } from '../../router/core/engine.js';
+
+export type { SimEngine, SimEngineOptions } from './engine-api.js';
+export type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
+
+/** Starts an engine; resolves once it listens (after any startup-refuse phase). */
+export async function startSimEngine(options: SimEngineOptions = {}): Promise<SimEngine> {
+  const engine = new SimServer(options);
+  await engine.start();
+  return engine;
+}
+
+function pickFreePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, host, () => {
+      const address = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(address.port));
+    });
+  });
+}
+
+class SimServer implements SimEngine, EngineContext {
+  private readonly host: string;
+  private listenPort: number;
+  private engineId: string | undefined;
+  readonly models: readonly string[];
+  readonly kind: EngineKind;
+  readonly outputTokens: number;
+  readonly embeddingDim: number;
+  readonly maxModelLen: number;
+  readonly queue: SlotQueue;
+  readonly requests = new RequestStats();
+  readonly timing: EngineTiming;
+  readonly created = Math.floor(Date.now() / 1000);
+  private readonly server: http.Server | https.Server;
+  private readonly sockets = new Set<net.Socket>();
+  private currentFault: Fault = { mode: 'none' };
+  private faultTimer: NodeJS.Timeout | undefined;
+  private loadedMoment = Number.POSITIVE_INFINITY;
+  private closed = false;
+
+  constructor(private readonly options: SimEngineOptions) {
+    this.host = options.host ?? '127.0.0.1';
+    this.listenPort = options.port ?? 0;
+    this.models = options.models && options.models.length > 0 ? [...options.models] : ['sim-model'];
+    this.kind = options.kind ?? 'vllm';
+    this.outputTokens = options.outputTokens ?? 16;
+    this.embeddingDim = options.embeddingDim ?? 8;
+    this.maxModelLen = options.maxModelLen ?? 4096;
+    this.queue = new SlotQueue(options.maxNumSeqs ?? 256);
+    this.timing = new EngineTiming(options);
+    this.engineId = options.id;
+    const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => this.onRequest(req, res);
+    const tls = options.tls;
+    this.server = tls
+      ? https.createServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) }, onRequest)
+      : http.createServer(onRequest);
+    this.server.on('connection', (socket: net.Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+  }
+
+  get port(): number {
+    return this.listenPort;
+  }
+
+  get url(): string {
+    const host = this.host.includes(':') ? `[${this.host}]` : this.host;
+    return `${this.options.tls ? 'https' : 'http'}://${host}:${this.listenPort}`;
+  }
+
+  get id(): string {
+    return this.engineId ?? `sim-${this.listenPort}`;
+  }
+
+  async start(): Promise<void> {
+    const refuseMs = (this.options.startupRefuseSeconds ?? 0) * 1000;
+    if (refuseMs > 0) {
+      // the port must be known while it still refuses, so the caller can watch the refusal
+      if (this.listenPort === 0) this.listenPort = await pickFreePort(this.host);
+      await new Promise((resolve) => setTimeout(resolve, refuseMs));
+    }
+    await this.listen();
+    this.loadedMoment = Date.now() + (this.options.startupLoadingSeconds ?? 0) * 1000;
+    if (this.options.fault && this.options.fault.mode !== 'none') await this.setFault(this.options.fault);
+  }
+
+  stats(): SimStats {
+    return this.requests.snapshot(this.queue);
+  }
+
+  resetStats(): void {
+    this.requests.reset();
+  }
+
+  fault(): Fault {
+    return this.currentFault;
+  }
+
+  loadedAt(): number | null {
+    return Number.isFinite(this.loadedMoment) ? this.loadedMoment : null;
+  }
+
+  phase(): SimPhase {
+    if (!this.server.listening) return 'refusing';
+    if (this.currentFault.mode === 'loading' || Date.now() < this.loadedMoment) return 'loading';
+    return 'ready';
+  }
+
+  async setFault(input: Fault | FaultMode): Promise<void> {
+    const fault: Fault = typeof input === 'string' ? { mode: input } : input;
+    clearTimeout(this.faultTimer);
+    this.faultTimer = undefined;
+    this.currentFault = fault;
+    if (fault.mode === 'refuse') await this.stopListening();
+    else if (!this.server.listening && !this.closed) await this.listen();
+    if (fault.seconds !== undefined && fault.mode !== 'none' && !this.closed) {
+      this.faultTimer = setTimeout(() => {
+        this.setFault({ mode: 'none' }).catch((err: unknown) => {
+          process.stderr.write(`sim ${this.id}: could not end fault ${fault.mode}: ${(err as Error).message}\n`);
+        });
+      }, fault.seconds * 1000);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.faultTimer);
+    await this.stopListening();
+  }
+
+  private async listen(): Promise<void> {
+    this.server.listen({ port: this.listenPort, host: this.host, backlog: 4096 });
+    await once(this.server, 'listening');
+    this.listenPort = (this.server.address() as net.AddressInfo).port;
+  }
+
+  private async stopListening(): Promise<void> {
+    if (!this.server.listening) return;
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    for (const socket of this.sockets) socket.destroy();
+    await closed;
+  }
+
+  private onRequest(req: http.IncomingMessage, res: http.ServerResponse): void {
+    res.setHeader('x-sim-engine', this.id);
+    const requestId = req.headers['x-request-id'];
+    if (typeof requestId === 'string') res.setHeader('x-request-id', requestId);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q >= 0 ? url.slice(0, q) : url;
+    if (path.startsWith('/_sim/')) {
+      answerControl(this, req, res, path).catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));
+      return;
+    }
+    const byPath = this.requests.counters.byPath;
+    byPath[path] = (byPath[path] ?? 0) + 1;
+    if (INFERENCE_PATHS.has(path)) {
+      if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });
+      answerInference(this, req, res, path).catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));
+      return;
+    }
+    if (this.currentFault.mode === 'hang' && this.currentFault.scope === 'all') return;
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { detail: 'Method Not Allowed' });
+    answerStatus(this, res, path);
+  }
+}
