@@ -84,7 +84,7 @@ function inferenceDeps(): InferenceDeps {
   const pool = new InstantPool();
   const pools = { get: () => pool } as unknown as UpstreamPools;
   const observer = { succeeded: () => undefined, failed: () => undefined, failover: () => undefined };
-  const forwarder = new Forwarder(pools, createPolicy(config.routingLogic), observer, config.timeouts, config.maxFailoverAttempts);
+  const forwarder = new Forwarder(pools, createPolicy(config.routingLogic), observer, catalog, config.timeouts, config.maxFailoverAttempts);
   let inFlight = 0;
   return {
     catalog,

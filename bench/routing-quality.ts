@@ -393,9 +393,9 @@ export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 100
   const now = Date.now();
   for (const e of catalog.endpoints()) {
     catalog.setState(e, 'ready');
-    e.inFlight = Math.floor(rnd() * 5);
+    for (let n = Math.floor(rnd() * 5); n > 0; n--) catalog.requestStarted(e);
     const running = Math.floor(rnd() * 8);
-    (e as Endpoint).engineLoad = { at: now, running, waiting: 0, kvUsage: running / 8, otherLoad: running / 2 };
+    catalog.recordLoad(e, { at: now, running, waiting: 0, kvUsage: running / 8, otherLoad: running / 2 });
   }
   const resolution = catalog.resolve(MODEL);
   if (resolution.kind !== 'routable') throw new Error('bench catalog is not routable');

@@ -179,7 +179,10 @@ describe('engine faults', { timeout: 120_000 }, () => {
     assert.deepEqual(answers.map((x) => x.status), Array(12).fill(200), answers.map((x) => x.text.slice(0, 120)).join('\n'));
     assert.ok(answers.every((x) => x.headers['x-sim-engine'] === 'b'));
     assert.ok((await simStats(a.url)).failed > before.failed, 'the resetting engine was tried (and failed over from)');
-    assert.match((await call(`${router.url}/metrics`)).text, /llm_router_failovers_total\{model="r"\} [1-9]/);
+    const exposition = (await call(`${router.url}/metrics`)).text;
+    assert.match(exposition, /llm_router_failovers_total\{model="r"\} [1-9]/);
+    const failures = new RegExp(`^llm_router_upstream_failures_total\\{endpoint="${a.url}",kind="reset"\\} ([1-9]\\d*)$`, 'm');
+    assert.match(exposition, failures, 'the failed attempts on a are counted by endpoint and kind');
 
     await setFault(a, { mode: 'none' });
     const [sa, sb] = [await simStats(a.url), await simStats(b.url)];

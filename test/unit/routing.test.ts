@@ -6,7 +6,10 @@ import { ROUTING_LOGICS } from '../../src/router/config/router-flags.js';
 import { createPolicy } from '../../src/router/routing/index.js';
 import type { RouteRequest, RoutingPolicy } from '../../src/router/routing/policy.js';
 
-function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Endpoint {
+/** Policies are pure over the candidates they are handed: these tests hand them endpoints they change themselves. */
+type Writable = { -readonly [K in keyof Endpoint]: Endpoint[K] };
+
+function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Writable {
   return {
     id: `e${i}`,
     source: 'static',
@@ -22,10 +25,10 @@ function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Endpoint {
     lastError: undefined,
     inFlight,
     ...(engineLoad ? { engineLoad } : {}),
-  } as Endpoint;
+  };
 }
 
-const range = (n: number): Endpoint[] => Array.from({ length: n }, (_, i) => endpoint(i));
+const range = (n: number): Writable[] => Array.from({ length: n }, (_, i) => endpoint(i));
 
 function req(body: Record<string, unknown> = {}, headers: Record<string, string | string[]> = {}): RouteRequest {
   return { model: 'm', headers, body: { model: 'm', ...body } };
@@ -122,7 +125,7 @@ test('session: one key, one endpoint; every replica agrees whatever the order it
   const reversed = [...candidates].reverse();
   const used = new Set<string>();
   for (let k = 0; k < 200; k++) {
-    const first = a.pick(candidates, session(`user-${k}`)) as Endpoint;
+    const first = a.pick(candidates, session(`user-${k}`)) as Writable;
     candidates[k % 6]!.inFlight = k % 5; // load does not move a session
     assert.equal(a.pick(candidates, session(`user-${k}`)), first);
     assert.equal(b.pick(reversed, session(`user-${k}`)), first);
@@ -183,7 +186,7 @@ test('prefixaware: sequential requests with one prefix stay on one endpoint; com
   const candidates = range(4);
   const e = policy.pick(candidates, req({ prompt: BIG + ' Q1' })) as Endpoint;
   for (let i = 0; i < 20; i++) {
-    const chosen = policy.pick(candidates, req({ prompt: BIG + ` Q${i}` })) as Endpoint;
+    const chosen = policy.pick(candidates, req({ prompt: BIG + ` Q${i}` })) as Writable;
     chosen.inFlight++;
     assert.equal(chosen, e);
     chosen.inFlight--;
@@ -199,8 +202,8 @@ test('prefixaware: bounded load under a hot prefix — no endpoint above ceil((1
     const hot = chat(BIG, 'the same question from everyone');
     let total = 0;
     for (let k = 0; k < 200; k++) {
-      const e = a.pick(left, hot) as Endpoint;
-      const mirror = b.pick(right, hot) as Endpoint;
+      const e = a.pick(left, hot) as Writable;
+      const mirror = b.pick(right, hot) as Writable;
       assert.equal(mirror.id, e.id, 'a replica with the same in-flight counts spills the same way');
       e.inFlight++;
       mirror.inFlight++;
@@ -216,7 +219,7 @@ test('prefixaware: the prefix winner is kept while it is within the bound, and f
   const policy = createPolicy('prefixaware', PREFIX);
   const candidates = range(4);
   const request = chat(BIG, 'q');
-  const home = policy.pick(candidates, request) as Endpoint;
+  const home = policy.pick(candidates, request) as Writable;
   for (const e of candidates) e.inFlight = 3;
   assert.equal(policy.pick(candidates, request), home, '3 in flight each: the bound is ceil(1.25 x 13 / 4) = 5');
   home.inFlight = 5;

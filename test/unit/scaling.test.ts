@@ -68,7 +68,7 @@ test('hold queue: a wait that is over times out for a model still not ready, and
   c.setEndpoints('k8s', [{ id: 'a', url: 'http://a', models: ['m'] }]);
   const e = c.endpoints()[0]!;
   c.setState(e, 'ready');
-  e.inFlight = 5; // full
+  for (let i = 0; i < 5; i++) c.requestStarted(e); // full
   const second = q.hold('m');
   await new Promise((r) => setTimeout(r, 20));
   assert.equal(q.held('m'), 1, 'waits for room on the endpoint');

@@ -102,6 +102,7 @@ export class RouterApp {
         passiveFailureThreshold: config.passiveFailureThreshold,
         tls: engineTls,
         onFailover: (model) => this.metrics.failover(model),
+        onFailure: (endpoint, failure) => this.metrics.upstreamFailure(endpoint.url, failure),
         wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
       },
       log.child({ component: 'prober' }),
@@ -118,7 +119,7 @@ export class RouterApp {
       engineStatsIntervalMs: config.engineStatsIntervalMs,
       allowRoutingHeader: config.allowRoutingHeader,
     });
-    const forwarder = new Forwarder(this.pools, policy, this.prober, config.timeouts, config.maxFailoverAttempts);
+    const forwarder = new Forwarder(this.pools, policy, this.prober, this.catalog, config.timeouts, config.maxFailoverAttempts);
     const sec = config.security;
     this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
     this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);

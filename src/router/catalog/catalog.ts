@@ -1,6 +1,7 @@
 // ModelCatalog: the one place that answers "can model M be served right now, and where?".
 // The answer is a pure function of the present declarations and endpoint states — never of what this process saw earlier.
-import type { Endpoint, EndpointSpec, EndpointState } from '../core/endpoint.js';
+import type { Endpoint, EndpointSpec, EndpointState, EngineLoad, ProbeRecord } from '../core/endpoint.js';
+import type { InFlightLedger } from '../core/forward.js';
 import type { ModelState, ModelView, Resolution } from '../core/model.js';
 
 export type CatalogEvent =
@@ -48,10 +49,14 @@ export interface Declaration {
   readonly replicasWanted?: boolean;
 }
 
-export class ModelCatalog {
+/** The catalog's own view of the endpoints it holds: only it writes their fields (core/endpoint.ts). */
+type Owned = { -readonly [K in keyof Endpoint]: Endpoint[K] };
+const own = (e: Endpoint): Owned => e as Owned;
+
+export class ModelCatalog implements InFlightLedger {
   private readonly declarations = new Map<string, ReadonlyMap<string, boolean>>();
   private aliases: ReadonlyMap<string, string> = new Map();
-  private readonly bySource = new Map<string, Map<string, Endpoint>>();
+  private readonly bySource = new Map<string, Map<string, Owned>>();
   private readonly listeners = new Set<Listener>();
   /** precomputed answers, rebuilt on every change so that resolve() is one map lookup */
   private resolutions = new Map<string, Resolution>();
@@ -90,8 +95,8 @@ export class ModelCatalog {
    * New ones start `discovered`; gone ones are removed; a changed URL or model list is a new endpoint.
    */
   setEndpoints(source: string, specs: readonly EndpointSpec[]): void {
-    const current = this.bySource.get(source) ?? new Map<string, Endpoint>();
-    const next = new Map<string, Endpoint>();
+    const current = this.bySource.get(source) ?? new Map<string, Owned>();
+    const next = new Map<string, Owned>();
     const events: CatalogEvent[] = [];
     const now = this.now();
     for (const spec of specs) {
@@ -108,7 +113,7 @@ export class ModelCatalog {
         continue;
       }
       if (existing) events.push({ type: 'endpoint-removed', endpoint: existing });
-      const endpoint: Endpoint = {
+      const endpoint: Owned = {
         id: spec.id,
         source,
         url: spec.url,
@@ -137,8 +142,9 @@ export class ModelCatalog {
   }
 
   /** Moves an endpoint through its lifecycle; the prober and passive health are the only callers. */
-  setState(endpoint: Endpoint, state: EndpointState, error?: string): void {
-    if (!this.contains(endpoint)) return;
+  setState(e: Endpoint, state: EndpointState, error?: string): void {
+    if (!this.contains(e)) return;
+    const endpoint = own(e);
     if (error !== undefined) endpoint.lastError = error;
     if (endpoint.draining && state !== 'draining') return;
     if (endpoint.state === state) return;
@@ -151,6 +157,25 @@ export class ModelCatalog {
     }
     this.rebuild();
     this.emit({ type: 'endpoint-state', endpoint, from });
+  }
+
+  /** The prober's last look at an endpoint (shown in /engines; it does not move the state: setState does). */
+  recordProbe(endpoint: Endpoint, record: ProbeRecord): void {
+    if (this.contains(endpoint)) own(endpoint).lastProbe = record;
+  }
+
+  /** The load an engine reported on its /metrics (least-load routing, /engines). */
+  recordLoad(endpoint: Endpoint, load: EngineLoad): void {
+    if (this.contains(endpoint)) own(endpoint).engineLoad = load;
+  }
+
+  /** A request is being forwarded to the endpoint (on the request path: no lookup, no allocation). */
+  requestStarted(endpoint: Endpoint): void {
+    own(endpoint).inFlight++;
+  }
+
+  requestEnded(endpoint: Endpoint): void {
+    own(endpoint).inFlight--;
   }
 
   contains(endpoint: Endpoint): boolean {

@@ -22,27 +22,31 @@ export interface ProbeRecord {
   readonly detail: string;
 }
 
+/**
+ * What the router knows of one endpoint. Only the catalog changes it (src/router/catalog/catalog.ts); the prober, the
+ * stats scraper and the forwarder report to the catalog (setState, recordProbe, recordLoad, requestStarted/Ended).
+ */
 export interface Endpoint {
   readonly id: string;
   readonly source: string;
   readonly url: string;
   readonly models: readonly string[];
-  state: EndpointState;
+  readonly state: EndpointState;
   /** ms since epoch when the state last changed */
-  since: number;
+  readonly since: number;
   /** ms since epoch when the endpoint was first discovered */
   readonly discoveredAt: number;
   /** true once the endpoint has been ready at least once */
-  everReady: boolean;
+  readonly everReady: boolean;
   /** ms since epoch of its first readiness: firstReadyAt - discoveredAt is how long it took to load */
-  firstReadyAt: number | undefined;
-  draining: boolean;
-  lastProbe: ProbeRecord | undefined;
-  lastError: string | undefined;
+  readonly firstReadyAt: number | undefined;
+  readonly draining: boolean;
+  readonly lastProbe: ProbeRecord | undefined;
+  readonly lastError: string | undefined;
   /** requests this router is forwarding to it right now */
-  inFlight: number;
+  readonly inFlight: number;
   /** the latest load scraped from the engine's /metrics (src/router/health/engine-stats.ts); judge staleness by `at` */
-  engineLoad?: EngineLoad;
+  readonly engineLoad?: EngineLoad;
 }
 
 /** One scrape of an engine's load signals. */

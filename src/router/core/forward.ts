@@ -4,6 +4,12 @@ import type { Endpoint } from './endpoint.js';
 
 export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'protocol' | 'other';
 
+/** Counts the requests forwarded to each endpoint now (the catalog, which owns endpoints). */
+export interface InFlightLedger {
+  requestStarted(endpoint: Endpoint): void;
+  requestEnded(endpoint: Endpoint): void;
+}
+
 /** Where attempt results go: passive health and metrics. */
 export interface ForwardObserver {
   succeeded(endpoint: Endpoint): void;

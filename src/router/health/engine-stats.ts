@@ -252,7 +252,7 @@ export class EngineStatsScraper {
       }
       const sample = parseEngineLoad(await res.body.text());
       if (!sample || this.stopped) return;
-      endpoint.engineLoad = { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) };
+      this.catalog.recordLoad(endpoint, { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) });
     } catch (err) {
       // the snapshot ages into "unknown"; the prober, not this scraper, decides about health
       this.log.debug({ endpoint: endpoint.url, err: (err as Error).message }, 'engine /metrics scrape failed');

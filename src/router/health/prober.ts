@@ -31,6 +31,8 @@ export interface ProberOptions {
   /** https engines: trust and client certificate, as for requests */
   readonly tls?: EngineTls;
   readonly onFailover?: (model: string) => void;
+  /** a forwarded request failed on the endpoint (counted in llm_router_upstream_failures_total) */
+  readonly onFailure?: (endpoint: Endpoint, failure: FailureKind) => void;
   /** requests are waiting for one of these models now (the hold queue): probe its endpoints at the wake interval */
   readonly wanted?: (models: readonly string[]) => boolean;
 }
@@ -91,6 +93,7 @@ export class Prober implements ForwardObserver {
   }
 
   failed(endpoint: Endpoint, failure: FailureKind, detail: string): void {
+    this.opts.onFailure?.(endpoint, failure);
     const t = this.tracked.get(endpoint);
     if (!t) return;
     t.passiveFailures++;
@@ -147,7 +150,7 @@ export class Prober implements ForwardObserver {
         if (w.ok) t.warmedUp = true;
         else result = { verdict: 'serving-api', refused: false, detail: w.detail };
       }
-      endpoint.lastProbe = { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail };
+      this.catalog.recordProbe(endpoint, { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail });
       if (t.suspect) {
         t.suspect = false;
         if (result.verdict !== 'ready' && endpoint.state === 'ready') {

@@ -6,7 +6,7 @@ import type { ResponseSink } from '../core/exchange.js';
 import { attempt, type AttemptOutcome } from './attempt.js';
 import { type FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
-import type { ForwardObserver } from '../core/forward.js';
+import type { ForwardObserver, InFlightLedger } from '../core/forward.js';
 
 export interface ForwardJob {
   readonly route: RouteRequest;
@@ -31,6 +31,8 @@ export class Forwarder {
     private readonly pools: UpstreamPools,
     private readonly policy: RoutingPolicy,
     private readonly observer: ForwardObserver,
+    /** the catalog: the endpoint's owner counts its requests in flight */
+    private readonly ledger: InFlightLedger,
     private readonly timeouts: TimeoutConfig,
     private readonly maxFailoverAttempts: number,
   ) {}
@@ -43,7 +45,7 @@ export class Forwarder {
     let last: { failure: FailureKind; detail: string } | undefined;
     for (let failovers = 0; endpoint !== undefined; failovers++) {
       const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));
-      endpoint.inFlight++;
+      this.ledger.requestStarted(endpoint);
       let outcome: AttemptOutcome;
       try {
         outcome = await attempt(
@@ -62,7 +64,7 @@ export class Forwarder {
           deadline,
         );
       } finally {
-        endpoint.inFlight--;
+        this.ledger.requestEnded(endpoint);
       }
       switch (outcome.kind) {
         case 'done':
