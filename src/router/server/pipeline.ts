@@ -1,8 +1,11 @@
-// OpenAI-compatible inference endpoints: read the body, find the model, ask the catalog, pick, forward.
+// The request pipeline of the inference endpoints, as named stages that both inbound paths (node:http and the fast
+// path) run: admit -> read body -> parse -> resolve -> hold (cold start) -> forward (pick, attempt, failover) -> answer.
+// Each stage either hands its result on or has answered the client itself; the record ends every request once.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../core/endpoint.js';
+import type { ForwardResult } from '../proxy/forwarder.js';
 import type { Resolution } from '../core/model.js';
 import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
@@ -48,7 +51,12 @@ export function requestIdOf(req: InboundRequest): string {
   return typeof given === 'string' && REQUEST_ID_OK.test(given) ? given : randomUUID();
 }
 
-type Parsed = { ok: true; body: Record<string, unknown>; model: string } | { ok: false; error: RouterError };
+interface Request {
+  readonly body: Record<string, unknown>;
+  readonly model: string;
+}
+
+type Parsed = ({ ok: true } & Request) | { ok: false; error: RouterError };
 
 /** Parses only what routing needs; the bytes are forwarded as they came. */
 export function parseInference(raw: Buffer): Parsed {
@@ -72,151 +80,212 @@ function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfte
   return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter);
 }
 
+type Routable = Extract<Resolution, { kind: 'routable' }>;
+type Known = Exclude<Resolution, { kind: 'unknown' }>;
+
+/** One request on its way through the stages: how it ends (metrics, access log, the admission slot) is recorded once. */
+class InferenceRecord {
+  private readonly started = performance.now();
+  readonly requestId: string;
+  /** the canonical model for metrics: '' until the body named one, UNKNOWN_MODEL_LABEL for names no source knows */
+  metricModel = '';
+  endpoint: Endpoint | undefined;
+  bodyBytes = 0;
+  release: (() => void) | undefined;
+  private readonly writtenBefore: number;
+
+  constructor(
+    readonly req: InboundRequest,
+    readonly res: ResponseSink,
+    readonly path: string,
+    readonly deps: InferenceDeps,
+  ) {
+    this.requestId = requestIdOf(req);
+    this.writtenBefore = req.socket.bytesWritten;
+  }
+
+  /** Answers with one of the router's own errors, and ends the request. */
+  answer(err: RouterError): void {
+    sendError(this.res, err, { 'x-request-id': this.requestId });
+    this.finish(err.status);
+  }
+
+  finish(status: number): void {
+    this.release?.();
+    const ms = performance.now() - this.started;
+    this.deps.metrics.answered(this.metricModel, status, ms / 1000);
+    // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
+    if (this.deps.log.isLevelEnabled('info')) {
+      this.deps.log.info(
+        {
+          requestId: this.requestId, path: this.path, model: this.metricModel, endpoint: this.endpoint?.url, status, ms: Math.round(ms),
+          bytesIn: this.bodyBytes, bytesOut: this.req.socket.bytesWritten - this.writtenBefore,
+        },
+        'request',
+      );
+    }
+  }
+}
+
+/** Stage admit: rate and concurrency limits, before any byte of the body is read. */
+function admit(r: InferenceRecord, source: IncomingMessage | Buffer): boolean {
+  const admitted = r.deps.admit(r.req);
+  if (typeof admitted === 'function') {
+    r.release = admitted;
+    return true;
+  }
+  if (!Buffer.isBuffer(source)) source.resume();
+  r.answer(admitted);
+  return false;
+}
+
+/** Stage read body: bounded by --max-body-bytes; the fast path has read it already. */
+async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buffer): Promise<Buffer | undefined> {
+  if (Buffer.isBuffer(source)) return source;
+  try {
+    return await readBody(source, r.deps.maxBodyBytes);
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) {
+      // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
+      // that writes its whole body before reading gets the 413 instead of a reset connection
+      void discardBody(source, DISCARD_LIMIT_BYTES).then((drained) => {
+        if (!drained) source.socket.destroy();
+      });
+      r.answer(errors.bodyTooLarge(r.deps.maxBodyBytes));
+    } else {
+      r.finish(499);
+    }
+    return undefined;
+  }
+}
+
+/** Stage parse: the JSON body and its `model`, nothing more. */
+function parse(r: InferenceRecord, raw: Buffer): Request | undefined {
+  r.bodyBytes = raw.length;
+  const parsed = parseInference(raw);
+  if (parsed.ok) return parsed;
+  r.answer(parsed.error);
+  return undefined;
+}
+
+/** Stage resolve: the catalog's answer; "unknown" only once discovery has listed, and then 404. */
+async function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
+  const { catalog, sync } = r.deps;
+  let resolution = catalog.resolve(requested);
+  if (resolution.kind === 'unknown' && !sync.complete) {
+    // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
+    if (!(await sync.whenSynced(r.deps.syncWaitMs))) {
+      r.answer(errors.discoveryNotSynced(requested));
+      return undefined;
+    }
+    resolution = catalog.resolve(requested);
+  }
+  if (resolution.kind === 'unknown') {
+    r.metricModel = UNKNOWN_MODEL_LABEL;
+    r.answer(unresolvedError(resolution, 0));
+    return undefined;
+  }
+  r.metricModel = resolution.model;
+  // demand counts every request for a known model, whatever its answer: the autoscaler's signal
+  r.deps.metrics.demanded(resolution.model);
+  r.deps.scaling.demand.arrived(resolution.model);
+  return resolution;
+}
+
+/** Stage hold: with --cold-start-wait, a model with no ready endpoint is waited for in arrival order; else 503. */
+async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requested: string): Promise<Routable | undefined> {
+  const { scaling, catalog } = r.deps;
+  const model = resolution.model;
+  let current: Resolution = resolution;
+  if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(model)) && scaling.hold.waitMs(model) > 0) {
+    let held: ReturnType<typeof scaling.hold.hold>;
+    try {
+      held = scaling.hold.hold(model);
+    } catch (err) {
+      if (err instanceof QueueFullError) {
+        r.answer(errors.queueFull(requested, scaling.coldStart.retryAfterSeconds(model)));
+        return undefined;
+      }
+      throw err;
+    }
+    const leave = (): void => held.abort();
+    r.res.once('close', leave);
+    const outcome = await held.outcome;
+    r.res.off('close', leave);
+    if (outcome === 'aborted') {
+      r.finish(499);
+      return undefined;
+    }
+    current = catalog.resolve(requested);
+  }
+  if (current.kind === 'routable') return current;
+  r.answer(unresolvedError(current, scaling.coldStart.retryAfterSeconds(model)));
+  return undefined;
+}
+
+/** Stage forward: the policy picks among the ready endpoints, the forwarder attempts and fails over. */
+async function forwardToEngine(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult> {
+  const { deps, req } = r;
+  const body = target.aliased ? rewriteModel(raw, target.model) : raw;
+  const model = target.model;
+  deps.scaling.demand.begin(model);
+  try {
+    return await deps.forwarder.forward(
+      {
+        route: { model, headers: req.headers, body: request.body },
+        candidates: () => {
+          const now = deps.catalog.resolve(model);
+          return now.kind === 'routable' ? now.candidates : [];
+        },
+        method: 'POST',
+        path: req.url ?? r.path,
+        headers: upstreamRequestHeaders(req.rawHeaders, {
+          requestId: r.requestId,
+          contentLength: body.length,
+          engineAuthorization: deps.engineAuthorization,
+          forwardClientAuth: deps.forwardClientAuth,
+        }),
+        body,
+        requestId: r.requestId,
+      },
+      r.res,
+    );
+  } finally {
+    deps.scaling.demand.end(model);
+  }
+}
+
+/** Stage answer: what the client gets when the engine's answer did not reach it. */
+function answerResult(r: InferenceRecord, result: ForwardResult, requested: string, model: string): void {
+  r.endpoint = result.endpoint;
+  if (result.kind === 'answered' || result.kind === 'broken') return r.finish(result.status);
+  if (result.kind === 'client-gone' || r.res.headersSent || r.res.destroyed) return r.finish(499);
+  const retryAfter = (): number => r.deps.scaling.coldStart.retryAfterSeconds(model);
+  if (result.failure === 'headers-timeout') return r.answer(errors.upstreamTimeout('no response headers in time'));
+  if (result.failure === 'total-timeout') return r.answer(errors.upstreamTimeout('total request time exceeded'));
+  // the engine answered, but not in a form that can be passed on: whatever the endpoint's state is now
+  if (result.failure === 'protocol') return r.answer(errors.upstreamProtocolError(requested));
+  const now = r.deps.catalog.resolve(model);
+  if (now.kind === 'unavailable') return r.answer(unresolvedError({ ...now, requested }, retryAfter()));
+  if (result.failure === 'engine-busy') return r.answer(errors.modelUnavailable(requested, 'loading', retryAfter()));
+  r.answer(errors.upstreamUnreachable(requested));
+}
+
 /**
  * Answers one inference request. `source` is where the body comes from: node:http's request stream, or the whole
  * body already read (the fast path reads it before calling).
  */
 export async function handleInference(req: InboundRequest, res: ResponseSink, path: string, deps: InferenceDeps, source: IncomingMessage | Buffer): Promise<void> {
-  const started = performance.now();
-  const requestId = requestIdOf(req);
-  let metricModel = '';
-  let endpoint: Endpoint | undefined;
-  let bodyBytes = 0;
-  let release: (() => void) | undefined;
-  const socket = req.socket;
-  const writtenBefore = socket.bytesWritten;
-  const answer = (err: RouterError): void => {
-    sendError(res, err, { 'x-request-id': requestId });
-    finish(err.status);
-  };
-  const finish = (status: number): void => {
-    release?.();
-    const ms = performance.now() - started;
-    deps.metrics.answered(metricModel, status, ms / 1000);
-    // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
-    if (deps.log.isLevelEnabled('info')) {
-      deps.log.info(
-        { requestId, path, model: metricModel, endpoint: endpoint?.url, status, ms: Math.round(ms), bytesIn: bodyBytes, bytesOut: socket.bytesWritten - writtenBefore },
-        'request',
-      );
-    }
-  };
-
-  const admitted = deps.admit(req);
-  if (typeof admitted !== 'function') {
-    if (!Buffer.isBuffer(source)) source.resume();
-    answer(admitted);
-    return;
-  }
-  release = admitted;
-
-  let raw: Buffer;
-  if (Buffer.isBuffer(source)) raw = source;
-  else {
-    try {
-      raw = await readBody(source, deps.maxBodyBytes);
-    } catch (err) {
-      if (err instanceof BodyTooLargeError) {
-        // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
-        // that writes its whole body before reading gets the 413 instead of a reset connection
-        void discardBody(source, DISCARD_LIMIT_BYTES).then((drained) => {
-          if (!drained) source.socket.destroy();
-        });
-        answer(errors.bodyTooLarge(deps.maxBodyBytes));
-      } else {
-        finish(499);
-      }
-      return;
-    }
-  }
-  bodyBytes = raw.length;
-  const parsed = parseInference(raw);
-  if (!parsed.ok) {
-    answer(parsed.error);
-    return;
-  }
-  let resolution = deps.catalog.resolve(parsed.model);
-  if (resolution.kind === 'unknown' && !deps.sync.complete) {
-    // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
-    if (!(await deps.sync.whenSynced(deps.syncWaitMs))) return answer(errors.discoveryNotSynced(parsed.model));
-    resolution = deps.catalog.resolve(parsed.model);
-  }
-  if (resolution.kind === 'unknown') {
-    metricModel = UNKNOWN_MODEL_LABEL;
-    answer(unresolvedError(resolution, 0));
-    return;
-  }
-  metricModel = resolution.model;
-  deps.metrics.demanded(resolution.model);
-  const scaling = deps.scaling;
-  scaling.demand.arrived(resolution.model);
-  const retryAfter = (): number => scaling.coldStart.retryAfterSeconds(resolution.model);
-  let current: Resolution = resolution;
-  if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(resolution.model)) && scaling.hold.waitMs(resolution.model) > 0) {
-    // cold start: wait for an endpoint in arrival order instead of a fast 503, so the client keeps its request
-    let held: ReturnType<typeof scaling.hold.hold>;
-    try {
-      held = scaling.hold.hold(resolution.model);
-    } catch (err) {
-      if (err instanceof QueueFullError) return answer(errors.queueFull(parsed.model, retryAfter()));
-      throw err;
-    }
-    const leave = (): void => held.abort();
-    res.once('close', leave);
-    const outcome = await held.outcome;
-    res.off('close', leave);
-    if (outcome === 'aborted') return finish(499);
-    current = deps.catalog.resolve(parsed.model);
-  }
-  if (current.kind !== 'routable') return answer(unresolvedError(current, retryAfter()));
-
-  const body = current.aliased ? rewriteModel(raw, current.model) : raw;
-  const model = current.model;
-  scaling.demand.begin(model);
-  const result = await deps.forwarder.forward(
-    {
-      route: { model, headers: req.headers, body: parsed.body },
-      candidates: () => {
-        const now = deps.catalog.resolve(model);
-        return now.kind === 'routable' ? now.candidates : [];
-      },
-      method: 'POST',
-      path: req.url ?? path,
-      headers: upstreamRequestHeaders(req.rawHeaders, {
-        requestId,
-        contentLength: body.length,
-        engineAuthorization: deps.engineAuthorization,
-        forwardClientAuth: deps.forwardClientAuth,
-      }),
-      body,
-      requestId,
-    },
-    res,
-  ).finally(() => scaling.demand.end(model));
-  endpoint = result.endpoint;
-  switch (result.kind) {
-    case 'answered':
-      finish(result.status);
-      return;
-    case 'broken':
-      finish(result.status);
-      return;
-    case 'client-gone':
-      finish(499);
-      return;
-    case 'unanswered': {
-      if (res.headersSent || res.destroyed) {
-        finish(499);
-        return;
-      }
-      if (result.failure === 'headers-timeout') return answer(errors.upstreamTimeout('no response headers in time'));
-      if (result.failure === 'total-timeout') return answer(errors.upstreamTimeout('total request time exceeded'));
-      // the engine answered, but not in a form that can be passed on: whatever the endpoint's state is now
-      if (result.failure === 'protocol') return answer(errors.upstreamProtocolError(parsed.model));
-      const now = deps.catalog.resolve(model);
-      if (now.kind === 'unavailable') return answer(unresolvedError({ ...now, requested: parsed.model }, retryAfter()));
-      if (result.failure === 'engine-busy') return answer(errors.modelUnavailable(parsed.model, 'loading', retryAfter()));
-      return answer(errors.upstreamUnreachable(parsed.model));
-    }
-  }
+  const r = new InferenceRecord(req, res, path, deps);
+  if (!admit(r, source)) return;
+  const raw = await readRequestBody(r, source);
+  if (raw === undefined) return;
+  const request = parse(r, raw);
+  if (!request) return;
+  const resolution = await resolveModel(r, request.model);
+  if (!resolution) return;
+  const target = await holdUntilRoutable(r, resolution, request.model);
+  if (!target) return;
+  const result = await forwardToEngine(r, target, request, raw);
+  answerResult(r, result, request.model, target.model);
 }
