@@ -33,7 +33,10 @@ const server = http.createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
       onComplete: () => res.end(),
       onError: () => res.destroy(),
     } as Dispatcher.DispatchHandler;
-    pool.dispatch({ method: 'POST', path: req.url ?? '/', headers: ['content-type', 'application/json', 'content-length', String(body.length)], body }, handler);
+    pool.dispatch(
+      { method: 'POST', path: req.url ?? '/', headers: ['content-type', 'application/json', 'content-length', String(body.length)], body },
+      handler,
+    );
   });
 });
 server.listen(arg('port'), '127.0.0.1');

@@ -27,8 +27,21 @@ export interface HotpathResult {
   readonly floorNs: number;
 }
 
-const ANSWER = Buffer.from(JSON.stringify({ id: 'x', object: 'chat.completion', choices: [{ index: 0, message: { role: 'assistant', content: 'The quick brown fox.' } }] }));
-const ANSWER_HEADERS = ['content-type', 'application/json', 'content-length', String(ANSWER.length), 'date', 'Mon, 30 Nov 2026 10:00:00 GMT'].map((s) => Buffer.from(s));
+const ANSWER = Buffer.from(
+  JSON.stringify({
+    id: 'x',
+    object: 'chat.completion',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'The quick brown fox.' } }],
+  }),
+);
+const ANSWER_HEADERS = [
+  'content-type',
+  'application/json',
+  'content-length',
+  String(ANSWER.length),
+  'date',
+  'Mon, 30 Nov 2026 10:00:00 GMT',
+].map((s) => Buffer.from(s));
 
 /** An engine client that answers every request at once, as a fast engine on a warm connection would. */
 class InstantPool {
@@ -133,35 +146,54 @@ export async function measureHotpath(opts: { requests?: number; rounds?: number 
   const body = Buffer.from(JSON_BODY);
   const pool = new InstantPool();
   let check = 0;
-  const routerNs = await timeRounds(async () => {
-    const res = new CountingResponse();
-    await handleInference(request(), res, '/v1/chat/completions', deps, body);
-    if (res.statusCode !== 200 || !res.writableFinished) throw new Error(`handleInference answered ${res.statusCode}`);
-    check += res.bytes;
-  }, perRound, rounds);
-  const floorNs = await timeRounds(async () => {
-    const res = new CountingResponse();
-    const req = request();
-    const model = (JSON.parse(body.toString('utf8')) as { model: string }).model;
-    await new Promise<void>((resolve) => {
-      pool.dispatch({ method: 'POST', path: req.url ?? '/', headers: ['content-type', 'application/json', 'content-length', String(body.length), 'x-model', model], body, headersTimeout: 0, bodyTimeout: 0 }, {
-        onConnect: () => undefined,
-        onHeaders: (status, raw) => {
-          const headers: string[] = [];
-          for (let i = 0; i < raw.length; i += 2) headers.push((raw[i] as Buffer).toString('latin1'), (raw[i + 1] as Buffer).toString('latin1'));
-          res.writeHead(status);
-          return headers.length > 0;
-        },
-        onData: (chunk) => res.write(chunk),
-        onComplete: () => {
-          res.end();
-          resolve();
-        },
-        onError: () => resolve(),
+  const routerNs = await timeRounds(
+    async () => {
+      const res = new CountingResponse();
+      await handleInference(request(), res, '/v1/chat/completions', deps, body);
+      if (res.statusCode !== 200 || !res.writableFinished) throw new Error(`handleInference answered ${res.statusCode}`);
+      check += res.bytes;
+    },
+    perRound,
+    rounds,
+  );
+  const floorNs = await timeRounds(
+    async () => {
+      const res = new CountingResponse();
+      const req = request();
+      const model = (JSON.parse(body.toString('utf8')) as { model: string }).model;
+      await new Promise<void>((resolve) => {
+        pool.dispatch(
+          {
+            method: 'POST',
+            path: req.url ?? '/',
+            headers: ['content-type', 'application/json', 'content-length', String(body.length), 'x-model', model],
+            body,
+            headersTimeout: 0,
+            bodyTimeout: 0,
+          },
+          {
+            onConnect: () => undefined,
+            onHeaders: (status, raw) => {
+              const headers: string[] = [];
+              for (let i = 0; i < raw.length; i += 2)
+                headers.push((raw[i] as Buffer).toString('latin1'), (raw[i + 1] as Buffer).toString('latin1'));
+              res.writeHead(status);
+              return headers.length > 0;
+            },
+            onData: (chunk) => res.write(chunk),
+            onComplete: () => {
+              res.end();
+              resolve();
+            },
+            onError: () => resolve(),
+          },
+        );
       });
-    });
-    check += res.bytes;
-  }, perRound, rounds);
+      check += res.bytes;
+    },
+    perRound,
+    rounds,
+  );
   if (check === 0) throw new Error('nothing was answered');
   deps.scaling.stop().catch(() => undefined);
   return { routerNs, floorNs };
@@ -169,6 +201,8 @@ export async function measureHotpath(opts: { requests?: number; rounds?: number 
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const r = await measureHotpath();
-  process.stdout.write(`handleInference: ${Math.round(r.routerNs)} ns/request; least handler: ${Math.round(r.floorNs)} ns/request; router logic: ${Math.round(r.routerNs - r.floorNs)} ns\n`);
+  process.stdout.write(
+    `handleInference: ${Math.round(r.routerNs)} ns/request; least handler: ${Math.round(r.floorNs)} ns/request; router logic: ${Math.round(r.routerNs - r.floorNs)} ns\n`,
+  );
   process.exit(0);
 }

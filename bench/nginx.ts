@@ -55,5 +55,11 @@ export function startNginx(o: NginxOptions): Proc {
   mkdirSync(o.dir, { recursive: true });
   writeFileSync(file, nginxConfig(o));
   // SIGQUIT: graceful stop of the master and its workers
-  return startProc(`nginx(${o.workers}w)`, 'nginx', ['-e', path.join(o.dir, 'nginx-error.log'), '-c', file, '-p', o.dir], path.join(o.dir, 'nginx.out'), 'SIGTERM');
+  return startProc(
+    `nginx(${o.workers}w)`,
+    'nginx',
+    ['-e', path.join(o.dir, 'nginx-error.log'), '-c', file, '-p', o.dir],
+    path.join(o.dir, 'nginx.out'),
+    'SIGTERM',
+  );
 }

@@ -19,7 +19,14 @@ export interface Proc {
 const running = new Set<Proc>();
 
 /** Starts a process whose stdout and stderr go to `logFile`; it is stopped by stopAll() at the latest. */
-export function startProc(name: string, command: string, args: readonly string[], logFile: string, stopSignal: NodeJS.Signals = 'SIGTERM', env: Readonly<Record<string, string>> = {}): Proc {
+export function startProc(
+  name: string,
+  command: string,
+  args: readonly string[],
+  logFile: string,
+  stopSignal: NodeJS.Signals = 'SIGTERM',
+  env: Readonly<Record<string, string>> = {},
+): Proc {
   const fd = openSync(logFile, 'a');
   const child = spawn(command, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   closeSync(fd);
@@ -66,10 +73,24 @@ export async function freePort(): Promise<number> {
 }
 
 /** One request on a fresh connection (so that every cluster worker gets asked in turn). */
-export function fetchOnce(port: number, method: string, path: string, body?: string, timeoutMs = 2_000): Promise<{ status: number; text: string }> {
+export function fetchOnce(
+  port: number,
+  method: string,
+  path: string,
+  body?: string,
+  timeoutMs = 2_000,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method, path, agent: false, timeout: timeoutMs, headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {} },
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        agent: false,
+        timeout: timeoutMs,
+        headers: body ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } : {},
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -85,7 +106,11 @@ export function fetchOnce(port: number, method: string, path: string, body?: str
 }
 
 /** Polls until `check` passes `times` times in a row, failing after `timeoutMs` or when `proc` exits. */
-export async function waitUntil(what: string, check: () => Promise<boolean>, opts: { timeoutMs?: number; times?: number; proc?: Proc } = {}): Promise<void> {
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean>,
+  opts: { timeoutMs?: number; times?: number; proc?: Proc } = {},
+): Promise<void> {
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   let streak = 0;
   let exited = false;

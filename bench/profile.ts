@@ -49,7 +49,8 @@ for (let i = 0; i < profile.samples.length; i++) {
 
 const print = (title: string, m: Map<string, number>): void => {
   process.stdout.write(`\n${title}\n`);
-  for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top)) process.stdout.write(`${((100 * v) / total).toFixed(1).padStart(6)}%  ${k}\n`);
+  for (const [k, v] of [...m].sort((a, b) => b[1] - a[1]).slice(0, top))
+    process.stdout.write(`${((100 * v) / total).toFixed(1).padStart(6)}%  ${k}\n`);
 };
 process.stdout.write(`${total} busy samples after the first ${skipUs / 1e6} s\n`);
 print('self time by function', byFunction);

@@ -29,7 +29,20 @@ function ratio(a: number | undefined, b: number | undefined): string {
 }
 
 export function renderTable(rows: readonly Row[]): string {
-  const header = ['scenario', 'metric', 'direct', 'nginx', 'node floor', 'router', 'router, undici client', 'router/nginx', 'undici client/nginx', 'router/direct', 'router/floor', 'target'];
+  const header = [
+    'scenario',
+    'metric',
+    'direct',
+    'nginx',
+    'node floor',
+    'router',
+    'router, undici client',
+    'router/nginx',
+    'undici client/nginx',
+    'router/direct',
+    'router/floor',
+    'target',
+  ];
   const body = rows.map((r) => {
     const d = r.digits ?? 0;
     return [

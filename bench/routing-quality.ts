@@ -88,7 +88,28 @@ export interface Workload {
  */
 export function buildWorkload(conversations: number, seed: number): Workload {
   const rnd = mulberry32(seed);
-  const syllables = ['ka', 'lo', 'mi', 'ne', 'ru', 'sa', 'ti', 'vo', 'ze', 'pa', 'qui', 'dro', 'fen', 'gal', 'hum', 'jor', 'lek', 'mun', 'nor', 'pix'];
+  const syllables = [
+    'ka',
+    'lo',
+    'mi',
+    'ne',
+    'ru',
+    'sa',
+    'ti',
+    'vo',
+    'ze',
+    'pa',
+    'qui',
+    'dro',
+    'fen',
+    'gal',
+    'hum',
+    'jor',
+    'lek',
+    'mun',
+    'nor',
+    'pix',
+  ];
   const vocabulary = Array.from({ length: 3000 }, () => {
     let w = '';
     const n = 1 + Math.floor(rnd() * 3);
@@ -117,7 +138,12 @@ export function buildWorkload(conversations: number, seed: number): Workload {
   for (let c = 0; c < conversations; c++) {
     const turns: Turn[] = [];
     const n = 3 + Math.floor(rnd() * 4);
-    for (let t = 0; t < n; t++) turns.push({ user: words(30 + Math.floor(rnd() * 90)), assistant: words(20 + Math.floor(rnd() * 60)), maxTokens: 16 + Math.floor(rnd() * 17) });
+    for (let t = 0; t < n; t++)
+      turns.push({
+        user: words(30 + Math.floor(rnd() * 90)),
+        assistant: words(20 + Math.floor(rnd() * 60)),
+        maxTokens: 16 + Math.floor(rnd() * 17),
+      });
     requests += n;
     list.push({ system: pickSystem(), turns });
   }
@@ -162,9 +188,22 @@ const routers = new Set<RouterProc>();
 async function startRouter(policy: string, engines: readonly SimEngine[]): Promise<RouterProc> {
   const cli = existsSync(DIST_CLI) ? [DIST_CLI] : ['--import', 'tsx', path.join(root, 'src', 'cli', 'main.ts')];
   const args = [
-    ...cli, 'serve', '--host', '127.0.0.1', '--port', '0', '--log-format', 'json', '--log-level', 'info',
-    '--routing-logic', policy,
-    '--static-backends', engines.map((e) => e.url).join(','), '--static-models', engines.map(() => MODEL).join(','),
+    ...cli,
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--log-format',
+    'json',
+    '--log-level',
+    'info',
+    '--routing-logic',
+    policy,
+    '--static-backends',
+    engines.map((e) => e.url).join(','),
+    '--static-models',
+    engines.map(() => MODEL).join(','),
   ];
   const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -257,9 +296,19 @@ async function replay(policy: string, replicas: number, workload: Workload, conc
     const one = async (c: Conversation, turn: number): Promise<void> => {
       // like a Service without session affinity: the replicas take turns, whatever the conversation
       const router = started[sent++ % started.length] as RouterProc;
-      const body = JSON.stringify({ model: MODEL, messages: messagesFor(c, turn), max_tokens: (c.turns[turn] as Turn).maxTokens, stream: true });
+      const body = JSON.stringify({
+        model: MODEL,
+        messages: messagesFor(c, turn),
+        max_tokens: (c.turns[turn] as Turn).maxTokens,
+        stream: true,
+      });
       const t0 = performance.now();
-      const res = await request(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher });
+      const res = await request(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        dispatcher,
+      });
       let first = true;
       for await (const _chunk of res.body) {
         if (first) {
@@ -318,13 +367,19 @@ function medianOf(values: readonly number[]): number {
 /** Every configuration once per round, rounds interleaved so that a noisy moment on the machine hits all policies alike. */
 export async function runRoutingQuality(opts: QualityOptions, log: (line: string) => void = () => undefined): Promise<QualityResult[]> {
   const workload = buildWorkload(opts.conversations, opts.seed);
-  log(`workload: ${opts.conversations} conversations, ${workload.requests} requests, ${workload.systemPrompts} system prompts; best possible hit rate ${(idealHitRate(workload) * 100).toFixed(1)} %`);
-  const configs = opts.concurrency.flatMap((users) => [1, 2].flatMap((replicas) => QUALITY_POLICIES.map((policy) => ({ users, replicas, policy }))));
+  log(
+    `workload: ${opts.conversations} conversations, ${workload.requests} requests, ${workload.systemPrompts} system prompts; best possible hit rate ${(idealHitRate(workload) * 100).toFixed(1)} %`,
+  );
+  const configs = opts.concurrency.flatMap((users) =>
+    [1, 2].flatMap((replicas) => QUALITY_POLICIES.map((policy) => ({ users, replicas, policy }))),
+  );
   const runs = configs.map((): QualityResult[] => []);
   for (let round = 0; round < opts.rounds; round++) {
     for (const [i, { users, replicas, policy }] of configs.entries()) {
       const r = await replay(policy, replicas, workload, users);
-      log(`round ${round + 1}, ${users} users, ${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms, p99 ${r.ttftP99Ms.toFixed(0)} ms, ${r.requestsPerSecond.toFixed(1)} req/s`);
+      log(
+        `round ${round + 1}, ${users} users, ${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms, p99 ${r.ttftP99Ms.toFixed(0)} ms, ${r.requestsPerSecond.toFixed(1)} req/s`,
+      );
       (runs[i] as QualityResult[]).push(r);
     }
   }
@@ -344,7 +399,8 @@ export async function runRoutingQuality(opts: QualityOptions, log: (line: string
 }
 
 export function renderQualityTable(results: readonly QualityResult[]): string {
-  const base = (r: QualityResult): QualityResult | undefined => results.find((x) => x.policy === 'roundrobin' && x.replicas === r.replicas && x.users === r.users);
+  const base = (r: QualityResult): QualityResult | undefined =>
+    results.find((x) => x.policy === 'roundrobin' && x.replicas === r.replicas && x.users === r.users);
   const rows = results.map((r) => {
     const rr = base(r);
     return [
@@ -361,7 +417,19 @@ export function renderQualityTable(results: readonly QualityResult[]): string {
       String(r.failed),
     ];
   });
-  const header = ['users', 'policy', 'router replicas', 'prefix-cache hit rate', 'vs roundrobin', 'TTFT p50 ms', 'TTFT p99 ms', 'req/s', 'vs roundrobin', 'busiest/idlest engine', 'failed'];
+  const header = [
+    'users',
+    'policy',
+    'router replicas',
+    'prefix-cache hit rate',
+    'vs roundrobin',
+    'TTFT p50 ms',
+    'TTFT p99 ms',
+    'req/s',
+    'vs roundrobin',
+    'busiest/idlest engine',
+    'failed',
+  ];
   return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
@@ -382,13 +450,18 @@ export interface DecisionCost {
 export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 1000): Promise<{ source: string; costs: DecisionCost[] }> {
   const distIndex = path.join(root, 'dist', 'router', 'routing', 'index.js');
   const source = existsSync(distIndex) ? 'dist' : 'src';
-  const mod = (await import(pathToFileURL(source === 'dist' ? distIndex : path.join(root, 'src', 'router', 'routing', 'index.ts')).href)) as { createPolicy: typeof CreatePolicy };
+  const mod = (await import(
+    pathToFileURL(source === 'dist' ? distIndex : path.join(root, 'src', 'router', 'routing', 'index.ts')).href
+  )) as { createPolicy: typeof CreatePolicy };
   const catalog = new ModelCatalog();
   catalog.setDeclarations('static', [MODEL]);
-  catalog.setEndpoints('static', Array.from({ length: endpoints }, (_, i) => {
-    const url = `http://10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}:8000`;
-    return { id: url, url, models: [MODEL] };
-  }));
+  catalog.setEndpoints(
+    'static',
+    Array.from({ length: endpoints }, (_, i) => {
+      const url = `http://10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}:8000`;
+      return { id: url, url, models: [MODEL] };
+    }),
+  );
   const rnd = mulberry32(7);
   const now = Date.now();
   for (const e of catalog.endpoints()) {
@@ -405,7 +478,10 @@ export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 100
     model: MODEL,
     headers: { 'content-type': 'application/json', 'x-session-id': `session-${i}` },
     // parsed from JSON like the handler's body, so strings are flat as in production
-    body: JSON.parse(JSON.stringify({ model: MODEL, messages: messagesFor(c, Math.min(1, c.turns.length - 1)), max_tokens: 16 })) as Record<string, unknown>,
+    body: JSON.parse(JSON.stringify({ model: MODEL, messages: messagesFor(c, Math.min(1, c.turns.length - 1)), max_tokens: 16 })) as Record<
+      string,
+      unknown
+    >,
   }));
   // an hour-long scrape interval keeps the snapshots fresh for the whole measurement
   const policies = MICRO_POLICIES.map((name) => mod.createPolicy(name, { sessionKey: 'x-session-id', engineStatsIntervalMs: 3_600_000 }));
@@ -429,7 +505,13 @@ export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 100
 
 export function renderDecisionTable(costs: readonly DecisionCost[]): string {
   const header = ['policy', 'endpoints', 'ns/op (median of rounds)', 'ns/op (best round)', 'budget 5,000 ns'];
-  const rows = costs.map((c) => [c.policy, c.endpoints.toLocaleString('en-US'), c.medianNs.toFixed(0), c.minNs.toFixed(0), c.medianNs <= 5000 ? 'within' : 'OVER']);
+  const rows = costs.map((c) => [
+    c.policy,
+    c.endpoints.toLocaleString('en-US'),
+    c.medianNs.toFixed(0),
+    c.minNs.toFixed(0),
+    c.medianNs <= 5000 ? 'within' : 'OVER',
+  ]);
   return [header, header.map(() => '---'), ...rows].map((cells) => `| ${cells.join(' | ')} |`).join('\n');
 }
 
@@ -440,7 +522,8 @@ function parseArgs(argv: readonly string[]): QualityOptions & { json: string | u
     const i = argv.indexOf(`--${name}`);
     if (i < 0) return fallback;
     const values = (argv[i + 1] ?? '').split(',').map(Number);
-    if (values.length === 0 || values.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error(`--${name} needs positive whole numbers, comma separated`);
+    if (values.length === 0 || values.some((n) => !Number.isInteger(n) || n <= 0))
+      throw new Error(`--${name} needs positive whole numbers, comma separated`);
     return values;
   };
   const value = (name: string): string | undefined => {
@@ -485,7 +568,9 @@ async function main(): Promise<void> {
     }
     if (decisions) {
       const load = os.loadavg()[0]?.toFixed(1);
-      process.stdout.write(`\nRouting decision cost (policies from ${decisions.source}/; load average ${load} on ${os.cpus().length} cores)\n\n${renderDecisionTable(decisions.costs)}\n`);
+      process.stdout.write(
+        `\nRouting decision cost (policies from ${decisions.source}/; load average ${load} on ${os.cpus().length} cores)\n\n${renderDecisionTable(decisions.costs)}\n`,
+      );
     }
     if (opts.json) writeFileSync(opts.json, JSON.stringify({ options: { ...opts, only: [...opts.only] }, results, decisions }, null, 2));
   } finally {

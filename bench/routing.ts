@@ -33,12 +33,21 @@ function benchRequests(names: readonly string[]): RouteRequest[] {
   return names.map((model, i) => ({
     model,
     headers: { 'content-type': 'application/json', 'user-agent': 'bench', 'x-user-id': `user-${i % 37}` },
-    body: { model, messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: `Question number ${i}: what is a fox?` }], max_tokens: 16 },
+    body: {
+      model,
+      messages: [
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'user', content: `Question number ${i}: what is a fox?` },
+      ],
+      max_tokens: 16,
+    },
   }));
 }
 
 /** Median ns/op over `rounds` timed rounds of `ops` decisions each (after a warm-up round). */
-export function measureRouting(opts: { endpoints?: number; models?: number; ops?: number; rounds?: number; maxMs?: number } = {}): RoutingResult[] {
+export function measureRouting(
+  opts: { endpoints?: number; models?: number; ops?: number; rounds?: number; maxMs?: number } = {},
+): RoutingResult[] {
   const endpoints = opts.endpoints ?? 1_000;
   const models = opts.models ?? 100;
   const ops = opts.ops ?? 1_000_000;
@@ -72,5 +81,6 @@ export function measureRouting(opts: { endpoints?: number; models?: number; ops?
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  for (const r of measureRouting()) process.stdout.write(`${r.policy}: ${r.nsPerOp.toFixed(1)} ns/op (${r.endpoints} endpoints, ${r.models} models)\n`);
+  for (const r of measureRouting())
+    process.stdout.write(`${r.policy}: ${r.nsPerOp.toFixed(1)} ns/op (${r.endpoints} endpoints, ${r.models} models)\n`);
 }

@@ -63,7 +63,13 @@ function parseOptions(argv: readonly string[]): Options {
     streamTokens: value('stream-tokens', quick ? 60 : 80),
     streamItlMs: value('stream-itl-ms', 100),
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
-    only: new Set(argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : argv.includes('--all') ? [...PARTS, ...EXTRA_PARTS] : PARTS),
+    only: new Set(
+      argv.includes('--only')
+        ? (argv[argv.indexOf('--only') + 1] ?? '').split(',')
+        : argv.includes('--all')
+          ? [...PARTS, ...EXTRA_PARTS]
+          : PARTS,
+    ),
   };
 }
 
@@ -85,7 +91,11 @@ function ensureTools(): { wrk: boolean; nginx: boolean } {
       log(`installing ${missing.map((t) => (t === 'nginx' ? 'nginx-light' : t)).join(' ')} with apt-get`);
       const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
       spawnSync('apt-get', ['update', '-qq'], { stdio: 'ignore', env, timeout: 300_000 });
-      spawnSync('apt-get', ['install', '-y', '-qq', ...missing.map((t) => (t === 'nginx' ? 'nginx-light' : t))], { stdio: 'ignore', env, timeout: 600_000 });
+      spawnSync('apt-get', ['install', '-y', '-qq', ...missing.map((t) => (t === 'nginx' ? 'nginx-light' : t))], {
+        stdio: 'ignore',
+        env,
+        timeout: 600_000,
+      });
     }
   }
   const tools = { wrk: has('wrk'), nginx: has('nginx') };
@@ -139,26 +149,53 @@ async function interleaved(
       const order = targets.map((_, i) => targets[(i + round) % targets.length] as (typeof targets)[number]);
       for (const t of order) {
         const sample = await measure(t.port, t.proc, s);
-        ((samples[s.name] as Partial<Record<Target, Sample[]>>)[t.target] ??= []).push(sample);
-        log(`${name} round ${round + 1}/${rounds} ${s.name} ${t.target}: ${sample.rps.toFixed(0)} req/s p50 ${sample.p50Ms.toFixed(3)} ms p99 ${sample.p99Ms.toFixed(3)} ms${sample.errors ? ` ERRORS ${sample.errors}` : ''}`);
+        const byTarget = samples[s.name] as Partial<Record<Target, Sample[]>>;
+        byTarget[t.target] ??= [];
+        byTarget[t.target]?.push(sample);
+        log(
+          `${name} round ${round + 1}/${rounds} ${s.name} ${t.target}: ${sample.rps.toFixed(0)} req/s p50 ${sample.p50Ms.toFixed(3)} ms p99 ${sample.p99Ms.toFixed(3)} ms${sample.errors ? ` ERRORS ${sample.errors}` : ''}`,
+        );
       }
     }
   }
   return { name, samples };
 }
 
-function startRouter(dir: string, name: string, port: number, backendPort: number, extra: readonly string[], env: Readonly<Record<string, string>> = {}): Proc {
+function startRouter(
+  dir: string,
+  name: string,
+  port: number,
+  backendPort: number,
+  extra: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): Proc {
   const args = [
-    CLI, 'serve', '--host', '127.0.0.1', '--port', String(port),
-    '--static-backends', `http://127.0.0.1:${backendPort}`, '--static-models', MODEL,
+    CLI,
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--static-backends',
+    `http://127.0.0.1:${backendPort}`,
+    '--static-models',
+    MODEL,
     // no drain period on SIGTERM: nothing balances load onto these routers, and passes must not overlap
-    '--log-level', 'warn', '--drain-seconds', '0', ...extra,
+    '--log-level',
+    'warn',
+    '--drain-seconds',
+    '0',
+    ...extra,
   ];
   return startProc(name, process.execPath, args, path.join(dir, `${name}.log`), 'SIGTERM', env);
 }
 
 async function waitServing(port: number, proc: Proc, times = 1): Promise<void> {
-  await waitUntil(`${proc.name} on ${port}`, async () => (await fetchOnce(port, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, { proc, times, timeoutMs: 30_000 });
+  await waitUntil(
+    `${proc.name} on ${port}`,
+    async () => (await fetchOnce(port, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200,
+    { proc, times, timeoutMs: 30_000 },
+  );
 }
 
 function stat(samples: readonly Sample[] | undefined, pick: (s: Sample) => number | undefined): number | undefined {
@@ -186,10 +223,27 @@ interface Results {
 async function streamsScenario(dir: string, o: Options): Promise<Results['streams']> {
   const simPort = await freePort();
   const routerPort = await freePort();
-  const sim = startProc('sim', process.execPath, [
-    CLI, 'sim', '--port', String(simPort), '--model', MODEL, '--ttft-ms', '50', '--itl-ms', String(o.streamItlMs),
-    '--output-tokens', String(o.streamTokens), '--max-num-seqs', String(o.streams * 2),
-  ], path.join(dir, 'sim.log'));
+  const sim = startProc(
+    'sim',
+    process.execPath,
+    [
+      CLI,
+      'sim',
+      '--port',
+      String(simPort),
+      '--model',
+      MODEL,
+      '--ttft-ms',
+      '50',
+      '--itl-ms',
+      String(o.streamItlMs),
+      '--output-tokens',
+      String(o.streamTokens),
+      '--max-num-seqs',
+      String(o.streams * 2),
+    ],
+    path.join(dir, 'sim.log'),
+  );
   await waitUntil('simulator', async () => (await fetchOnce(simPort, 'GET', '/v1/models')).status === 200, { proc: sim });
   // every stream holds an engine connection: this scenario puts all of them on one engine, beyond the default cap
   const router = startRouter(dir, 'router-streams', routerPort, simPort, ['--max-connections-per-engine', String(o.streams * 2)]);
@@ -200,7 +254,13 @@ async function streamsScenario(dir: string, o: Options): Promise<Results['stream
   const sampler = setInterval(() => (peakRss = Math.max(peakRss, usageOf(router.pid).rssBytes)), 100);
   const t0 = performance.now();
   const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'Tell me a long story.' }], stream: true });
-  const result = await runStreams({ port: routerPort, streams: o.streams, body, stallThresholdMs: 1_000, timeoutMs: 60_000 + o.streamTokens * o.streamItlMs * 2 });
+  const result = await runStreams({
+    port: routerPort,
+    streams: o.streams,
+    body,
+    stallThresholdMs: 1_000,
+    timeoutMs: 60_000 + o.streamTokens * o.streamItlMs * 2,
+  });
   const wall = (performance.now() - t0) / 1000;
   clearInterval(sampler);
   const after = usageOf(router.pid);
@@ -218,7 +278,10 @@ async function streamsScenario(dir: string, o: Options): Promise<Results['stream
 function version(cmd: string, args: string[]): string | undefined {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
   if (r.status !== 0 && !r.stderr && !r.stdout) return undefined;
-  return `${r.stdout}${r.stderr}`.split('\n').find((l) => l.trim())?.trim();
+  return `${r.stdout}${r.stderr}`
+    .split('\n')
+    .find((l) => l.trim())
+    ?.trim();
 }
 
 function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
@@ -234,25 +297,55 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
     ] as const) {
       const s = base.samples[scenario] ?? {};
       const rps = (t: Target): number | undefined => stat(s[t], (x) => x.rps);
-      const met = rps('router') !== undefined && rps('nginx') !== undefined ? (rps('router') as number) / (rps('nginx') as number) >= minRatio : undefined;
+      const met =
+        rps('router') !== undefined && rps('nginx') !== undefined
+          ? (rps('router') as number) / (rps('nginx') as number) >= minRatio
+          : undefined;
       const all = (pick: (x: Sample) => number | undefined): Pick<Row, 'direct' | 'nginx' | 'floor' | 'router' | 'undici'> => ({
-        direct: stat(s.direct, pick), nginx: stat(s.nginx, pick), floor: stat(s.floor, pick), router: stat(s.router, pick), undici: stat(s.undici, pick),
+        direct: stat(s.direct, pick),
+        nginx: stat(s.nginx, pick),
+        floor: stat(s.floor, pick),
+        router: stat(s.router, pick),
+        undici: stat(s.undici, pick),
       });
       rows.push({ scenario: label, metric: 'requests/s', ...all((x) => x.rps), ratios: true, target, met });
       rows.push({ scenario: label, metric: 'p50 ms', ...all((x) => x.p50Ms), ratios: true, digits: 3 });
       rows.push({ scenario: label, metric: 'p99 ms', ...all((x) => x.p99Ms), ratios: true, digits: 3 });
-      rows.push({ scenario: label, metric: 'proxy CPU us/request', ...all((x) => x.cpuUsPerRequest), direct: undefined, ratios: true, digits: 1 });
+      rows.push({
+        scenario: label,
+        metric: 'proxy CPU us/request',
+        ...all((x) => x.cpuUsPerRequest),
+        direct: undefined,
+        ratios: true,
+        digits: 1,
+      });
       // the engine client is chosen by this: the router's own is kept only if it leads undici's by 10 % or more
       const own = rps('router');
       const undici = rps('undici');
       if (own !== undefined && undici !== undefined) {
-        rows.push({ scenario: label, metric: 'own engine client / undici client, requests/s', router: own / undici, digits: 2, target: '>= 1.10 keeps the own client', met: own / undici >= 1.1 });
+        rows.push({
+          scenario: label,
+          metric: 'own engine client / undici client, requests/s',
+          router: own / undici,
+          digits: 2,
+          target: '>= 1.10 keeps the own client',
+          met: own / undici >= 1.1,
+        });
       }
     }
     const one = base.samples.json1 ?? {};
     const p50 = (t: Target): number | undefined => stat(one[t], (x) => x.p50Ms);
     const direct = p50('direct');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'p50 ms', direct, nginx: p50('nginx'), floor: p50('floor'), router: p50('router'), ratios: true, digits: 3 });
+    rows.push({
+      scenario: 'JSON, 1 conn',
+      metric: 'p50 ms',
+      direct,
+      nginx: p50('nginx'),
+      floor: p50('floor'),
+      router: p50('router'),
+      ratios: true,
+      digits: 3,
+    });
     // added latency per round (proxy minus direct in the same round), then the median
     const added = (t: Target): number | undefined => {
       const a = one[t];
@@ -261,7 +354,16 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       return median(a.map((x, i) => x.p50Ms - (d[i] as Sample).p50Ms));
     };
     const routerAdded = added('router');
-    rows.push({ scenario: 'JSON, 1 conn', metric: 'added p50 ms (proxy - direct)', nginx: added('nginx'), floor: added('floor'), router: routerAdded, digits: 3, target: '<= 0.25 ms', met: routerAdded === undefined ? undefined : routerAdded <= 0.25 });
+    rows.push({
+      scenario: 'JSON, 1 conn',
+      metric: 'added p50 ms (proxy - direct)',
+      nginx: added('nginx'),
+      floor: added('floor'),
+      router: routerAdded,
+      digits: 3,
+      target: '<= 0.25 ms',
+      met: routerAdded === undefined ? undefined : routerAdded <= 0.25,
+    });
   }
   for (const [name, label] of [
     ['logging', 'logging on (router info, nginx access_log)'],
@@ -274,23 +376,58 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       ['sse', 'SSE'],
     ] as const) {
       const s = p.samples[scenario] ?? {};
-      rows.push({ scenario: `${label}`, metric: `${what} requests/s`, direct: stat(s.direct, (x) => x.rps), nginx: stat(s.nginx, (x) => x.rps), router: stat(s.router, (x) => x.rps), ratios: true });
+      rows.push({
+        scenario: `${label}`,
+        metric: `${what} requests/s`,
+        direct: stat(s.direct, (x) => x.rps),
+        nginx: stat(s.nginx, (x) => x.rps),
+        router: stat(s.router, (x) => x.rps),
+        ratios: true,
+      });
     }
   }
   if (r.streams) {
     const s = r.streams;
     const label = `${s.streams} concurrent SSE streams (sim, ${o.streamTokens} tokens, ${o.streamItlMs} ms apart)`;
-    rows.push({ scenario: label, metric: 'completed streams', router: s.completed, target: `all ${s.streams}`, met: s.completed === s.streams });
+    rows.push({
+      scenario: label,
+      metric: 'completed streams',
+      router: s.completed,
+      target: `all ${s.streams}`,
+      met: s.completed === s.streams,
+    });
     rows.push({ scenario: label, metric: 'peak open at once', router: s.peakOpen });
-    rows.push({ scenario: label, metric: 'router peak RSS MB', router: s.routerPeakRssMb, digits: 1, target: '<= 250 MB', met: s.routerPeakRssMb <= 250 });
+    rows.push({
+      scenario: label,
+      metric: 'router peak RSS MB',
+      router: s.routerPeakRssMb,
+      digits: 1,
+      target: '<= 250 MB',
+      met: s.routerPeakRssMb <= 250,
+    });
     rows.push({ scenario: label, metric: 'router CPU % of one core', router: s.routerCpuPercent, digits: 0 });
-    rows.push({ scenario: label, metric: `longest gap in a stream ms (stalls > ${s.stallThresholdMs} ms: ${s.stalls})`, router: s.maxGapMs, digits: 0, target: 'no stalls', met: s.stalls === 0 });
+    rows.push({
+      scenario: label,
+      metric: `longest gap in a stream ms (stalls > ${s.stallThresholdMs} ms: ${s.stalls})`,
+      router: s.maxGapMs,
+      digits: 0,
+      target: 'no stalls',
+      met: s.stalls === 0,
+    });
     rows.push({ scenario: label, metric: 'time to first byte ms, p50', router: s.firstByteMs.p50, digits: 0 });
     rows.push({ scenario: label, metric: 'time to first byte ms, max', router: s.firstByteMs.max, digits: 0 });
-    if (s.listenOverflows !== undefined) rows.push({ scenario: label, metric: 'accept-queue overflows (machine-wide)', router: s.listenOverflows });
+    if (s.listenOverflows !== undefined)
+      rows.push({ scenario: label, metric: 'accept-queue overflows (machine-wide)', router: s.listenOverflows });
   }
   for (const x of r.routing) {
-    rows.push({ scenario: `routing decision, ${x.endpoints} endpoints / ${x.models} models`, metric: `${x.policy} ns/op`, router: x.nsPerOp, digits: 0, target: '<= 5000 ns', met: x.nsPerOp <= 5_000 });
+    rows.push({
+      scenario: `routing decision, ${x.endpoints} endpoints / ${x.models} models`,
+      metric: `${x.policy} ns/op`,
+      router: x.nsPerOp,
+      digits: 0,
+      target: '<= 5000 ns',
+      met: x.nsPerOp <= 5_000,
+    });
   }
   if (r.hotpath) {
     const label = 'one request in process, no sockets (bench/hotpath.ts)';
@@ -333,11 +470,25 @@ async function main(): Promise<void> {
 
   if (tools.wrk && (o.only.has('base') || o.only.has('logging') || o.only.has('workers'))) {
     const upstreamPort = await freePort();
-    const upstream = startProc('upstream', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'upstream.ts'), '--port', String(upstreamPort), '--chunks', String(o.chunks)], path.join(dir, 'upstream.log'));
-    await waitUntil('upstream', async () => (await fetchOnce(upstreamPort, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, { proc: upstream });
+    const upstream = startProc(
+      'upstream',
+      process.execPath,
+      ['--import', 'tsx', path.join(root, 'bench', 'upstream.ts'), '--port', String(upstreamPort), '--chunks', String(o.chunks)],
+      path.join(dir, 'upstream.log'),
+    );
+    await waitUntil('upstream', async () => (await fetchOnce(upstreamPort, 'POST', '/v1/chat/completions', JSON_BODY)).status === 200, {
+      proc: upstream,
+    });
     const direct = { target: 'direct' as const, port: upstreamPort, proc: undefined };
 
-    const pass = async (name: string, nginxWorkers: number, accessLog: boolean, routerArgs: string[], extraScenarios: Scenario[] = [], withFloor = false): Promise<void> => {
+    const pass = async (
+      name: string,
+      nginxWorkers: number,
+      accessLog: boolean,
+      routerArgs: string[],
+      extraScenarios: Scenario[] = [],
+      withFloor = false,
+    ): Promise<void> => {
       const targets: Array<{ target: Target; port: number; proc: Proc | undefined }> = [direct];
       const routerPort = await freePort();
       const router = startRouter(dir, `router-${name}`, routerPort, upstreamPort, routerArgs);
@@ -354,7 +505,20 @@ async function main(): Promise<void> {
         }
         if (withFloor) {
           const floorPort = await freePort();
-          floor = startProc('node-floor', process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'floor-proxy.ts'), '--port', String(floorPort), '--upstream-port', String(upstreamPort)], path.join(dir, 'floor.log'));
+          floor = startProc(
+            'node-floor',
+            process.execPath,
+            [
+              '--import',
+              'tsx',
+              path.join(root, 'bench', 'floor-proxy.ts'),
+              '--port',
+              String(floorPort),
+              '--upstream-port',
+              String(upstreamPort),
+            ],
+            path.join(dir, 'floor.log'),
+          );
           await waitServing(floorPort, floor);
           targets.push({ target: 'floor', port: floorPort, proc: floor });
         }
@@ -377,7 +541,8 @@ async function main(): Promise<void> {
     };
 
     try {
-      if (o.only.has('base')) await pass('base', 1, false, [], [{ name: 'json1', script: scripts.json, connections: 1, seconds: o.latencySeconds }], true);
+      if (o.only.has('base'))
+        await pass('base', 1, false, [], [{ name: 'json1', script: scripts.json, connections: 1, seconds: o.latencySeconds }], true);
       if (o.only.has('logging')) await pass('logging', 1, true, ['--log-level', 'info']);
       if (o.only.has('workers')) await pass('workers', 2, false, ['--workers', '2']);
     } finally {
@@ -404,12 +569,21 @@ async function main(): Promise<void> {
   let quality: Awaited<ReturnType<typeof runRoutingQuality>> | undefined;
   if (o.only.has('quality')) {
     log('routing quality per policy (prefix-cache hit rate, TTFT, throughput)');
-    quality = await runRoutingQuality({ conversations: o.quick ? 80 : 240, concurrency: o.quick ? [32] : [16, 32], rounds: o.quick ? 1 : 3, seed: 42 }, log);
+    quality = await runRoutingQuality(
+      { conversations: o.quick ? 80 : 240, concurrency: o.quick ? [32] : [16, 32], rounds: o.quick ? 1 : 3, seed: 42 },
+      log,
+    );
   }
 
   const partial = {
     startedAt: startedAt.toISOString(),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model ?? '', node: process.version, nginx: tools.nginx ? version('nginx', ['-v']) : undefined, wrk: tools.wrk ? version('wrk', ['-v']) : undefined },
+    machine: {
+      cpus: os.cpus().length,
+      model: os.cpus()[0]?.model ?? '',
+      node: process.version,
+      nginx: tools.nginx ? version('nginx', ['-v']) : undefined,
+      wrk: tools.wrk ? version('wrk', ['-v']) : undefined,
+    },
     options: { ...o, only: [...o.only], routerCli: CLI },
     routing,
     hotpath,
@@ -476,4 +650,3 @@ main()
   .finally(async () => {
     await stopAll();
   });
-

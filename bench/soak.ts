@@ -63,20 +63,73 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
   try {
     for (let i = 0; i < 3; i++) {
       const port = await freePort();
-      const proc = startProc(`sim-${i}`, process.execPath, [CLI, 'sim', '--port', String(port), '--model', MODEL, '--id', `soak-${i}`, '--ttft-ms', '2', '--itl-ms', '1', '--output-tokens', '8', '--max-num-seqs', '512'], path.join(dir, `sim-${i}.log`));
+      const proc = startProc(
+        `sim-${i}`,
+        process.execPath,
+        [
+          CLI,
+          'sim',
+          '--port',
+          String(port),
+          '--model',
+          MODEL,
+          '--id',
+          `soak-${i}`,
+          '--ttft-ms',
+          '2',
+          '--itl-ms',
+          '1',
+          '--output-tokens',
+          '8',
+          '--max-num-seqs',
+          '512',
+        ],
+        path.join(dir, `sim-${i}.log`),
+      );
       sims.push({ url: `http://127.0.0.1:${port}`, proc });
     }
     const routerPort = await freePort();
-    const router = startProc('router', process.execPath, [
-      CLI, 'serve', '--host', '127.0.0.1', '--port', String(routerPort), '--log-level', 'warn', '--drain-seconds', '0',
-      '--static-backends', sims.map((s) => s.url).join(','), '--static-models', sims.map(() => MODEL).join(','),
-      '--probe-interval', '0.2', '--probe-ready-interval', '1', '--response-timeout', '2', '--idle-timeout', '1',
-    ], path.join(dir, 'router.log'));
-    for (const s of sims) await waitUntil(`${s.proc.name} up`, async () => (await fetchOnce(Number(new URL(s.url).port), 'GET', '/health')).status === 200, { proc: s.proc });
-    await waitUntil('router ready', async () => {
-      const r = await fetchOnce(routerPort, 'GET', '/engines');
-      return (JSON.parse(r.text) as { endpoints: { state: string }[] }).endpoints.every((e) => e.state === 'ready');
-    }, { proc: router });
+    const router = startProc(
+      'router',
+      process.execPath,
+      [
+        CLI,
+        'serve',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(routerPort),
+        '--log-level',
+        'warn',
+        '--drain-seconds',
+        '0',
+        '--static-backends',
+        sims.map((s) => s.url).join(','),
+        '--static-models',
+        sims.map(() => MODEL).join(','),
+        '--probe-interval',
+        '0.2',
+        '--probe-ready-interval',
+        '1',
+        '--response-timeout',
+        '2',
+        '--idle-timeout',
+        '1',
+      ],
+      path.join(dir, 'router.log'),
+    );
+    for (const s of sims)
+      await waitUntil(`${s.proc.name} up`, async () => (await fetchOnce(Number(new URL(s.url).port), 'GET', '/health')).status === 200, {
+        proc: s.proc,
+      });
+    await waitUntil(
+      'router ready',
+      async () => {
+        const r = await fetchOnce(routerPort, 'GET', '/engines');
+        return (JSON.parse(r.text) as { endpoints: { state: string }[] }).endpoints.every((e) => e.state === 'ready');
+      },
+      { proc: router },
+    );
 
     const pool = new Pool(`http://127.0.0.1:${routerPort}`, { connections: opts.concurrency, pipelining: 1 });
     const outcomes: Record<string, number> = {};
@@ -86,11 +139,21 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
     };
     const one = async (i: number): Promise<void> => {
       const stream = (i * 7919) % 100 < opts.streamShare * 100;
-      const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: `soak ${i}` }], max_tokens: 8, ...(stream ? { stream: true } : {}) });
+      const body = JSON.stringify({
+        model: MODEL,
+        messages: [{ role: 'user', content: `soak ${i}` }],
+        max_tokens: 8,
+        ...(stream ? { stream: true } : {}),
+      });
       try {
         const res = await pool.request({
-          path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json' }, body,
-          headersTimeout: opts.requestTimeoutMs, bodyTimeout: opts.requestTimeoutMs, signal: AbortSignal.timeout(opts.requestTimeoutMs),
+          path: '/v1/chat/completions',
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+          headersTimeout: opts.requestTimeoutMs,
+          bodyTimeout: opts.requestTimeoutMs,
+          signal: AbortSignal.timeout(opts.requestTimeoutMs),
         });
         count(outcomes, classify(res.statusCode, await res.body.text(), stream));
       } catch (err) {
@@ -101,8 +164,12 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
     // faults: every 1.5 s one engine gets one, for a short while; one engine is always left healthy
     let injecting = true;
     const modes = [
-      { mode: 'reset-mid-stream', seconds: 1 }, { mode: 'error500', seconds: 1 }, { mode: 'overloaded', seconds: 1 },
-      { mode: 'slow-chunks', delayMs: 1_500, seconds: 2 }, { mode: 'hang', seconds: 2 }, { mode: 'refuse', seconds: 1 },
+      { mode: 'reset-mid-stream', seconds: 1 },
+      { mode: 'error500', seconds: 1 },
+      { mode: 'overloaded', seconds: 1 },
+      { mode: 'slow-chunks', delayMs: 1_500, seconds: 2 },
+      { mode: 'hang', seconds: 2 },
+      { mode: 'refuse', seconds: 1 },
     ];
     const injector = (async () => {
       for (let k = 0; injecting; k++) {
@@ -138,7 +205,9 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
     await pool.close();
     await sleep(1_000);
     const rssAfterMb = rssMb(router.pid);
-    const lost = Object.entries(outcomes).filter(([k]) => k.startsWith('lost')).reduce((n, [, v]) => n + v, 0);
+    const lost = Object.entries(outcomes)
+      .filter(([k]) => k.startsWith('lost'))
+      .reduce((n, [, v]) => n + v, 0);
     return { requests: opts.requests, seconds, outcomes, lost, faults, rssBeforeMb, rssAfterMb, rssPeakMb };
   } finally {
     await stopAll();
@@ -147,10 +216,16 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
 
 export function renderSoak(r: SoakResult): string {
   const lines = [
-    `soak: ${r.requests} requests in ${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s), faults injected: ${Object.entries(r.faults).map(([k, v]) => `${k} x${v}`).join(', ')}`,
+    `soak: ${r.requests} requests in ${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s), faults injected: ${Object.entries(
+      r.faults,
+    )
+      .map(([k, v]) => `${k} x${v}`)
+      .join(', ')}`,
     '| outcome | requests |',
     '| --- | --- |',
-    ...Object.entries(r.outcomes).sort((a, b) => b[1] - a[1]).map(([k, v]) => `| ${k} | ${v} |`),
+    ...Object.entries(r.outcomes)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `| ${k} | ${v} |`),
     `| **requests lost** | **${r.lost}** |`,
     '',
     `router RSS: ${r.rssBeforeMb.toFixed(1)} MB before, ${r.rssAfterMb.toFixed(1)} MB after, ${r.rssPeakMb.toFixed(1)} MB peak`,

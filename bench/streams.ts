@@ -26,7 +26,9 @@ export interface StreamsResult {
 /** TcpExt ListenOverflows of the whole machine (other processes count too). */
 export function listenOverflows(): number | undefined {
   try {
-    const lines = readFileSync('/proc/net/netstat', 'latin1').split('\n').filter((l) => l.startsWith('TcpExt:'));
+    const lines = readFileSync('/proc/net/netstat', 'latin1')
+      .split('\n')
+      .filter((l) => l.startsWith('TcpExt:'));
     const names = (lines[0] ?? '').split(' ');
     const values = (lines[1] ?? '').split(' ');
     const i = names.indexOf('ListenOverflows');
@@ -62,7 +64,7 @@ export async function runStreams(opts: {
   let open = 0;
   let peakOpen = 0;
   let completed = 0;
-  let failed = 0;
+  let _failed = 0;
   let maxGapMs = 0;
   let stalls = 0;
   const errors: string[] = [];
@@ -92,9 +94,8 @@ export async function runStreams(opts: {
           completed++;
           firstByte.push(first - opened);
           duration.push(last - first);
-        }
-        else {
-          failed++;
+        } else {
+          _failed++;
           if (errors.length < 5) errors.push(why ?? 'unknown');
         }
         socket.destroy();

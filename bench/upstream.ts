@@ -14,7 +14,10 @@ const chunks = Number(arg('chunks', '50'));
 const model = arg('model', 'bench-model');
 
 const completion = JSON.stringify({
-  id: 'chatcmpl-bench', object: 'chat.completion', created: 1_700_000_000, model,
+  id: 'chatcmpl-bench',
+  object: 'chat.completion',
+  created: 1_700_000_000,
+  model,
   choices: [{ index: 0, message: { role: 'assistant', content: 'The quick brown fox jumps over the lazy dog.' }, finish_reason: 'stop' }],
   usage: { prompt_tokens: 12, completion_tokens: 10, total_tokens: 22 },
 });
@@ -22,10 +25,14 @@ const JSON_ANSWER = Buffer.from(
   `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(completion)}\r\n\r\n${completion}`,
 );
 const modelsBody = JSON.stringify({ object: 'list', data: [{ id: model, object: 'model', created: 0, owned_by: 'bench' }] });
-const MODELS_ANSWER = Buffer.from(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${modelsBody.length}\r\n\r\n${modelsBody}`);
+const MODELS_ANSWER = Buffer.from(
+  `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${modelsBody.length}\r\n\r\n${modelsBody}`,
+);
 const NOT_FOUND = Buffer.from('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
 
-const SSE_HEAD = Buffer.from('HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n');
+const SSE_HEAD = Buffer.from(
+  'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n\r\n',
+);
 function httpChunk(text: string): Buffer {
   return Buffer.from(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`);
 }

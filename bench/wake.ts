@@ -21,7 +21,15 @@ const BODY = JSON.stringify({ model: MODEL, stream: true, max_tokens: 1, message
 function firstByteAt(port: number): Promise<{ at: number; status: number }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', agent: false, timeout: 120_000, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BODY) } },
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        agent: false,
+        timeout: 120_000,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BODY) },
+      },
       (res) => {
         const at = Date.now();
         res.resume();
@@ -35,28 +43,72 @@ function firstByteAt(port: number): Promise<{ at: number; status: number }> {
   });
 }
 
-export async function runWake(opts: { cli: string; dir: string; starts: number; loadingSeconds: number; probeWakeIntervalSeconds: number }, log: (line: string) => void): Promise<WakeResult> {
+export async function runWake(
+  opts: { cli: string; dir: string; starts: number; loadingSeconds: number; probeWakeIntervalSeconds: number },
+  log: (line: string) => void,
+): Promise<WakeResult> {
   const enginePort = await freePort();
   const routerPort = await freePort();
-  const router = startProc('router-wake', process.execPath, [
-    opts.cli, 'serve', '--host', '127.0.0.1', '--port', String(routerPort), '--log-level', 'warn',
-    '--static-backends', `http://127.0.0.1:${enginePort}`, '--static-models', MODEL, '--cold-start-wait', '120',
-    '--probe-wake-interval', String(opts.probeWakeIntervalSeconds), '--probe-ready-interval', '0.5',
-  ], path.join(opts.dir, 'router-wake.log'));
+  const router = startProc(
+    'router-wake',
+    process.execPath,
+    [
+      opts.cli,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(routerPort),
+      '--log-level',
+      'warn',
+      '--static-backends',
+      `http://127.0.0.1:${enginePort}`,
+      '--static-models',
+      MODEL,
+      '--cold-start-wait',
+      '120',
+      '--probe-wake-interval',
+      String(opts.probeWakeIntervalSeconds),
+      '--probe-ready-interval',
+      '0.5',
+    ],
+    path.join(opts.dir, 'router-wake.log'),
+  );
   const ms: number[] = [];
   try {
     await waitUntil('router', async () => (await fetchOnce(routerPort, 'GET', '/ready')).status === 200, { proc: router });
     for (let i = 0; i < opts.starts; i++) {
       // the engine is down: the router must not think the model ready when the request arrives
-      await waitUntil('engine seen down', async () => !(await fetchOnce(routerPort, 'GET', '/v1/models')).text.includes('"status":"ready"'), { proc: router });
+      await waitUntil(
+        'engine seen down',
+        async () => !(await fetchOnce(routerPort, 'GET', '/v1/models')).text.includes('"status":"ready"'),
+        { proc: router },
+      );
       const answer = firstByteAt(routerPort);
       await waitUntil('request held', async () => /"held":1/.test((await fetchOnce(routerPort, 'GET', '/demand')).text), { proc: router });
       let engine: Proc | undefined;
       try {
-        engine = startProc('sim-wake', process.execPath, [
-          opts.cli, 'sim', '--host', '127.0.0.1', '--port', String(enginePort), '--model', MODEL,
-          '--startup-loading-seconds', String(opts.loadingSeconds), '--ttft-ms', '0', '--itl-ms', '0',
-        ], path.join(opts.dir, 'sim-wake.log'));
+        engine = startProc(
+          'sim-wake',
+          process.execPath,
+          [
+            opts.cli,
+            'sim',
+            '--host',
+            '127.0.0.1',
+            '--port',
+            String(enginePort),
+            '--model',
+            MODEL,
+            '--startup-loading-seconds',
+            String(opts.loadingSeconds),
+            '--ttft-ms',
+            '0',
+            '--itl-ms',
+            '0',
+          ],
+          path.join(opts.dir, 'sim-wake.log'),
+        );
         const { at, status } = await answer;
         if (status !== 200) throw new Error(`wake ${i + 1}: the held request answered ${status}`);
         const loadedAt = (JSON.parse((await fetchOnce(enginePort, 'GET', '/_sim/fault')).text) as { loadedAt: number }).loadedAt;

@@ -53,8 +53,23 @@ export function killWrk(): void {
   for (const child of running) child.kill('SIGKILL');
 }
 
-export async function runWrk(opts: { port: number; script: string; connections: number; seconds: number; path?: string }): Promise<WrkResult> {
-  const args = ['-t1', `-c${opts.connections}`, `-d${opts.seconds}s`, '--timeout', '10s', '-s', opts.script, `http://127.0.0.1:${opts.port}${opts.path ?? '/v1/chat/completions'}`];
+export async function runWrk(opts: {
+  port: number;
+  script: string;
+  connections: number;
+  seconds: number;
+  path?: string;
+}): Promise<WrkResult> {
+  const args = [
+    '-t1',
+    `-c${opts.connections}`,
+    `-d${opts.seconds}s`,
+    '--timeout',
+    '10s',
+    '-s',
+    opts.script,
+    `http://127.0.0.1:${opts.port}${opts.path ?? '/v1/chat/completions'}`,
+  ];
   const child = spawn('wrk', args, { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(child);
   let out = '';

@@ -4,10 +4,22 @@ import { UsageError } from '../router/config/flags.js';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
   serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
-  sim: { summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)', load: async () => (await import('../tools/sim/cli.js')).runSim },
-  lint: { summary: 'check Kubernetes manifests of inference engines for probe and discovery mistakes', load: async () => (await import('../tools/lint/cli.js')).runLint },
-  probe: { summary: 'readiness sidecar for an engine pod: /ready is 200 only when the model is loaded', load: async () => (await import('../tools/probe/cli.js')).runProbe },
-  demo: { summary: 'run the router in front of simulated engines on 127.0.0.1:8001', load: async () => (await import('../tools/demo/demo.js')).runDemo },
+  sim: {
+    summary: 'run a simulated OpenAI-compatible engine (vLLM, SGLang, TGI flavours)',
+    load: async () => (await import('../tools/sim/cli.js')).runSim,
+  },
+  lint: {
+    summary: 'check Kubernetes manifests of inference engines for probe and discovery mistakes',
+    load: async () => (await import('../tools/lint/cli.js')).runLint,
+  },
+  probe: {
+    summary: 'readiness sidecar for an engine pod: /ready is 200 only when the model is loaded',
+    load: async () => (await import('../tools/probe/cli.js')).runProbe,
+  },
+  demo: {
+    summary: 'run the router in front of simulated engines on 127.0.0.1:8001',
+    load: async () => (await import('../tools/demo/demo.js')).runDemo,
+  },
 };
 
 function topUsage(): string {
@@ -30,7 +42,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const command = COMMANDS[name];
   // vllm_router takes its flags with no subcommand: treat a leading flag as `serve` so binaries can be swapped
-  if (!command && name.startsWith('--')) return (await COMMANDS.serve!.load())(argv);
+  if (!command && name.startsWith('--')) return (await (COMMANDS.serve as (typeof COMMANDS)[string]).load())(argv);
   if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}\n\n${topUsage()}`);
   await (await command.load())(rest);
 }

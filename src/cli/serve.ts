@@ -10,7 +10,8 @@ import { RouterApp } from '../router/app/app.js';
 import { createLogger } from '../router/util/log.js';
 import { usage } from '../router/config/flags.js';
 
-const SUMMARY = 'Routes OpenAI-compatible requests by model to engines whose model is loaded; answers 404 for unknown models and 503 + Retry-After for declared models with no ready engine.';
+const SUMMARY =
+  'Routes OpenAI-compatible requests by model to engines whose model is loaded; answers 404 for unknown models and 503 + Retry-After for declared models with no ready engine.';
 
 export async function runServe(argv: string[]): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {

@@ -19,10 +19,25 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 
 /** group/version -> [kind, plural, namespaced] */
 const RESOURCES: Record<string, [string, string, boolean][]> = {
-  v1: [['Namespace', 'namespaces', false], ['ConfigMap', 'configmaps', true], ['Service', 'services', true], ['ServiceAccount', 'serviceaccounts', true], ['Pod', 'pods', true], ['PersistentVolumeClaim', 'persistentvolumeclaims', true]],
-  'apps/v1': [['Deployment', 'deployments', true], ['StatefulSet', 'statefulsets', true]],
+  v1: [
+    ['Namespace', 'namespaces', false],
+    ['ConfigMap', 'configmaps', true],
+    ['Service', 'services', true],
+    ['ServiceAccount', 'serviceaccounts', true],
+    ['Pod', 'pods', true],
+    ['PersistentVolumeClaim', 'persistentvolumeclaims', true],
+  ],
+  'apps/v1': [
+    ['Deployment', 'deployments', true],
+    ['StatefulSet', 'statefulsets', true],
+  ],
   'policy/v1': [['PodDisruptionBudget', 'poddisruptionbudgets', true]],
-  'rbac.authorization.k8s.io/v1': [['Role', 'roles', true], ['RoleBinding', 'rolebindings', true], ['ClusterRole', 'clusterroles', false], ['ClusterRoleBinding', 'clusterrolebindings', false]],
+  'rbac.authorization.k8s.io/v1': [
+    ['Role', 'roles', true],
+    ['RoleBinding', 'rolebindings', true],
+    ['ClusterRole', 'clusterroles', false],
+    ['ClusterRoleBinding', 'clusterrolebindings', false],
+  ],
   'monitoring.coreos.com/v1': [['ServiceMonitor', 'servicemonitors', true]],
   'keda.sh/v1alpha1': [['ScaledObject', 'scaledobjects', true]],
   'leaderworkerset.x-k8s.io/v1': [['LeaderWorkerSet', 'leaderworkersets', true]],
@@ -34,7 +49,8 @@ function discovery(pathname: string): unknown {
   if (pathname === '/apis') {
     const groups = Object.keys(RESOURCES).filter((gv) => gv.includes('/'));
     return {
-      kind: 'APIGroupList', apiVersion: 'v1',
+      kind: 'APIGroupList',
+      apiVersion: 'v1',
       groups: groups.map((gv) => {
         const [group, version] = gv.split('/') as [string, string];
         return { name: group, versions: [{ groupVersion: gv, version }], preferredVersion: { groupVersion: gv, version } };
@@ -45,8 +61,16 @@ function discovery(pathname: string): unknown {
   const list = RESOURCES[gv];
   if (!list) return undefined;
   return {
-    kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv,
-    resources: list.map(([kind, plural, namespaced]) => ({ name: plural, singularName: kind.toLowerCase(), namespaced, kind, verbs: ['create', 'get', 'list', 'watch', 'delete', 'patch', 'update'] })),
+    kind: 'APIResourceList',
+    apiVersion: 'v1',
+    groupVersion: gv,
+    resources: list.map(([kind, plural, namespaced]) => ({
+      name: plural,
+      singularName: kind.toLowerCase(),
+      namespaced,
+      kind,
+      verbs: ['create', 'get', 'list', 'watch', 'delete', 'patch', 'update'],
+    })),
   };
 }
 
@@ -68,12 +92,18 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     server.listen(0, '127.0.0.1');
     await once(server, 'listening');
     url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-    await writeFile(path.join(dir, 'kubeconfig'), [
-      'apiVersion: v1', 'kind: Config', 'current-context: test',
-      'clusters: [{name: test, cluster: {server: "' + url + '", insecure-skip-tls-verify: true}}]',
-      'users: [{name: test, user: {token: test}}]',
-      'contexts: [{name: test, context: {cluster: test, user: test, namespace: default}}]', '',
-    ].join('\n'));
+    await writeFile(
+      path.join(dir, 'kubeconfig'),
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'current-context: test',
+        'clusters: [{name: test, cluster: {server: "' + url + '", insecure-skip-tls-verify: true}}]',
+        'users: [{name: test, user: {token: test}}]',
+        'contexts: [{name: test, context: {cluster: test, user: test, namespace: default}}]',
+        '',
+      ].join('\n'),
+    );
   });
   after(async () => {
     server.closeAllConnections();
@@ -82,10 +112,26 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
   });
 
   async function kubectlCreate(file: string, output: 'name' | 'json'): Promise<string> {
-    const { stdout } = await run('kubectl', ['--kubeconfig', path.join(dir, 'kubeconfig'), '--cache-dir', path.join(dir, 'cache'), 'create', '--dry-run=client', '--validate=false', '-o', output, '-f', file], {
-      timeout: 30_000,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
-    });
+    const { stdout } = await run(
+      'kubectl',
+      [
+        '--kubeconfig',
+        path.join(dir, 'kubeconfig'),
+        '--cache-dir',
+        path.join(dir, 'cache'),
+        'create',
+        '--dry-run=client',
+        '--validate=false',
+        '-o',
+        output,
+        '-f',
+        file,
+      ],
+      {
+        timeout: 30_000,
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
+      },
+    );
     return stdout;
   }
 
@@ -109,13 +155,26 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
       'service/llm-router',
       'serviceaccount/llm-router',
     ]);
-    assert.ok(requests.some((r) => r === 'GET /apis'), 'kubectl used discovery');
-    assert.ok(requests.every((r) => r.startsWith('GET ')), 'a client dry run changes nothing');
+    assert.ok(
+      requests.some((r) => r === 'GET /apis'),
+      'kubectl used discovery',
+    );
+    assert.ok(
+      requests.every((r) => r.startsWith('GET ')),
+      'a client dry run changes nothing',
+    );
   });
 
   test('three models: engines, the P/D pair, a ScaledObject and a ServiceMonitor', async () => {
     const names = await dryRun(await rendered('three.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml')]));
-    for (const n of ['deployment.apps/llm-router-llama-8b', 'deployment.apps/llm-router-mixtral', 'deployment.apps/llm-router-qwen-prefill', 'deployment.apps/llm-router-qwen-decode', 'scaledobject.keda.sh/llm-router-mixtral', 'servicemonitor.monitoring.coreos.com/llm-router']) {
+    for (const n of [
+      'deployment.apps/llm-router-llama-8b',
+      'deployment.apps/llm-router-mixtral',
+      'deployment.apps/llm-router-qwen-prefill',
+      'deployment.apps/llm-router-qwen-decode',
+      'scaledobject.keda.sh/llm-router-mixtral',
+      'servicemonitor.monitoring.coreos.com/llm-router',
+    ]) {
       assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
     }
     assert.equal(names.length, 13);
@@ -124,8 +183,16 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {
     // kubectl reads YAML as the API server does (YAML 1.1: a bare yes is true) and prints the object it would send
     const file = path.join(dir, 'env.yaml');
-    await writeFile(file, renderChart(CHART_DIR, { values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')], showOnly: ['templates/router.yaml'] }).manifest);
-    const router = JSON.parse(await kubectlCreate(file, 'json')) as { spec: { template: { spec: { containers: { name: string; env?: { name: string; value?: unknown }[] }[] } } } };
+    await writeFile(
+      file,
+      renderChart(CHART_DIR, {
+        values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')],
+        showOnly: ['templates/router.yaml'],
+      }).manifest,
+    );
+    const router = JSON.parse(await kubectlCreate(file, 'json')) as {
+      spec: { template: { spec: { containers: { name: string; env?: { name: string; value?: unknown }[] }[] } } };
+    };
     const env = router.spec.template.spec.containers.find((c) => c.name === 'router')?.env ?? [];
     assert.deepEqual(Object.fromEntries(env.map((e) => [e.name, e.value])), { FEATURE_FLAG: 'yes', VERBOSE: 'on', PORT_NAME: '8000' });
   });

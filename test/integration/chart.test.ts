@@ -33,7 +33,12 @@ let charts = 0;
  * Renders `src` as templates/t.yaml of a throwaway chart named t (values.yaml: `values`; `extra`: more files under
  * templates/) and returns the rendered document. Its output must be a YAML mapping, as Helm parses every document.
  */
-function renderTemplate(src: string, values: Record<string, unknown> = {}, extra: Record<string, string> = {}, opts: RenderOptions = {}): string {
+function renderTemplate(
+  src: string,
+  values: Record<string, unknown> = {},
+  extra: Record<string, string> = {},
+  opts: RenderOptions = {},
+): string {
   const dir = path.join(scratch, `t${charts++}`);
   mkdirSync(path.join(dir, 'templates'), { recursive: true });
   writeFileSync(path.join(dir, 'Chart.yaml'), 'apiVersion: v2\nname: t\nversion: 0.1.0\nappVersion: "1.0"\n');
@@ -69,18 +74,23 @@ function routerConfig(objs: Obj[]): ReturnType<typeof loadRouterConfig> {
   const file = path.join(dir, 'config.yaml');
   writeFileSync(file, find(objs, 'ConfigMap', 'llm-router').data['config.yaml']);
   assert.equal(args[0], 'serve');
-  return loadRouterConfig(args.slice(1).map((a) => (a === '/etc/llm-router/config.yaml' ? file : a)), env);
+  return loadRouterConfig(
+    args.slice(1).map((a) => (a === '/etc/llm-router/config.yaml' ? file : a)),
+    env,
+  );
 }
 
 describe("Helm's engine, as tools/chart-render runs it", () => {
   test('Go templates: trim markers, variables, range with index, else if, and/or short-circuit', () => {
-    const src = 'out: {{- $n := len .Values.items -}}\n{{ range $i, $v := .Values.items }} {{ $i }}={{ $v }}{{ end }}\n{{- if eq $n 0 }} none{{ else if gt $n 2 }} many{{ else }} few{{ end }}|{{ and .Values.a .Values.a.b }}|{{ or .Values.missing "x" }}';
+    const src =
+      'out: {{- $n := len .Values.items -}}\n{{ range $i, $v := .Values.items }} {{ $i }}={{ $v }}{{ end }}\n{{- if eq $n 0 }} none{{ else if gt $n 2 }} many{{ else }} few{{ end }}|{{ and .Values.a .Values.a.b }}|{{ or .Values.missing "x" }}';
     assert.equal(renderTemplate(src, { items: ['a', 'b'], a: null }), 'out: 0=a 1=b few||x');
   });
 
   test('define/include/nindent, toYaml (sorted keys, unindented lists), quote, default that treats 0 as unset', () => {
     const helpers = { '_h.tpl': '{{- define "labels" -}}\napp: {{ .name }}\nteam: {{ .team | default "core" }}\n{{- end -}}' };
-    const src = 'metadata:\n  labels:\n    {{- include "labels" .Values | nindent 4 }}\nspec: {{- toYaml .Values.spec | nindent 2 }}\nn: {{ .Values.n | default 5 }} {{ quote .Values.s }}';
+    const src =
+      'metadata:\n  labels:\n    {{- include "labels" .Values | nindent 4 }}\nspec: {{- toYaml .Values.spec | nindent 2 }}\nn: {{ .Values.n | default 5 }} {{ quote .Values.s }}';
     assert.equal(
       renderTemplate(src, { name: 'x', spec: { z: 1, a: ['p', 'q'] }, n: 0, s: 'say "hi"' }, helpers),
       'metadata:\n  labels:\n    app: x\n    team: core\nspec:\n  a:\n  - p\n  - q\n  z: 1\nn: 5 "say \\"hi\\""',
@@ -89,13 +99,22 @@ describe("Helm's engine, as tools/chart-render runs it", () => {
 
   test('a missing value renders empty; a field of one fails; a missing function or template fails; required and fail stop with their message', () => {
     assert.equal(renderTemplate('out: [{{ .Values.a }}]'), 'out: []');
-    assert.throws(() => renderTemplate('{{ .Values.a.b }}'), (e: unknown) => e instanceof ChartError && /nil pointer evaluating interface \{\}\.b/.test(e.message));
+    assert.throws(
+      () => renderTemplate('{{ .Values.a.b }}'),
+      (e: unknown) => e instanceof ChartError && /nil pointer evaluating interface \{\}\.b/.test(e.message),
+    );
     assert.throws(() => renderTemplate('{{ nosuch 1 }}'), /parse error at \(t\/templates\/t\.yaml:1\): function "nosuch" not defined/);
     assert.throws(() => renderTemplate('{{ include "nope" . }}'), /no template "nope"/);
     // Helm strips text/template's call chain from required and fail: the place, then the message alone
-    assert.throws(() => renderTemplate('{{ required "name is required" .Values.name }}'), (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:1:3): name is required');
+    assert.throws(
+      () => renderTemplate('{{ required "name is required" .Values.name }}'),
+      (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:1:3): name is required',
+    );
     assert.throws(() => renderTemplate('{{ required "empty is missing too" "" }}'), /: empty is missing too$/);
-    assert.throws(() => renderTemplate('a: 1\n{{ fail "no way" }}'), (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:2:3): no way');
+    assert.throws(
+      () => renderTemplate('a: 1\n{{ fail "no way" }}'),
+      (e: unknown) => e instanceof ChartError && e.message === 'execution error at (t/templates/t.yaml:2:3): no way',
+    );
     assert.throws(() => renderTemplate('{{ if .Values.a }}x'), /parse error at \(t\/templates\/t\.yaml:1\): unexpected EOF/);
   });
 
@@ -103,13 +122,38 @@ describe("Helm's engine, as tools/chart-render runs it", () => {
     assert.throws(() => renderTemplate('out: {{ env "HOME" }}'), /function "env" not defined/);
     assert.throws(() => renderTemplate('out: {{ expandenv "$HOME" }}'), /function "expandenv" not defined/);
     assert.equal(renderTemplate('out: {{ lookup "v1" "Pod" "default" "x" | toJson }}'), 'out: {}');
-    assert.equal(renderTemplate('out: {{ tpl .Values.greeting . }}', { greeting: 'hello {{ .Values.who }} of {{ .Chart.Name }}', who: 'world' }), 'out: hello world of t');
-    assert.equal(renderTemplate('out: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.IsInstall }} {{ .Chart.AppVersion }} {{ .Template.BasePath }}', {}, {}, { releaseName: 'r', namespace: 'ns' }), 'out: r ns true 1.0 t/templates');
-    assert.equal(renderTemplate('out: {{ .Capabilities.APIVersions.Has "keda.sh/v1alpha1" }} {{ .Capabilities.KubeVersion.Minor }}', {}, {}, { apiVersions: ['keda.sh/v1alpha1'], kubeVersion: 'v1.31.2' }), 'out: true 31');
+    assert.equal(
+      renderTemplate('out: {{ tpl .Values.greeting . }}', { greeting: 'hello {{ .Values.who }} of {{ .Chart.Name }}', who: 'world' }),
+      'out: hello world of t',
+    );
+    assert.equal(
+      renderTemplate(
+        'out: {{ .Release.Name }} {{ .Release.Namespace }} {{ .Release.IsInstall }} {{ .Chart.AppVersion }} {{ .Template.BasePath }}',
+        {},
+        {},
+        { releaseName: 'r', namespace: 'ns' },
+      ),
+      'out: r ns true 1.0 t/templates',
+    );
+    assert.equal(
+      renderTemplate(
+        'out: {{ .Capabilities.APIVersions.Has "keda.sh/v1alpha1" }} {{ .Capabilities.KubeVersion.Minor }}',
+        {},
+        {},
+        { apiVersions: ['keda.sh/v1alpha1'], kubeVersion: 'v1.31.2' },
+      ),
+      'out: true 31',
+    );
   });
 
   test('numbers in values are float64 as in Helm: int truncates, Sprig reads int "450.5" as 0, a million prints as 1e+06', () => {
-    assert.equal(renderTemplate('out: {{ int .Values.f }} {{ int "450.5" }} {{ int "90" }} {{ .Values.big }} {{ int .Values.big }}', { f: 450.5, big: 1000000 }), 'out: 450 0 90 1e+06 1000000');
+    assert.equal(
+      renderTemplate('out: {{ int .Values.f }} {{ int "450.5" }} {{ int "90" }} {{ .Values.big }} {{ int .Values.big }}', {
+        f: 450.5,
+        big: 1000000,
+      }),
+      'out: 450 0 90 1e+06 1000000',
+    );
   });
 
   test('toYaml quotes every string that YAML 1.1 (Kubernetes) would read as a boolean, a number or null', () => {
@@ -121,7 +165,12 @@ describe("Helm's engine, as tools/chart-render runs it", () => {
   });
 
   test('values merge like Helm: maps merge, lists and scalars replace, null removes a default, later files win', () => {
-    const out = renderTemplate('out: {{ toJson .Values }}', { a: { b: 1, c: 2 }, l: [1, 2], d: 1, keep: 1 }, {}, { values: [{ a: { c: 3 }, l: [9], d: null }, { a: { b: 5 } }] });
+    const out = renderTemplate(
+      'out: {{ toJson .Values }}',
+      { a: { b: 1, c: 2 }, l: [1, 2], d: 1, keep: 1 },
+      {},
+      { values: [{ a: { c: 3 }, l: [9], d: null }, { a: { b: 5 } }] },
+    );
     assert.deepEqual(JSON.parse(out.slice('out: '.length)), { a: { b: 5, c: 3 }, l: [9], keep: 1 });
   });
 });
@@ -133,7 +182,15 @@ describe('chart with default values', () => {
   test('renders the router objects in install order, each with its # Source', () => {
     assert.deepEqual(
       chart.documents.map((d) => `${d.kind}/${d.name}`),
-      ['PodDisruptionBudget/llm-router', 'ServiceAccount/llm-router', 'ConfigMap/llm-router', 'Role/llm-router-discovery', 'RoleBinding/llm-router-discovery', 'Service/llm-router', 'Deployment/llm-router'],
+      [
+        'PodDisruptionBudget/llm-router',
+        'ServiceAccount/llm-router',
+        'ConfigMap/llm-router',
+        'Role/llm-router-discovery',
+        'RoleBinding/llm-router-discovery',
+        'Service/llm-router',
+        'Deployment/llm-router',
+      ],
     );
     assert.match(chart.manifest, /^---\n# Source: llm-router\/templates\/pdb\.yaml\napiVersion: policy\/v1\n/);
   });
@@ -144,7 +201,10 @@ describe('chart with default values', () => {
     const anti = router.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm;
     assert.equal(anti.topologyKey, 'kubernetes.io/hostname');
     assert.deepEqual(anti.labelSelector.matchLabels, router.spec.selector.matchLabels);
-    assert.deepEqual(find(objs, 'PodDisruptionBudget', 'llm-router').spec, { minAvailable: 1, selector: { matchLabels: router.spec.selector.matchLabels } });
+    assert.deepEqual(find(objs, 'PodDisruptionBudget', 'llm-router').spec, {
+      minAvailable: 1,
+      selector: { matchLabels: router.spec.selector.matchLabels },
+    });
     const c = container(router, 'router');
     assert.equal(c.livenessProbe.httpGet.path, '/health');
     assert.equal(c.readinessProbe.httpGet.path, '/ready');
@@ -156,7 +216,7 @@ describe('chart with default values', () => {
     assert.deepEqual(service.spec.selector, router.spec.selector.matchLabels);
   });
 
-  test("minimal RBAC: get/list/watch on pods, deployments, statefulsets, leaderworkersets; nothing else", () => {
+  test('minimal RBAC: get/list/watch on pods, deployments, statefulsets, leaderworkersets; nothing else', () => {
     const role = find(objs, 'Role', 'llm-router-discovery');
     assert.deepEqual(role.rules, [
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
@@ -195,7 +255,12 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     const engines = objs.filter((o) => o.kind === 'Deployment' && o.metadata.labels['app.kubernetes.io/component'] === 'engine');
     assert.deepEqual(
       engines.map((e) => `${e.metadata.name}=${e.spec.replicas} ${e.metadata.annotations['llm-router/models']}`),
-      ['llm-router-llama-8b=2 llama-3-8b', 'llm-router-mixtral=0 mixtral-8x7b', 'llm-router-qwen-prefill=2 qwen3-32b', 'llm-router-qwen-decode=1 qwen3-32b'],
+      [
+        'llm-router-llama-8b=2 llama-3-8b',
+        'llm-router-mixtral=0 mixtral-8x7b',
+        'llm-router-qwen-prefill=2 qwen3-32b',
+        'llm-router-qwen-decode=1 qwen3-32b',
+      ],
     );
   });
 
@@ -215,7 +280,10 @@ describe('chart with three models: one standalone, one at zero replicas with KED
       assert.deepEqual(engine.readinessProbe.httpGet, { path: '/ready', port: 8090 }, name);
       assert.deepEqual(engine.startupProbe.httpGet, { path: '/ready', port: 8090 }, name);
       const s = engine.startupProbe;
-      assert.ok(s.failureThreshold * s.periodSeconds >= 2 * want.load, `${name}: ${s.failureThreshold} x ${s.periodSeconds} >= 2 x ${want.load}`);
+      assert.ok(
+        s.failureThreshold * s.periodSeconds >= 2 * want.load,
+        `${name}: ${s.failureThreshold} x ${s.periodSeconds} >= 2 x ${want.load}`,
+      );
       assert.equal(d.metadata.annotations['llm-router/expected-load-seconds'], String(want.load));
       assert.equal(sidecar.args[0], 'probe');
       assert.equal(sidecar.args[sidecar.args.indexOf('--engine-url') + 1], `http://127.0.0.1:${want.port}`, name);
@@ -254,7 +322,10 @@ describe('chart with three models: one standalone, one at zero replicas with KED
 
   test('KEDA: a ScaledObject wakes the zero-replica model from the demand the router counts; a ServiceMonitor', () => {
     const scaled = objs.filter((o) => o.kind === 'ScaledObject');
-    assert.deepEqual(scaled.map((s) => s.metadata.name), ['llm-router-mixtral']);
+    assert.deepEqual(
+      scaled.map((s) => s.metadata.name),
+      ['llm-router-mixtral'],
+    );
     const s = scaled[0];
     assert.equal(s.spec.minReplicaCount, 0);
     assert.equal(s.spec.scaleTargetRef.name, 'llm-router-mixtral');
@@ -279,9 +350,14 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     assert.deepEqual(lintObjects(parseManifests(push.manifest, 'push.yaml')), []);
 
     // the replica KEDA reaches sums every replica's demand: its peers are the pods of its own Deployment
-    const selector = Object.fromEntries(String(flags.get('scaler-peer-selector')).split(',').map((t) => t.split('=')));
+    const selector = Object.fromEntries(
+      String(flags.get('scaler-peer-selector'))
+        .split(',')
+        .map((t) => t.split('=')),
+    );
     assert.deepEqual(selector, router.spec.selector.matchLabels);
-    for (const [k, v] of Object.entries(selector)) assert.equal(router.spec.template.metadata.labels[k], v, 'the selector matches the router pods');
+    for (const [k, v] of Object.entries(selector))
+      assert.equal(router.spec.template.metadata.labels[k], v, 'the selector matches the router pods');
     assert.equal(flags.get('scaler-peer-namespace'), 'default');
     const peersRole = find(o, 'Role', 'llm-router-peers');
     assert.equal(peersRole.metadata.namespace, 'default');
@@ -296,13 +372,32 @@ describe('chart with three models: one standalone, one at zero replicas with KED
 
 describe('chart errors are clear', () => {
   test('an engine without a model, a P/D pair on a non-vLLM engine, a TGI served name it cannot serve', () => {
-    assert.throws(() => renderChart(CHART, { values: [{ engines: [{ name: 'x' }] }] }), (e: unknown) => e instanceof ChartError && /engines\[x\] needs a model/.test(e.message));
-    assert.throws(() => renderChart(CHART, { values: [{ engines: [{ name: 'x', model: 'm', role: 'pd', engineKind: 'sglang' }] }] }), /role pd is only rendered for vllm/);
-    assert.throws(() => renderChart(CHART, { values: [{ engines: [{ name: 't', model: 'org/falcon', servedModelName: 'other', engineKind: 'tgi' }] }] }), /servedModelName must be org\/falcon or falcon/);
+    assert.throws(
+      () => renderChart(CHART, { values: [{ engines: [{ name: 'x' }] }] }),
+      (e: unknown) => e instanceof ChartError && /engines\[x\] needs a model/.test(e.message),
+    );
+    assert.throws(
+      () => renderChart(CHART, { values: [{ engines: [{ name: 'x', model: 'm', role: 'pd', engineKind: 'sglang' }] }] }),
+      /role pd is only rendered for vllm/,
+    );
+    assert.throws(
+      () =>
+        renderChart(CHART, { values: [{ engines: [{ name: 't', model: 'org/falcon', servedModelName: 'other', engineKind: 'tgi' }] }] }),
+      /servedModelName must be org\/falcon or falcon/,
+    );
   });
 
   test('SGLang and TGI engines render with their own command lines and pass lint', () => {
-    const chart = renderChart(CHART, { values: [{ engines: [{ name: 's', model: 'Qwen/Qwen3-8B', engineKind: 'sglang' }, { name: 't', model: 'tiiuae/falcon-7b', engineKind: 'tgi', gpus: 0 }] }] });
+    const chart = renderChart(CHART, {
+      values: [
+        {
+          engines: [
+            { name: 's', model: 'Qwen/Qwen3-8B', engineKind: 'sglang' },
+            { name: 't', model: 'tiiuae/falcon-7b', engineKind: 'tgi', gpus: 0 },
+          ],
+        },
+      ],
+    });
     const objs = objects(chart);
     assert.deepEqual(container(find(objs, 'Deployment', 'llm-router-s'), 'engine').command, ['python3', '-m', 'sglang.launch_server']);
     const tgi = container(find(objs, 'Deployment', 'llm-router-t'), 'engine');
@@ -341,7 +436,10 @@ describe("the router's shutdown fits in its pod's termination grace period", () 
   }
 
   function assertCovered(s: { graceSeconds: number; drainMs: number; shutdownTimeoutMs: number }): void {
-    assert.ok(s.graceSeconds * 1000 >= s.drainMs + s.shutdownTimeoutMs, `grace ${s.graceSeconds} s covers drain ${s.drainMs} ms + shutdown timeout ${s.shutdownTimeoutMs} ms`);
+    assert.ok(
+      s.graceSeconds * 1000 >= s.drainMs + s.shutdownTimeoutMs,
+      `grace ${s.graceSeconds} s covers drain ${s.drainMs} ms + shutdown timeout ${s.shutdownTimeoutMs} ms`,
+    );
   }
 
   test("default values: the router's default drain (5 s) and shutdown timeout (60 s), and 10 s more: 75 s", () => {
@@ -368,7 +466,11 @@ describe("the router's shutdown fits in its pod's termination grace period", () 
     assert.equal(shutdown([{ router: { terminationGracePeriodSeconds: 600 } }]).graceSeconds, 600);
     assert.throws(
       () => renderChart(CHART, { values: [{ router: { terminationGracePeriodSeconds: 60 } }] }),
-      (e: unknown) => e instanceof ChartError && /router\.terminationGracePeriodSeconds \(60\) must cover drain-seconds \(5\) \+ shutdown-timeout \(60\) \+ 10 s: at least 75/.test(e.message),
+      (e: unknown) =>
+        e instanceof ChartError &&
+        /router\.terminationGracePeriodSeconds \(60\) must cover drain-seconds \(5\) \+ shutdown-timeout \(60\) \+ 10 s: at least 75/.test(
+          e.message,
+        ),
     );
   });
 });

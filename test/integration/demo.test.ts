@@ -29,7 +29,10 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
   const port = await freePort();
   const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn', '--idle-seconds', '2']);
   await demo.waitForOutput('Press Ctrl-C', 30_000);
-  const lines = demo.output().split('\n').map((l) => l.trim());
+  const lines = demo
+    .output()
+    .split('\n')
+    .map((l) => l.trim());
   const cases: { title: string; expect: number; command: string }[] = [];
   lines.forEach((line, i) => {
     const m = /^# (.*) \(expect (\d{3})\)$/.exec(line);
@@ -52,7 +55,9 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
   assert.deepEqual([...seen].sort(), [200, 404, 503]);
   // the simulated autoscaler woke demo-wakeup for its case; after 2 s without requests it goes back to zero
   const wakeup = async (): Promise<string | undefined> =>
-    ((await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as { data: { id: string; status: string }[] }).data.find((m) => m.id === 'demo-wakeup')?.status;
+    ((await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as { data: { id: string; status: string }[] }).data.find(
+      (m) => m.id === 'demo-wakeup',
+    )?.status;
   const deadline = Date.now() + 15_000;
   while ((await wakeup()) !== 'scaled-to-zero' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
   assert.equal(await wakeup(), 'scaled-to-zero');

@@ -18,17 +18,51 @@ const MODEL = 'tls-model';
 function selfSigned(dir: string, name: string): { cert: string; key: string } {
   const cert = path.join(dir, `${name}.crt`);
   const key = path.join(dir, `${name}.key`);
-  execFileSync('openssl', [
-    'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert,
-    '-days', '2', '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-  ], { stdio: 'ignore', timeout: 10_000 });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=${name}`,
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
+    { stdio: 'ignore', timeout: 10_000 },
+  );
   return { cert, key };
 }
 
 /** `llm-router sim` serving https; resolves once it listens. */
 async function startTlsSim(args: readonly string[]): Promise<{ proc: Started; url: string }> {
   const port = await freePort();
-  const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(port), '--model', MODEL, '--ttft-ms', '0', '--itl-ms', '1', '--output-tokens', '3', ...args]);
+  const proc = startCli([
+    'sim',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--model',
+    MODEL,
+    '--ttft-ms',
+    '0',
+    '--itl-ms',
+    '1',
+    '--output-tokens',
+    '3',
+    ...args,
+  ]);
   await proc.waitForOutput(`sim listening on https://127.0.0.1:${port}`);
   return { proc, url: `https://127.0.0.1:${port}` };
 }
@@ -37,7 +71,9 @@ async function startTlsSim(args: readonly string[]): Promise<{ proc: Started; ur
 async function probed(router: Running): Promise<EngineView & { lastProbe: { ok: boolean; detail: string } | null }> {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const [view] = (await call(`${router.url}/engines`)).json<{ endpoints: (EngineView & { lastProbe: { ok: boolean; detail: string } | null })[] }>().endpoints;
+    const [view] = (await call(`${router.url}/engines`)).json<{
+      endpoints: (EngineView & { lastProbe: { ok: boolean; detail: string } | null })[];
+    }>().endpoints;
     if (view?.lastProbe) return view;
     if (Date.now() > deadline) assert.fail('no probe result within 10 s');
     await sleep(50);
@@ -94,10 +130,13 @@ describe('https engines', { timeout: 120_000 }, () => {
 
   test('a self-signed engine trusted through NODE_EXTRA_CA_CERTS: probes, JSON and streaming answers, stats scrapes (both engine clients)', async () => {
     for (const engineClient of ['h1', 'undici']) {
-      const router = await startRouter(['--static-backends', sim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-stats-interval', '0.2'], {
-        NODE_EXTRA_CA_CERTS: server.cert,
-        LLM_ROUTER_ENGINE_CLIENT: engineClient,
-      });
+      const router = await startRouter(
+        ['--static-backends', sim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-stats-interval', '0.2'],
+        {
+          NODE_EXTRA_CA_CERTS: server.cert,
+          LLM_ROUTER_ENGINE_CLIENT: engineClient,
+        },
+      );
       await waitModelStatus(router.url, MODEL, 'ready');
       await assertServes(router, engineClient);
       // the stats scraper reaches /metrics over TLS too: the engine's load shows in /engines
@@ -111,7 +150,10 @@ describe('https engines', { timeout: 120_000 }, () => {
       await router.stop();
     }
     const counts = await simCounts();
-    assert.ok((counts['/v1/models'] ?? 0) > 0 && (counts['/metrics'] ?? 0) > 0 && (counts['/v1/chat/completions'] ?? 0) >= 4, JSON.stringify(counts));
+    assert.ok(
+      (counts['/v1/models'] ?? 0) > 0 && (counts['/metrics'] ?? 0) > 0 && (counts['/v1/chat/completions'] ?? 0) >= 4,
+      JSON.stringify(counts),
+    );
   });
 
   test('without the CA the endpoint is not ready, and /engines says it is the certificate', async () => {
@@ -121,13 +163,33 @@ describe('https engines', { timeout: 120_000 }, () => {
   });
 
   test('--engine-ca-file trusts a private CA; --engine-tls-insecure trusts anything and warns at startup', async () => {
-    const withCa = await startRouter(['--static-backends', sim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-ca-file', server.cert]);
+    const withCa = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      MODEL,
+      '--probe-interval',
+      '0.2',
+      '--engine-ca-file',
+      server.cert,
+    ]);
     await waitModelStatus(withCa.url, MODEL, 'ready');
     await assertServes(withCa, '--engine-ca-file');
     await withCa.stop();
 
-    const insecure = await startRouter(['--static-backends', sim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-tls-insecure']);
-    const warning = insecure.proc.output().split('\n').find((l) => l.includes('--engine-tls-insecure'));
+    const insecure = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      MODEL,
+      '--probe-interval',
+      '0.2',
+      '--engine-tls-insecure',
+    ]);
+    const warning = insecure.proc
+      .output()
+      .split('\n')
+      .find((l) => l.includes('--engine-tls-insecure'));
     assert.ok(warning, 'a startup line names the flag');
     assert.equal((JSON.parse(warning) as { level: number }).level, 40, 'at warn level');
     await waitModelStatus(insecure.url, MODEL, 'ready');
@@ -137,14 +199,33 @@ describe('https engines', { timeout: 120_000 }, () => {
 
   test('mTLS: an engine that asks for a client certificate gets --engine-client-cert; without it the endpoint is not ready', async () => {
     const withCert = await startRouter([
-      '--static-backends', mtlsSim.url, '--static-models', MODEL, '--probe-interval', '0.2',
-      '--engine-ca-file', server.cert, '--engine-client-cert', client.cert, '--engine-client-key', client.key,
+      '--static-backends',
+      mtlsSim.url,
+      '--static-models',
+      MODEL,
+      '--probe-interval',
+      '0.2',
+      '--engine-ca-file',
+      server.cert,
+      '--engine-client-cert',
+      client.cert,
+      '--engine-client-key',
+      client.key,
     ]);
     await waitModelStatus(withCert.url, MODEL, 'ready');
     await assertServes(withCert, 'mTLS');
     await withCert.stop();
 
-    const without = await startRouter(['--static-backends', mtlsSim.url, '--static-models', MODEL, '--probe-interval', '0.2', '--engine-ca-file', server.cert]);
+    const without = await startRouter([
+      '--static-backends',
+      mtlsSim.url,
+      '--static-models',
+      MODEL,
+      '--probe-interval',
+      '0.2',
+      '--engine-ca-file',
+      server.cert,
+    ]);
     await assertNotReady(without, /certificate|ECONNRESET|socket|alert|handshake|UND_ERR/i, 'no client certificate');
     await without.stop();
   });
@@ -156,7 +237,12 @@ describe('https engines', { timeout: 120_000 }, () => {
       const pod = (name: string, model: string, port: number, annotations: Record<string, string> = {}) => ({
         apiVersion: 'v1',
         kind: 'Pod',
-        metadata: { name, namespace: 'default', labels: { app: 'llm', model }, annotations: { 'llm-router/port': String(port), ...annotations } },
+        metadata: {
+          name,
+          namespace: 'default',
+          labels: { app: 'llm', model },
+          annotations: { 'llm-router/port': String(port), ...annotations },
+        },
         spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
       });
       for (const [name, model, port, annotations] of [

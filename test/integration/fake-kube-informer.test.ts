@@ -9,7 +9,10 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 type Seen = { readonly verb: string; readonly name: string; readonly detail?: string };
 
 const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'default', labels }, spec: { containers: [{ name: 'engine', image: 'vllm' }] },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', labels },
+  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
 });
 
 /** An informer on default/pods with labelSelector app=x, recording everything it emits. */
@@ -17,7 +20,12 @@ function podInformer(kube: FakeKube) {
   const kc = new k8s.KubeConfig();
   kc.loadFromFile(kube.kubeconfigPath);
   const api = kc.makeApiClient(k8s.CoreV1Api);
-  const informer = k8s.makeInformer(kc, '/api/v1/namespaces/default/pods', () => api.listNamespacedPod({ namespace: 'default', labelSelector: 'app=x' }), 'app=x');
+  const informer = k8s.makeInformer(
+    kc,
+    '/api/v1/namespaces/default/pods',
+    () => api.listNamespacedPod({ namespace: 'default', labelSelector: 'app=x' }),
+    'app=x',
+  );
   const seen: Seen[] = [];
   const waiters = new Set<() => void>();
   const record = (s: Seen): void => {
@@ -32,9 +40,17 @@ function podInformer(kube: FakeKube) {
   return {
     informer,
     seen,
-    names: () => informer.list().map((p) => p.metadata?.name).sort(),
+    names: () =>
+      informer
+        .list()
+        .map((p) => p.metadata?.name)
+        .sort(),
     /** What was emitted from `from` on, without the connect notices. */
-    events: (from = 0) => seen.slice(from).filter((s) => s.verb !== 'connect').map((s) => `${s.verb} ${s.name}`.trim()),
+    events: (from = 0) =>
+      seen
+        .slice(from)
+        .filter((s) => s.verb !== 'connect')
+        .map((s) => `${s.verb} ${s.name}`.trim()),
     waitFor(predicate: (seen: Seen[]) => boolean, timeoutMs = 3000): Promise<void> {
       if (predicate(seen)) return Promise.resolve();
       return new Promise((resolve, reject) => {
@@ -54,7 +70,10 @@ function podInformer(kube: FakeKube) {
   };
 }
 
-const has = (verb: string, name = '') => (seen: Seen[]) => seen.some((s) => s.verb === verb && s.name === name);
+const has =
+  (verb: string, name = '') =>
+  (seen: Seen[]) =>
+    seen.some((s) => s.verb === verb && s.name === name);
 const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
 /** Waits until the fake has exactly n open watches (the informer re-watching after a reconnect). */
 async function watching(kube: FakeKube, n = 1, timeoutMs = 3000): Promise<void> {

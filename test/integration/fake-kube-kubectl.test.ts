@@ -79,7 +79,10 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
   });
 
   test('create -f a Deployment and Pods, then list them by label', async () => {
-    assert.match(await kubectl('create', '--validate=false', '-f', await file('dep.yaml', deployment('vllm:1', 2))), /deployment.apps\/x created/);
+    assert.match(
+      await kubectl('create', '--validate=false', '-f', await file('dep.yaml', deployment('vllm:1', 2))),
+      /deployment.apps\/x created/,
+    );
     assert.match(await kubectl('create', '--validate=false', '-f', await file('pod1.yaml', podYaml('x-1', 'x'))), /pod\/x-1 created/);
     await kubectl('create', '--validate=false', '-f', await file('pod2.yaml', podYaml('y-1', 'other')));
 
@@ -89,8 +92,13 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
     assert.equal(kube.list('pods', 'default').length, 2);
     assert.ok((kube.requests['get discovery'] ?? 0) > 0, 'kubectl fell back to the legacy discovery documents');
 
-    const listed = JSON.parse(await kubectl('get', 'pods', '-l', 'app=x', '-o', 'json')) as { items: Array<{ metadata: { name: string } }> };
-    assert.deepEqual(listed.items.map((p) => p.metadata.name), ['x-1']);
+    const listed = JSON.parse(await kubectl('get', 'pods', '-l', 'app=x', '-o', 'json')) as {
+      items: Array<{ metadata: { name: string } }>;
+    };
+    assert.deepEqual(
+      listed.items.map((p) => p.metadata.name),
+      ['x-1'],
+    );
     assert.equal((await kubectl('get', 'pods', '-l', 'app notin (x)', '-o', 'name')).trim(), 'pod/y-1');
     assert.match(await kubectl('get', 'pods'), /^NAME\s+STATUS\s+AGE\nx-1\s+Pending/);
   });
@@ -98,7 +106,10 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
   test('programmatic changes are what kubectl reads', async () => {
     kube.setPodReady('default', 'x-1', true);
     kube.setPodIP('default', 'x-1', '10.1.2.3');
-    assert.equal(await kubectl('get', 'pod', 'x-1', '-o', 'jsonpath={.status.phase} {.status.podIP} {.status.conditions[?(@.type=="Ready")].status}'), 'Running 10.1.2.3 True');
+    assert.equal(
+      await kubectl('get', 'pod', 'x-1', '-o', 'jsonpath={.status.phase} {.status.podIP} {.status.conditions[?(@.type=="Ready")].status}'),
+      'Running 10.1.2.3 True',
+    );
   });
 
   test('scale deployment to zero goes through the scale subresource', async () => {
@@ -123,13 +134,16 @@ describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
     assert.equal(applied?.spec?.replicas, 3);
     const containers = applied?.spec?.template.spec.containers as unknown[];
     assert.deepEqual(containers, [{ name: 'engine', image: 'vllm:2', ports: [{ containerPort: 8000 }] }]);
-    assert.ok((applied?.metadata.annotations as Record<string, string>)['kubectl.kubernetes.io/last-applied-configuration']);
+    assert.ok(applied?.metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration']);
 
     const rv = kube.get('deployments', 'default', 'x')?.metadata.resourceVersion;
     await kubectl('apply', '--validate=false', '-f', dep);
     assert.equal(kube.get('deployments', 'default', 'x')?.metadata.resourceVersion, rv, 'a no-op apply writes nothing');
 
-    assert.match(await kubectl('apply', '--validate=false', '-f', await file('lws.yaml', leaderWorkerSet)), /leaderworkerset.x-k8s.io\/big created/);
+    assert.match(
+      await kubectl('apply', '--validate=false', '-f', await file('lws.yaml', leaderWorkerSet)),
+      /leaderworkerset.x-k8s.io\/big created/,
+    );
     await kubectl('apply', '--validate=false', '-f', await file('lws2.yaml', leaderWorkerSet.replace('replicas: 1', 'replicas: 2')));
     assert.equal(kube.get('LeaderWorkerSet', 'default', 'big')?.spec?.replicas, 2);
     assert.equal(kube.requests['patch leaderworkersets'], 1);

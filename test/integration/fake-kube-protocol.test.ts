@@ -7,7 +7,10 @@ import { parseLabelSelector, labelSelector } from '../support/fake-kube/selector
 import { rawWatch } from '../support/fake-kube/raw-watch.js';
 
 const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'default', labels }, spec: { containers: [{ name: 'engine', image: 'vllm' }] },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'default', labels },
+  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
 });
 
 async function call(kube: FakeKube, method: string, path: string, body?: unknown, contentType = 'application/json') {
@@ -33,9 +36,19 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
   test('label selectors follow the API server grammar', () => {
     const labels = { app: 'x', tier: 'gpu' };
     const cases: Array<[string, boolean]> = [
-      ['app=x', true], ['app==x', true], ['app!=x', false], ['app', true], ['!app', false], ['!zone', true],
-      ['app in (x,y)', true], ['app notin (x, y)', false], ['tier notin (cpu)', true], ['app=x,tier=cpu', false],
-      ['app=x,tier in (gpu)', true], ['zone!=a', true], ['', true],
+      ['app=x', true],
+      ['app==x', true],
+      ['app!=x', false],
+      ['app', true],
+      ['!app', false],
+      ['!zone', true],
+      ['app in (x,y)', true],
+      ['app notin (x, y)', false],
+      ['tier notin (cpu)', true],
+      ['app=x,tier=cpu', false],
+      ['app=x,tier in (gpu)', true],
+      ['zone!=a', true],
+      ['', true],
     ];
     for (const [selector, expected] of cases) assert.equal(labelSelector(selector)(labels), expected, selector);
     assert.throws(() => parseLabelSelector('app in x'));
@@ -50,11 +63,20 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     assert.equal(all.contentType, 'application/json');
     assert.equal(all.body.kind, 'PodList');
     assert.equal(all.body.metadata.resourceVersion, kube.resourceVersion());
-    assert.deepEqual(all.body.items.map((p: any) => p.metadata.name), ['p1', 'p2']);
+    assert.deepEqual(
+      all.body.items.map((p: any) => p.metadata.name),
+      ['p1', 'p2'],
+    );
     const x = await call(kube, 'GET', `/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent('app in (x)')}`);
-    assert.deepEqual(x.body.items.map((p: any) => p.metadata.name), ['p1']);
+    assert.deepEqual(
+      x.body.items.map((p: any) => p.metadata.name),
+      ['p1'],
+    );
     const byName = await call(kube, 'GET', '/api/v1/namespaces/default/pods?fieldSelector=metadata.name%3Dp2');
-    assert.deepEqual(byName.body.items.map((p: any) => p.metadata.name), ['p2']);
+    assert.deepEqual(
+      byName.body.items.map((p: any) => p.metadata.name),
+      ['p2'],
+    );
     const bad = await call(kube, 'GET', `/api/v1/namespaces/default/pods?labelSelector=${encodeURIComponent('app in')}`);
     assert.equal(bad.status, 400);
     kube.remove('pods', 'default', 'p1');
@@ -65,15 +87,30 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     const missing = await call(kube, 'GET', '/api/v1/namespaces/default/pods/nope');
     assert.equal(missing.status, 404);
     assert.deepEqual(missing.body, {
-      kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'pods "nope" not found', reason: 'NotFound',
-      details: { name: 'nope', kind: 'pods' }, code: 404,
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'pods "nope" not found',
+      reason: 'NotFound',
+      details: { name: 'nope', kind: 'pods' },
+      code: 404,
     });
-    const created = await call(kube, 'POST', '/apis/apps/v1/namespaces/default/deployments', { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'd' }, spec: {} });
+    const created = await call(kube, 'POST', '/apis/apps/v1/namespaces/default/deployments', {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd' },
+      spec: {},
+    });
     assert.equal(created.status, 201);
     assert.equal(created.body.metadata.generation, 1);
     assert.equal(created.body.spec.replicas, 1);
     assert.match(created.body.metadata.uid, /^[0-9a-f-]{36}$/);
-    const again = await call(kube, 'POST', '/apis/apps/v1/namespaces/default/deployments', { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'd' } });
+    const again = await call(kube, 'POST', '/apis/apps/v1/namespaces/default/deployments', {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd' },
+    });
     assert.equal(again.status, 409);
     assert.equal(again.body.reason, 'AlreadyExists');
     kube.setForbidden('deployments', true);
@@ -92,20 +129,58 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
 
   test('patch: merge, strategic (merge keys) and JSON patch; status kept apart from spec', async () => {
     kube.create({
-      apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'm', labels: { app: 'm' } },
-      spec: { replicas: 1, template: { spec: { containers: [{ name: 'a', image: 'a:1', ports: [{ containerPort: 80 }] }, { name: 'b', image: 'b:1' }] } } },
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'm', labels: { app: 'm' } },
+      spec: {
+        replicas: 1,
+        template: {
+          spec: {
+            containers: [
+              { name: 'a', image: 'a:1', ports: [{ containerPort: 80 }] },
+              { name: 'b', image: 'b:1' },
+            ],
+          },
+        },
+      },
     });
     const path = '/apis/apps/v1/namespaces/default/deployments/m';
-    const merged = await call(kube, 'PATCH', path, { metadata: { labels: { tier: 'gpu' } }, status: { replicas: 9 } }, 'application/merge-patch+json');
+    const merged = await call(
+      kube,
+      'PATCH',
+      path,
+      { metadata: { labels: { tier: 'gpu' } }, status: { replicas: 9 } },
+      'application/merge-patch+json',
+    );
     assert.deepEqual(merged.body.metadata.labels, { app: 'm', tier: 'gpu' });
     assert.equal(merged.body.metadata.generation, 1, 'labels do not bump generation');
     assert.deepEqual(merged.body.status, {}, 'status is not written through the main resource');
-    const strategic = await call(kube, 'PATCH', path, {
-      spec: { template: { spec: { '$setElementOrder/containers': [{ name: 'a' }, { name: 'b' }], containers: [{ name: 'a', image: 'a:2' }] } } },
-    }, 'application/strategic-merge-patch+json');
-    assert.deepEqual(strategic.body.spec.template.spec.containers, [{ name: 'a', image: 'a:2', ports: [{ containerPort: 80 }] }, { name: 'b', image: 'b:1' }]);
+    const strategic = await call(
+      kube,
+      'PATCH',
+      path,
+      {
+        spec: {
+          template: { spec: { '$setElementOrder/containers': [{ name: 'a' }, { name: 'b' }], containers: [{ name: 'a', image: 'a:2' }] } },
+        },
+      },
+      'application/strategic-merge-patch+json',
+    );
+    assert.deepEqual(strategic.body.spec.template.spec.containers, [
+      { name: 'a', image: 'a:2', ports: [{ containerPort: 80 }] },
+      { name: 'b', image: 'b:1' },
+    ]);
     assert.equal(strategic.body.metadata.generation, 2);
-    const jsonPatched = await call(kube, 'PATCH', path, [{ op: 'replace', path: '/spec/replicas', value: 3 }, { op: 'remove', path: '/metadata/labels/tier' }], 'application/json-patch+json');
+    const jsonPatched = await call(
+      kube,
+      'PATCH',
+      path,
+      [
+        { op: 'replace', path: '/spec/replicas', value: 3 },
+        { op: 'remove', path: '/metadata/labels/tier' },
+      ],
+      'application/json-patch+json',
+    );
     assert.equal(jsonPatched.body.spec.replicas, 3);
     assert.deepEqual(jsonPatched.body.metadata.labels, { app: 'm' });
     const status = await call(kube, 'PATCH', `${path}/status`, { status: { readyReplicas: 2 } }, 'application/merge-patch+json');
@@ -113,10 +188,22 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     const scale = await call(kube, 'PATCH', `${path}/scale`, { spec: { replicas: 0 } }, 'application/merge-patch+json');
     assert.equal(scale.body.kind, 'Scale');
     assert.equal(kube.get('deployments', 'default', 'm')?.spec?.replicas, 0);
-    const lwsStrategic = await call(kube, 'PATCH', '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/none', {}, 'application/strategic-merge-patch+json');
+    const lwsStrategic = await call(
+      kube,
+      'PATCH',
+      '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/none',
+      {},
+      'application/strategic-merge-patch+json',
+    );
     assert.equal(lwsStrategic.status, 404);
     kube.create({ apiVersion: 'leaderworkerset.x-k8s.io/v1', kind: 'LeaderWorkerSet', metadata: { name: 'l' }, spec: {} });
-    const unsupported = await call(kube, 'PATCH', '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/l', {}, 'application/strategic-merge-patch+json');
+    const unsupported = await call(
+      kube,
+      'PATCH',
+      '/apis/leaderworkerset.x-k8s.io/v1/namespaces/default/leaderworkersets/l',
+      {},
+      'application/strategic-merge-patch+json',
+    );
     assert.equal(unsupported.status, 415, 'custom resources refuse strategic merge patch, as on a real cluster');
     kube.remove('deployments', 'default', 'm');
     kube.remove('lws', 'default', 'l');
@@ -135,7 +222,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
       kube.setPodReady('default', 'w1', true);
       kube.remove('pods', 'default', 'w1');
       const events = await w.waitForEvents(3);
-      assert.deepEqual(events.map((e) => e.type), ['ADDED', 'MODIFIED', 'DELETED']);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['ADDED', 'MODIFIED', 'DELETED'],
+      );
       assert.equal(events[0]!.object.kind, 'Pod');
       assert.ok(Number(events[2]!.object.metadata?.resourceVersion) > Number(events[1]!.object.metadata?.resourceVersion));
     } finally {
@@ -148,7 +238,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     kube.create(pod('r1'));
     kube.remove('pods', 'default', 'r1');
     const replay = await rawWatch(`${kube.url}/api/v1/namespaces/default/pods?watch=true&resourceVersion=${from}`);
-    assert.deepEqual((await replay.waitForEvents(2)).map((e) => `${e.type} ${e.object.metadata?.name}`), ['ADDED r1', 'DELETED r1']);
+    assert.deepEqual(
+      (await replay.waitForEvents(2)).map((e) => `${e.type} ${e.object.metadata?.name}`),
+      ['ADDED r1', 'DELETED r1'],
+    );
     replay.close();
 
     kube.compactHistory();
@@ -172,7 +265,9 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
   });
 
   test('a watcher with a label selector sees an object that stops matching as DELETED', async () => {
-    const w = await rawWatch(`${kube.url}/api/v1/namespaces/default/pods?watch=1&labelSelector=app%3Dx&resourceVersion=${kube.resourceVersion()}`);
+    const w = await rawWatch(
+      `${kube.url}/api/v1/namespaces/default/pods?watch=1&labelSelector=app%3Dx&resourceVersion=${kube.resourceVersion()}`,
+    );
     try {
       kube.create(pod('s1', { app: 'other' }));
       kube.patch('pods', 'default', 's1', { metadata: { labels: { app: 'x' } } });
@@ -181,7 +276,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
       kube.remove('pods', 'default', 's1');
       const events = await w.waitForEvents(3);
       await new Promise((r) => setTimeout(r, 50));
-      assert.deepEqual(events.map((e) => e.type), ['ADDED', 'MODIFIED', 'DELETED']);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['ADDED', 'MODIFIED', 'DELETED'],
+      );
     } finally {
       w.close();
     }
@@ -195,7 +293,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     assert.equal(added!.object.metadata?.name, 'b1');
     kube.sendBookmarks();
     const events = await w.waitForEvents(2);
-    assert.deepEqual({ type: events[1]!.type, rv: events[1]!.object.metadata?.resourceVersion }, { type: 'BOOKMARK', rv: kube.resourceVersion() });
+    assert.deepEqual(
+      { type: events[1]!.type, rv: events[1]!.object.metadata?.resourceVersion },
+      { type: 'BOOKMARK', rv: kube.resourceVersion() },
+    );
     const started = Date.now();
     await w.ended;
     assert.ok(Date.now() - started < 1500, 'the stream ends cleanly after timeoutSeconds');
@@ -213,7 +314,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
     kube.create(pod('while-down'));
     await kube.restart();
     const list = await call(kube, 'GET', '/api/v1/namespaces/default/pods');
-    assert.deepEqual(list.body.items.map((p: any) => p.metadata.name), ['while-down']);
+    assert.deepEqual(
+      list.body.items.map((p: any) => p.metadata.name),
+      ['while-down'],
+    );
     kube.remove('pods', 'default', 'while-down');
     assert.ok((kube.requests['list pods'] ?? 0) >= 1);
   });
@@ -228,7 +332,10 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
       assert.ok(deleted.body.metadata.deletionTimestamp);
       assert.ok(graceful.get('pods', 'default', 'g1'), 'still there while terminating');
       const events = await w.waitForEvents(2, 2000);
-      assert.deepEqual(events.map((e) => e.type), ['MODIFIED', 'DELETED']);
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['MODIFIED', 'DELETED'],
+      );
       assert.equal(graceful.get('pods', 'default', 'g1'), undefined);
       w.close();
 

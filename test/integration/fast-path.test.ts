@@ -42,7 +42,8 @@ class RawConnection {
       const parsed = this.take();
       if (parsed) return parsed;
       if (this.ended) throw new Error(`connection closed; unparsed: ${JSON.stringify(this.data.toString('latin1'))}`);
-      if (Date.now() > deadline) throw new Error(`no whole answer in ${timeoutMs} ms; have: ${JSON.stringify(this.data.toString('latin1'))}`);
+      if (Date.now() > deadline)
+        throw new Error(`no whole answer in ${timeoutMs} ms; have: ${JSON.stringify(this.data.toString('latin1'))}`);
       await sleep(10);
     }
   }
@@ -111,12 +112,21 @@ class RawConnection {
 /** llm_router_fast_path_total: requests the fast path answered, connections it handed to node:http */
 async function fastPathCounts(r: Running): Promise<{ answered: number; handedOver: number }> {
   const text = (await call(`${r.url}/metrics`)).text;
-  const value = (outcome: string): number => Number(new RegExp(`^llm_router_fast_path_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const value = (outcome: string): number =>
+    Number(new RegExp(`^llm_router_fast_path_total\\{outcome="${outcome}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
   return { answered: value('answered'), handedOver: value('handed-over') };
 }
 
 function post(path: string, body: string, extra: readonly string[] = []): string {
-  return [`POST ${path} HTTP/1.1`, 'Host: router', 'Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`, ...extra, '', body].join('\r\n');
+  return [
+    `POST ${path} HTTP/1.1`,
+    'Host: router',
+    'Content-Type: application/json',
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    ...extra,
+    '',
+    body,
+  ].join('\r\n');
 }
 
 describe('fast path', { timeout: 120_000 }, () => {
@@ -146,7 +156,9 @@ describe('fast path', { timeout: 120_000 }, () => {
       assert.equal(JSON.parse(first.body).object, 'chat.completion');
 
       // two requests in one write: answered in order
-      c.write(post('/v1/chat/completions', chat('m'), ['X-Request-Id: one']) + post('/v1/chat/completions', chat('nope'), ['X-Request-Id: two']));
+      c.write(
+        post('/v1/chat/completions', chat('m'), ['X-Request-Id: one']) + post('/v1/chat/completions', chat('nope'), ['X-Request-Id: two']),
+      );
       const [a, b] = [await c.answer(), await c.answer()];
       assert.deepEqual([a.status, a.headers['x-request-id'], b.status, b.headers['x-request-id']], [200, 'one', 404, 'two']);
       assert.equal(JSON.parse(b.body).error.code, 'model_not_found');
@@ -224,7 +236,9 @@ describe('fast path', { timeout: 120_000 }, () => {
     const splitHead = await RawConnection.open(r.port);
     const bad = await RawConnection.open(r.port);
     try {
-      chunked.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`);
+      chunked.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+      );
       assert.equal((await chunked.answer()).status, 200);
 
       const whole = post('/v1/chat/completions', body);

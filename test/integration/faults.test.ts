@@ -11,7 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
-import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, engines, simStats, startRouter, startSim, type Running } from '../support/router.js';
 import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js';
 import { within } from '../support/within.js';
 
@@ -83,7 +83,11 @@ async function assertSettled(router: Running, expect: SettleExpectation): Promis
     10_000,
   ).catch(() => assert.fail(`/engines: expected ${wanted} with inFlight 0, got ${JSON.stringify(last)}`));
   const gauge = await metricInFlight(router.url);
-  assert.deepEqual(Object.values(gauge).filter((n) => n !== 0), [], `llm_router_endpoint_in_flight all zero: ${JSON.stringify(gauge)}`);
+  assert.deepEqual(
+    Object.values(gauge).filter((n) => n !== 0),
+    [],
+    `llm_router_endpoint_in_flight all zero: ${JSON.stringify(gauge)}`,
+  );
 
   const pid = router.proc.child.pid as number;
   const allowed = new Map<number, number>(expect.live.map((p) => [p, MAX_IDLE_SOCKETS_PER_LIVE_ENGINE]));
@@ -92,7 +96,11 @@ async function assertSettled(router: Running, expect: SettleExpectation): Promis
   let problems: string[] = [];
   const check = (): boolean => {
     const census = socketCensus(pid, router.port);
-    const mine = new Set(tcpSockets(process.pid).filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED').map((s) => s.localPort));
+    const mine = new Set(
+      tcpSockets(process.pid)
+        .filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED')
+        .map((s) => s.localPort),
+    );
     problems = [];
     const orphans = census.inbound.filter((s) => !mine.has(s.remotePort));
     if (orphans.length) problems.push(`inbound connections without a client: ${describeSockets(orphans)}`);
@@ -100,7 +108,8 @@ async function assertSettled(router: Running, expect: SettleExpectation): Promis
     for (const [port, sockets] of census.outbound) {
       const max = allowed.get(port);
       if (max === undefined) problems.push(`connections to an unexpected port ${port}: ${describeSockets(sockets)}`);
-      else if (sockets.length > max) problems.push(`${sockets.length} connections to port ${port} (at most ${max}): ${describeSockets(sockets)}`);
+      else if (sockets.length > max)
+        problems.push(`${sockets.length} connections to port ${port} (at most ${max}): ${describeSockets(sockets)}`);
     }
     return problems.length === 0;
   };
@@ -155,15 +164,25 @@ describe('engine faults', { timeout: 120_000 }, () => {
     await setFault(a, { mode: 'reset-mid-stream', afterChunks: 2 });
 
     // streams: round robin puts half of them on a; each of those is cut after 2 chunks
-    const streams = await within(15_000, '6 streams', Promise.all(
-      Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('r', { stream: true, max_tokens: 8 }), timeoutMs: 10_000 })),
-    ));
+    const streams = await within(
+      15_000,
+      '6 streams',
+      Promise.all(
+        Array.from({ length: 6 }, () =>
+          call(`${router.url}/v1/chat/completions`, { body: chat('r', { stream: true, max_tokens: 8 }), timeoutMs: 10_000 }),
+        ),
+      ),
+    );
     const onA = streams.filter((s) => s.headers['x-sim-engine'] === 'a');
     assert.ok(onA.length >= 1, `some streams started on the resetting engine (${streams.map((s) => s.headers['x-sim-engine']).join(',')})`);
     for (const s of streams) {
       assert.equal(s.status, 200);
       if (s.headers['x-sim-engine'] === 'a') {
-        assert.match(s.text, /^data: \{"error":\{[^\n]*"code":"upstream_stream_error"[^\n]*\}\}\n\n$/m, 'a cut stream ends with an SSE error event');
+        assert.match(
+          s.text,
+          /^data: \{"error":\{[^\n]*"code":"upstream_stream_error"[^\n]*\}\}\n\n$/m,
+          'a cut stream ends with an SSE error event',
+        );
         assert.doesNotMatch(s.text, /\[DONE\]/);
       } else {
         assert.match(s.text, /data: \[DONE\]\n\n$/);
@@ -173,10 +192,16 @@ describe('engine faults', { timeout: 120_000 }, () => {
     // non-streaming: the engine drops the connection before any byte, so every request is retried on b
     await until('a ready again after its passive failures', async () => (await engines(router.url)).every((e) => e.state === 'ready'));
     const before = await simStats(a.url);
-    const answers = await within(20_000, '12 requests', Promise.all(
-      Array.from({ length: 12 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('r'), timeoutMs: 10_000 })),
-    ));
-    assert.deepEqual(answers.map((x) => x.status), Array(12).fill(200), answers.map((x) => x.text.slice(0, 120)).join('\n'));
+    const answers = await within(
+      20_000,
+      '12 requests',
+      Promise.all(Array.from({ length: 12 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('r'), timeoutMs: 10_000 }))),
+    );
+    assert.deepEqual(
+      answers.map((x) => x.status),
+      Array(12).fill(200),
+      answers.map((x) => x.text.slice(0, 120)).join('\n'),
+    );
     assert.ok(answers.every((x) => x.headers['x-sim-engine'] === 'b'));
     assert.ok((await simStats(a.url)).failed > before.failed, 'the resetting engine was tried (and failed over from)');
     const exposition = (await call(`${router.url}/metrics`)).text;
@@ -196,22 +221,43 @@ describe('engine faults', { timeout: 120_000 }, () => {
 
   test('an engine that hangs before its headers or mid-stream: every request ends in time and its connection is closed, not kept', async () => {
     const sim = await startSim(['--model', 'hg', '--id', 'hg', '--ttft-ms', '5', '--itl-ms', '5', '--output-tokens', '6']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'hg', '--response-timeout', '1', '--idle-timeout', '0.5', ...FAST_PROBES]);
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'hg',
+      '--response-timeout',
+      '1',
+      '--idle-timeout',
+      '0.5',
+      ...FAST_PROBES,
+    ]);
     await allReady(router.url, 1);
 
     await setFault(sim, { mode: 'hang' });
-    const timedOut = await within(10_000, '4 requests to a hung engine', Promise.all(
-      Array.from({ length: 4 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('hg'), timeoutMs: 8_000 })),
-    ));
-    assert.deepEqual(timedOut.map((x) => [x.status, x.json<{ error: { code: string } }>().error.code]), Array(4).fill([504, 'upstream_timeout']));
+    const timedOut = await within(
+      10_000,
+      '4 requests to a hung engine',
+      Promise.all(Array.from({ length: 4 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('hg'), timeoutMs: 8_000 }))),
+    );
+    assert.deepEqual(
+      timedOut.map((x) => [x.status, x.json<{ error: { code: string } }>().error.code]),
+      Array(4).fill([504, 'upstream_timeout']),
+    );
     // the router gave up on those requests, so the engine must see their connections close (a kept socket is a leak)
     await until('the hung engine saw 4 aborts', async () => (await simStats(sim.url)).aborted === 4, 5_000);
 
     await setFault(sim, { mode: 'slow-chunks', delayMs: 1_500 });
     await allReady(router.url, 1); // timeouts count against it (passive health) until a probe brings it back
-    const stalled = await within(10_000, '2 stalled streams', Promise.all(
-      Array.from({ length: 2 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('hg', { stream: true }), timeoutMs: 8_000 })),
-    ));
+    const stalled = await within(
+      10_000,
+      '2 stalled streams',
+      Promise.all(
+        Array.from({ length: 2 }, () =>
+          call(`${router.url}/v1/chat/completions`, { body: chat('hg', { stream: true }), timeoutMs: 8_000 }),
+        ),
+      ),
+    );
     for (const s of stalled) {
       assert.equal(s.status, 200);
       assert.match(s.text, /data: \{"error":\{[^\n]*"code":"upstream_timeout"[^\n]*\}\}\n\n$/);
@@ -230,41 +276,69 @@ describe('engine faults', { timeout: 120_000 }, () => {
   test('an engine killed under 20 concurrent streams: its streams end with an error event, the others finish, it is failed and unused', async () => {
     const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
     const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '25', '--output-tokens', '40']);
-    const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'k,k', ...FAST_PROBES, '--probe-ready-interval', '5']);
+    const router = await startRouter([
+      '--static-backends',
+      `${a.url},${b.url}`,
+      '--static-models',
+      'k,k',
+      ...FAST_PROBES,
+      '--probe-ready-interval',
+      '5',
+    ]);
     await allReady(router.url, 2);
 
-    const started = await within(15_000, '20 stream heads', Promise.all(
-      Array.from({ length: 20 }, async () => {
-        const res = await request(`${router.url}/v1/chat/completions`, {
-          method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('k', { stream: true, max_tokens: 40 }),
-          headersTimeout: 10_000, bodyTimeout: 10_000,
-        });
-        const it = res.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-        const first = await it.next(); // the stream has begun on its engine
-        return { engine: res.headers['x-sim-engine'] as string, it, text: first.done ? '' : String(first.value) };
-      }),
-    ));
+    const started = await within(
+      15_000,
+      '20 stream heads',
+      Promise.all(
+        Array.from({ length: 20 }, async () => {
+          const res = await request(`${router.url}/v1/chat/completions`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: chat('k', { stream: true, max_tokens: 40 }),
+            headersTimeout: 10_000,
+            bodyTimeout: 10_000,
+          });
+          const it = res.body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+          const first = await it.next(); // the stream has begun on its engine
+          return { engine: res.headers['x-sim-engine'] as string, it, text: first.done ? '' : String(first.value) };
+        }),
+      ),
+    );
     assert.ok(started.filter((s) => s.engine === 'a').length >= 5, `streams on a: ${started.map((s) => s.engine).join(',')}`);
     await a.stop('SIGKILL');
-    const texts = await within(15_000, 'the 20 streams', Promise.all(
-      started.map(async (s) => {
-        let text = s.text;
-        for (let r = await s.it.next(); !r.done; r = await s.it.next()) text += String(r.value);
-        return { engine: s.engine, text };
-      }),
-    ));
+    const texts = await within(
+      15_000,
+      'the 20 streams',
+      Promise.all(
+        started.map(async (s) => {
+          let text = s.text;
+          for (let r = await s.it.next(); !r.done; r = await s.it.next()) text += String(r.value);
+          return { engine: s.engine, text };
+        }),
+      ),
+    );
     for (const s of texts) {
       if (s.engine === 'a') {
-        assert.match(s.text, /data: \{"error":\{[^\n]*"code":"upstream_stream_error"[^\n]*\}\}\n\n$/, 'a killed stream ends with an error event');
+        assert.match(
+          s.text,
+          /data: \{"error":\{[^\n]*"code":"upstream_stream_error"[^\n]*\}\}\n\n$/,
+          'a killed stream ends with an error event',
+        );
         assert.doesNotMatch(s.text, /\[DONE\]/);
       } else {
         assert.match(s.text, /data: \[DONE\]\n\n$/, 'a stream on the surviving engine finishes');
       }
     }
-    const next = await within(15_000, '8 requests after the kill', Promise.all(
-      Array.from({ length: 8 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('k'), timeoutMs: 10_000 })),
-    ));
-    assert.deepEqual(next.map((x) => [x.status, x.headers['x-sim-engine']]), Array(8).fill([200, 'b']));
+    const next = await within(
+      15_000,
+      '8 requests after the kill',
+      Promise.all(Array.from({ length: 8 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('k'), timeoutMs: 10_000 }))),
+    );
+    assert.deepEqual(
+      next.map((x) => [x.status, x.headers['x-sim-engine']]),
+      Array(8).fill([200, 'b']),
+    );
     assert.equal((await simStats(b.url)).running, 0);
     await assertSettled(router, { states: { [a.url]: 'failed', [b.url]: 'ready' }, live: [b.port], gone: [a.port] });
     await router.stop();
@@ -280,8 +354,15 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
     const hung = await startSim(['--model', 'h', '--id', 'h', '--fault', 'hang']);
     const slow = await startSim(['--model', 't', '--id', 't', '--ttft-ms', '20000']);
     const router = await startRouter([
-      '--static-backends', `${stream.url},${hung.url},${slow.url}`, '--static-models', 'c,h,t',
-      '--known-models', 'z', '--cold-start-wait', '20', ...FAST_PROBES,
+      '--static-backends',
+      `${stream.url},${hung.url},${slow.url}`,
+      '--static-models',
+      'c,h,t',
+      '--known-models',
+      'z',
+      '--cold-start-wait',
+      '20',
+      ...FAST_PROBES,
     ]);
     await allReady(router.url, 3);
     const inFlightOf = async (url: string): Promise<number> => (await engines(router.url)).find((e) => e.url === url)?.inFlight ?? -1;
@@ -296,14 +377,23 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
 
     // 2. mid-body: Content-Length promises more than is sent
     const s2 = await rawConnect(router.port);
-    s2.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"c","messages":[');
+    s2.write(
+      'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"c","messages":[',
+    );
     await sleep(100);
     s2.destroy();
     await ok(router.url, 'c');
-    assert.deepEqual(await received(), receivedBefore.map((n, i) => n + (i === 0 ? 1 : 0)), 'an incomplete request never reaches an engine');
+    assert.deepEqual(
+      await received(),
+      receivedBefore.map((n, i) => n + (i === 0 ? 1 : 0)),
+      'an incomplete request never reaches an engine',
+    );
 
     // 3. after the body, while the router waits for the engine's response headers: a hung engine, then a slow one
-    for (const [engine, model] of [[hung, 'h'], [slow, 't']] as const) {
+    for (const [engine, model] of [
+      [hung, 'h'],
+      [slow, 't'],
+    ] as const) {
       const s = await rawConnect(router.port);
       s.write(rawPost(model));
       await until(`the request for ${model} in flight`, async () => (await inFlightOf(engine.url)) === 1);
@@ -315,7 +405,8 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
     }
 
     // 4. while held for a model at zero (cold start): it leaves the queue
-    const held = async (): Promise<string> => /^llm_router_model_requests_held\{model="z"\} (\S+)$/m.exec((await call(`${router.url}/metrics`)).text)?.[1] ?? 'absent';
+    const held = async (): Promise<string> =>
+      /^llm_router_model_requests_held\{model="z"\} (\S+)$/m.exec((await call(`${router.url}/metrics`)).text)?.[1] ?? 'absent';
     const sz = await rawConnect(router.port);
     sz.write(rawPost('z'));
     await until('the request for z held', async () => (await held()) === '1');
@@ -358,7 +449,8 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
 
   function pod(name: string, port: number) {
     return {
-      apiVersion: 'v1', kind: 'Pod',
+      apiVersion: 'v1',
+      kind: 'Pod',
       metadata: { name, namespace: 'default', labels: { app: 'llm', model: 'storm' }, annotations: { 'llm-router/port': String(port) } },
       spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
     };
@@ -368,17 +460,27 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     kube.setPodIP('default', name, '127.0.0.1');
     kube.setPodReady('default', name, true);
   }
-  const lists = (): number => Object.entries(kube.requests).filter(([k]) => k.startsWith('list ')).reduce((n, [, v]) => n + v, 0);
+  const lists = (): number =>
+    Object.entries(kube.requests)
+      .filter(([k]) => k.startsWith('list '))
+      .reduce((n, [, v]) => n + v, 0);
 
   test('410s and dropped watches, over and over: the router converges to the right endpoints, never forgets the model, does not hot-loop', async () => {
-    const sims = await Promise.all([1, 2, 3].map((i) => startSim(['--model', 'storm', '--id', `s${i}`, '--ttft-ms', '2', '--itl-ms', '1'])));
+    const sims = await Promise.all(
+      [1, 2, 3].map((i) => startSim(['--model', 'storm', '--id', `s${i}`, '--ttft-ms', '2', '--itl-ms', '1'])),
+    );
     const [s1, s2, s3] = sims as [Running, Running, Running];
     kube.create({
-      apiVersion: 'apps/v1', kind: 'Deployment',
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
       metadata: { name: 'storm', namespace: 'default', labels: { app: 'llm' } },
       spec: {
-        replicas: 2, selector: { matchLabels: { app: 'llm', model: 'storm' } },
-        template: { metadata: { labels: { app: 'llm', model: 'storm' } }, spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] } },
+        replicas: 2,
+        selector: { matchLabels: { app: 'llm', model: 'storm' } },
+        template: {
+          metadata: { labels: { app: 'llm', model: 'storm' } },
+          spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
+        },
       },
     });
     addReadyPod('p1', s1.port);
@@ -399,7 +501,10 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     const traffic = (async () => {
       while (running) {
         // a call that takes longer than 10 s rejects: recorded as -1, a hung request
-        const res = await call(`${router.url}/v1/chat/completions`, { body: chat('storm'), timeoutMs: 10_000 }).catch((err: Error) => ({ status: -1, text: err.message }));
+        const res = await call(`${router.url}/v1/chat/completions`, { body: chat('storm'), timeoutMs: 10_000 }).catch((err: Error) => ({
+          status: -1,
+          text: err.message,
+        }));
         answers.push(res.status === 200 ? { status: 200 } : { status: res.status, code: res.text.slice(0, 200) });
         await sleep(20);
       }
@@ -453,11 +558,20 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     assert.ok(answers.length >= 10, `traffic ran (${answers.length} answers)`);
     assert.deepEqual(bad, [], 'every request during the storm was served');
     const settled = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('storm') })));
-    assert.deepEqual(settled.map((x) => x.status), Array(6).fill(200));
-    assert.ok(settled.every((x) => x.headers['x-sim-engine'] === 's2' || x.headers['x-sim-engine'] === 's3'), 'never the deleted pod');
+    assert.deepEqual(
+      settled.map((x) => x.status),
+      Array(6).fill(200),
+    );
+    assert.ok(
+      settled.every((x) => x.headers['x-sim-engine'] === 's2' || x.headers['x-sim-engine'] === 's3'),
+      'never the deleted pod',
+    );
     // the storm must not have piled up connections to the API server: 4 watches, plus the list agent's keep-alive
     const kubeSockets = toKube();
-    assert.ok(kubeSockets <= Math.max(kubeSocketsBefore, 4) + 2, `${kubeSockets} connections to the API server (before the storm: ${kubeSocketsBefore})`);
+    assert.ok(
+      kubeSockets <= Math.max(kubeSocketsBefore, 4) + 2,
+      `${kubeSockets} connections to the API server (before the storm: ${kubeSocketsBefore})`,
+    );
     await assertSettled(router, {
       states: { [s2.url]: 'ready', [s3.url]: 'ready' },
       // p1 left the catalog while its engine still runs: its pool is released, its probes stop

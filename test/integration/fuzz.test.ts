@@ -17,8 +17,17 @@ import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js
 
 const MAX_BODY = 1_000_000;
 const INFERENCE_PATHS = [
-  '/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank',
-  '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages',
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/embeddings',
+  '/v1/responses',
+  '/v1/rerank',
+  '/rerank',
+  '/v1/score',
+  '/score',
+  '/tokenize',
+  '/detokenize',
+  '/v1/messages',
 ] as const;
 const ADMIN_GETS = new Set(['/v1/models', '/health', '/ready', '/metrics', '/engines']);
 /** served by the simulator; `fzalias` is a router alias of it */
@@ -35,7 +44,9 @@ function request(method: string, path: string, body: Buffer | string | undefined
 }
 
 function chunked(path: string, pieces: readonly Buffer[], terminate: boolean): Buffer {
-  const out: Buffer[] = [Buffer.from(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`)];
+  const out: Buffer[] = [
+    Buffer.from(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`),
+  ];
   for (const p of pieces) if (p.length) out.push(Buffer.from(`${p.length.toString(16)}\r\n`), p, Buffer.from('\r\n'));
   if (terminate) out.push(Buffer.from('0\r\n\r\n'));
   return Buffer.concat(out);
@@ -61,14 +72,20 @@ function assertOpenAIError(a: RawAnswer, what: string): { message: string; type:
   return error as never;
 }
 
-type Verdict = { kind: 'forwarded'; status: number; body: Buffer } | { kind: 'refused'; status: number; code: string | undefined } | { kind: 'served'; status: number };
+type Verdict =
+  | { kind: 'forwarded'; status: number; body: Buffer }
+  | { kind: 'refused'; status: number; code: string | undefined }
+  | { kind: 'served'; status: number };
 
 /** The rule of this file: a 4xx with an OpenAI-shaped error, the engine's answer, or (admin GETs) the router's own 2xx. */
 function judge(a: RawAnswer, what: string, opts: { head?: boolean; adminGet?: boolean } = {}): Verdict {
   assert.ok(a.status > 0, `${what}: the connection closed without an answer`);
   if (a.headers['x-sim-engine'] !== undefined) return { kind: 'forwarded', status: a.status, body: a.body };
   if (opts.adminGet && a.status >= 200 && a.status < 300) return { kind: 'served', status: a.status };
-  assert.ok(a.status >= 400 && a.status < 500, `${what}: the router answered ${a.status} on its own: ${a.body.toString('utf8').slice(0, 300)}`);
+  assert.ok(
+    a.status >= 400 && a.status < 500,
+    `${what}: the router answered ${a.status} on its own: ${a.body.toString('utf8').slice(0, 300)}`,
+  );
   if (opts.head) return { kind: 'refused', status: a.status, code: undefined };
   return { kind: 'refused', status: a.status, code: assertOpenAIError(a, what).code };
 }
@@ -121,11 +138,36 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
   let sim: Running;
   let router: Running;
   before(async () => {
-    sim = await startSim(['--model', MODEL, '--id', 'fuzz-sim', '--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '2', '--max-num-seqs', '1024']);
+    sim = await startSim([
+      '--model',
+      MODEL,
+      '--id',
+      'fuzz-sim',
+      '--ttft-ms',
+      '0',
+      '--itl-ms',
+      '0',
+      '--output-tokens',
+      '2',
+      '--max-num-seqs',
+      '1024',
+    ]);
     router = await startRouter([
-      '--static-backends', sim.url, '--static-models', MODEL, '--static-aliases', `${ALIAS}:${MODEL}`,
-      '--max-body-bytes', String(MAX_BODY), '--allow-routing-header', '--client-timeout', '3',
-      '--probe-interval', '0.2', '--probe-ready-interval', '1',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      MODEL,
+      '--static-aliases',
+      `${ALIAS}:${MODEL}`,
+      '--max-body-bytes',
+      String(MAX_BODY),
+      '--allow-routing-header',
+      '--client-timeout',
+      '3',
+      '--probe-interval',
+      '0.2',
+      '--probe-ready-interval',
+      '1',
     ]);
     await waitModelStatus(router.url, MODEL, 'ready');
   });
@@ -147,7 +189,8 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
       fc.asyncProperty(inferencePath, fc.jsonValue({ maxDepth: 5 }), async (path, value) => {
         const a = await send(request('POST', path, JSON.stringify(value) ?? 'null'));
         const isObject = value !== null && typeof value === 'object' && !Array.isArray(value);
-        if (!isObject) assert.deepEqual([a.status, judge(a, 'non-object') && assertOpenAIError(a, 'non-object').code], [400, 'invalid_json']);
+        if (!isObject)
+          assert.deepEqual([a.status, judge(a, 'non-object') && assertOpenAIError(a, 'non-object').code], [400, 'invalid_json']);
         else assertModelAnswer(a, (value as Record<string, unknown>).model, `object body ${JSON.stringify(value).slice(0, 200)}`);
       }),
       { numRuns: 80 },
@@ -156,10 +199,15 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
 
   test('"model" of every type: 400 model_required unless a non-empty string; unknown names 404; served names forwarded', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom('/v1/chat/completions', '/v1/completions', '/v1/embeddings'), anyModel, otherFields, async (path, model, rest) => {
-        const body = JSON.stringify({ ...rest, model });
-        assertModelAnswer(await send(request('POST', path, body)), model, `model ${JSON.stringify(model)}`);
-      }),
+      fc.asyncProperty(
+        fc.constantFrom('/v1/chat/completions', '/v1/completions', '/v1/embeddings'),
+        anyModel,
+        otherFields,
+        async (path, model, rest) => {
+          const body = JSON.stringify({ ...rest, model });
+          assertModelAnswer(await send(request('POST', path, body)), model, `model ${JSON.stringify(model)}`);
+        },
+      ),
       { numRuns: 120 },
     );
   });
@@ -167,7 +215,12 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
   test('duplicate keys (and escaped spellings of "model"): the last one decides, for the router and for the engine', async () => {
     const entry = fc.oneof(
       fc.tuple(modelKey, anyModel).map(([k, v]) => ({ key: k, model: true, value: v })),
-      fc.tuple(fc.string({ maxLength: 6 }).filter((k) => k !== 'model'), fc.jsonValue({ maxDepth: 2 })).map(([k, v]) => ({ key: JSON.stringify(k), model: false, value: v })),
+      fc
+        .tuple(
+          fc.string({ maxLength: 6 }).filter((k) => k !== 'model'),
+          fc.jsonValue({ maxDepth: 2 }),
+        )
+        .map(([k, v]) => ({ key: JSON.stringify(k), model: false, value: v })),
       // a nested "model" must never be taken for the top-level one
       fc.constant({ key: '"nested"', model: false, value: { model: 'nope', x: [{ model: ALIAS }] } as unknown }),
     );
@@ -175,7 +228,11 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
       fc.asyncProperty(fc.array(entry, { minLength: 1, maxLength: 6 }), ws, async (entries, space) => {
         const text = `{${space}${entries.map((e) => `${e.key}${space}:${space}${JSON.stringify(e.value)}`).join(`${space},${space}`)}${space}}`;
         const lastModel = entries.filter((e) => e.model).at(-1);
-        assertModelAnswer(await send(request('POST', '/v1/chat/completions', text)), lastModel ? lastModel.value : undefined, `body ${text.slice(0, 300)}`);
+        assertModelAnswer(
+          await send(request('POST', '/v1/chat/completions', text)),
+          lastModel ? lastModel.value : undefined,
+          `body ${text.slice(0, 300)}`,
+        );
       }),
       { numRuns: 100 },
     );
@@ -235,14 +292,20 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
         fc.boolean(),
         async (size, where, useChunked) => {
           const big = 'x'.repeat(size);
-          const body = Buffer.from(where === 'model' ? JSON.stringify({ model: big }) : chat(MODEL, { messages: [{ role: 'user', content: big }] }));
+          const body = Buffer.from(
+            where === 'model' ? JSON.stringify({ model: big }) : chat(MODEL, { messages: [{ role: 'user', content: big }] }),
+          );
           const pieces = Array.from({ length: Math.ceil(body.length / 65_536) }, (_, i) => body.subarray(i * 65_536, (i + 1) * 65_536));
           const before = (await simStats(sim.url)).received;
           const a = await send(useChunked ? chunked('/v1/chat/completions', pieces, true) : request('POST', '/v1/chat/completions', body));
           const what = `${body.length} bytes, ${where}, ${useChunked ? 'chunked' : 'Content-Length'}`;
           if (body.length > MAX_BODY) {
             assert.ok(a.status !== 0, `${what}: the 413 reached the client`);
-            assert.deepEqual([a.status, judge(a, what).kind === 'refused' && assertOpenAIError(a, what).code], [413, 'body_too_large'], what);
+            assert.deepEqual(
+              [a.status, judge(a, what).kind === 'refused' && assertOpenAIError(a, what).code],
+              [413, 'body_too_large'],
+              what,
+            );
             assert.equal((await simStats(sim.url)).received, before, `${what}: never forwarded`);
           } else if (where === 'model') {
             assert.deepEqual([a.status, assertOpenAIError(a, what).code], [404, 'model_not_found'], what);
@@ -294,18 +357,59 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
     // framing headers (Content-Length, Transfer-Encoding) are the chunked test's business; Expect other than
     // 100-continue and a missing or repeated Host have their own tests below
     const special = fc.constantFrom(
-      'connection', 'keep-alive', 'te', 'trailer', 'upgrade', 'proxy-connection', 'proxy-authorization', 'authorization',
-      'x-api-key', 'x-request-id', 'content-type', 'content-encoding', 'accept', 'accept-encoding', 'x-llm-router-routing',
-      'cookie', 'x-forwarded-for', 'forwarded', 'via', 'x-session-id', 'user-agent', 'x-forwarded-host', 'expect',
+      'connection',
+      'keep-alive',
+      'te',
+      'trailer',
+      'upgrade',
+      'proxy-connection',
+      'proxy-authorization',
+      'authorization',
+      'x-api-key',
+      'x-request-id',
+      'content-type',
+      'content-encoding',
+      'accept',
+      'accept-encoding',
+      'x-llm-router-routing',
+      'cookie',
+      'x-forwarded-for',
+      'forwarded',
+      'via',
+      'x-session-id',
+      'user-agent',
+      'x-forwarded-host',
+      'expect',
     );
-    const token = fc.stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,24}$/).filter((n) => !['content-length', 'transfer-encoding', 'host'].includes(n.toLowerCase()));
+    const token = fc
+      .stringMatching(/^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,24}$/)
+      .filter((n) => !['content-length', 'transfer-encoding', 'host'].includes(n.toLowerCase()));
     const valueByte = fc.oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(0x09));
     const value = fc.oneof(
       fc.array(valueByte, { maxLength: 80 }).map((b) => Buffer.from(b).toString('latin1').trim()),
-      fc.constantFrom('close', 'keep-alive', 'upgrade', 'Upgrade, HTTP2-Settings', 'x-request-id', 'authorization', 'prefixaware', 'session', 'least-load', 'roundrobin', 'trailers', 'gzip', 'websocket', 'h2c', '100-continue', ''),
+      fc.constantFrom(
+        'close',
+        'keep-alive',
+        'upgrade',
+        'Upgrade, HTTP2-Settings',
+        'x-request-id',
+        'authorization',
+        'prefixaware',
+        'session',
+        'least-load',
+        'roundrobin',
+        'trailers',
+        'gzip',
+        'websocket',
+        'h2c',
+        '100-continue',
+        '',
+      ),
       fc.string({ maxLength: 30 }).filter((s) => /^[\x20-\x7e]*$/.test(s)),
     );
-    const header = fc.tuple(fc.oneof(special, token), value).map(([n, v]) => (n.toLowerCase() === 'expect' ? ['expect', '100-continue'] : [n, v]) as [string, string]);
+    const header = fc
+      .tuple(fc.oneof(special, token), value)
+      .map(([n, v]) => (n.toLowerCase() === 'expect' ? ['expect', '100-continue'] : [n, v]) as [string, string]);
     await fc.assert(
       fc.asyncProperty(fc.array(header, { maxLength: 6 }), async (headers) => {
         const lines = headers.map(([n, v]) => `${n}: ${v}`);
@@ -323,7 +427,18 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
       fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS', 'TRACE', 'PROPFIND', 'MKCOL', 'PURGE', 'SEARCH'),
       fc.stringMatching(/^[A-Z]{1,10}$/).filter((m) => m !== 'CONNECT'), // CONNECT has its own test below
     );
-    const known = fc.constantFrom(...INFERENCE_PATHS, ...ADMIN_GETS, '/', '/v1', '/v1/', '/v1/models/fz', '//v1/chat/completions', '/v1/chat/completions/', '/V1/CHAT/COMPLETIONS', '/v1/../health');
+    const known = fc.constantFrom(
+      ...INFERENCE_PATHS,
+      ...ADMIN_GETS,
+      '/',
+      '/v1',
+      '/v1/',
+      '/v1/models/fz',
+      '//v1/chat/completions',
+      '/v1/chat/completions/',
+      '/V1/CHAT/COMPLETIONS',
+      '/v1/../health',
+    );
     const randomPath = fc.stringMatching(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]{0,40}$/);
     const query = fc.option(fc.stringMatching(/^[A-Za-z0-9=&%._-]{0,20}$/), { nil: undefined });
     await fc.assert(
@@ -346,14 +461,21 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
     assert.doesNotMatch(router.proc.output(), /unexpected error while serving a request/, 'no request hit the internal-error path');
     const ok = await call(`${router.url}/v1/chat/completions`, { body: chat(MODEL) });
     assert.equal(ok.status, 200);
-    assert.deepEqual((await engines(router.url)).map((e) => [e.state, e.inFlight]), [['ready', 0]]);
+    assert.deepEqual(
+      (await engines(router.url)).map((e) => [e.state, e.inFlight]),
+      [['ready', 0]],
+    );
     assert.equal((await simStats(sim.url)).running, 0);
     // every raw connection above is closed: the router must not hold one whose client is gone
     const pid = router.proc.child.pid as number;
     let orphans = '';
     const deadline = Date.now() + 5_000;
     do {
-      const mine = new Set(tcpSockets(process.pid).filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED').map((s) => s.localPort));
+      const mine = new Set(
+        tcpSockets(process.pid)
+          .filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED')
+          .map((s) => s.localPort),
+      );
       const census = socketCensus(pid, router.port);
       orphans = describeSockets([...census.inbound.filter((s) => !mine.has(s.remotePort)), ...census.closeWait]);
       if (orphans === 'none') break;
@@ -414,7 +536,9 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
           resolve(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1] ?? got.slice(0, 40));
         });
         socket.on('connect', () => {
-          socket.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY * 5}\r\n\r\n`);
+          socket.write(
+            `POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY * 5}\r\n\r\n`,
+          );
           socket.write(Buffer.alloc(MAX_BODY * 4, 0x20));
           setTimeout(() => socket.resume(), 300);
         });
@@ -439,7 +563,10 @@ describe('bad input that makes an engine fail must not take it away from everyon
     await waitModelStatus(router.url, MODEL, 'ready');
     // requests the engine answers with a 500 (as an engine bug triggered by one client's input would)
     for (let i = 0; i < 3; i++) {
-      const poisoned = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: 'x' }), headers: { 'x-sim-status': '500' } });
+      const poisoned = await call(`${router.url}/v1/completions`, {
+        body: JSON.stringify({ model: MODEL, prompt: 'x' }),
+        headers: { 'x-sim-status': '500' },
+      });
       assert.equal(poisoned.status, 500, 'the engine answer passes through');
     }
     const other = await call(`${router.url}/v1/chat/completions`, { body: chat(MODEL) });

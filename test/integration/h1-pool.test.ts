@@ -148,7 +148,11 @@ function options(over: Partial<H1DispatchOptions> = {}): H1DispatchOptions {
   return { method: 'GET', path: '/', headers: [], body: undefined, headersTimeout: WAIT_MS, bodyTimeout: WAIT_MS, ...over };
 }
 
-function newPool(t: TestContext, origin: string, opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number; maxConnections?: number } = {}): H1Pool {
+function newPool(
+  t: TestContext,
+  origin: string,
+  opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number; maxConnections?: number } = {},
+): H1Pool {
   const pool = new H1Pool(origin, {
     connectTimeoutMs: opts.connectTimeoutMs ?? 2_000,
     keepAliveTimeoutMs: opts.keepAliveTimeoutMs ?? 4_000,
@@ -199,7 +203,14 @@ test('the request goes out in one write, formatted as given; the response comes 
   assert.deepEqual(writes, [{ corked: false, bytes: Buffer.byteLength(expected) }]);
   assert.equal(rec.heads.length, 1);
   assert.equal(rec.heads[0]?.status, 200);
-  assert.deepEqual(rec.heads[0]?.headers, ['content-type', 'text/plain', 'X-Mixed-Case', 'v', 'content-length', String(`echo ${body.length}`.length)]);
+  assert.deepEqual(rec.heads[0]?.headers, [
+    'content-type',
+    'text/plain',
+    'X-Mixed-Case',
+    'v',
+    'content-length',
+    String(`echo ${body.length}`.length),
+  ]);
   // head and body arrived in one read: one body slice
   assert.deepEqual(rec.chunks.map(String), [`echo ${body.length}`]);
 
@@ -209,7 +220,10 @@ test('the request goes out in one write, formatted as given; the response comes 
   assert.equal(bigRec.body, 'echo 300000');
   assert.equal(server.requests[1]?.body.equals(big), true);
   // head and body in one writev
-  assert.deepEqual(writes.slice(1).map((w) => w.corked), [true, true]);
+  assert.deepEqual(
+    writes.slice(1).map((w) => w.corked),
+    [true, true],
+  );
   assert.equal(writes[2]?.bytes, big.length);
   net.Socket.prototype.write = write;
   assert.equal(server.accepted.length, 1);
@@ -320,7 +334,7 @@ test('idle connections close after keepAliveTimeoutMs, or sooner when the server
   await until('the idle connection to close', () => pool.connections === 0 && server.closed === 1);
 
   // Node's http server sends Keep-Alive: timeout=1 for keepAliveTimeout 1000: we keep the socket ~500 ms, not 4 s
-  const nodeServer = http.createServer((req, res) => res.end('node'));
+  const nodeServer = http.createServer((_req, res) => res.end('node'));
   nodeServer.keepAliveTimeout = 1_000;
   await new Promise<void>((resolve) => nodeServer.listen(0, '127.0.0.1', resolve));
   t.after(() => new Promise<void>((resolve) => nodeServer.close(() => resolve())));
@@ -335,7 +349,7 @@ test('idle connections close after keepAliveTimeoutMs, or sooner when the server
 
 test('chunked streams from Node http: all events arrive in order, the connection is reused', async (t) => {
   const events = Array.from({ length: 50 }, (_, i) => `data: {"i":${i},"text":"${'x'.repeat(i)}"}\n\n`);
-  const nodeServer = http.createServer(async (req, res) => {
+  const nodeServer = http.createServer(async (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     for (const e of events) {
       res.write(e);
@@ -363,7 +377,10 @@ test('informational heads are reported before the final one; a 100 Continue nobo
   });
   const pool = newPool(t, server.origin);
   const rec = await ok(pool);
-  assert.deepEqual(rec.heads.map((h) => h.status), [103, 200]);
+  assert.deepEqual(
+    rec.heads.map((h) => h.status),
+    [103, 200],
+  );
   assert.equal(rec.body, 'done');
   // the router never sends Expect: 100-continue (undici refuses an unasked-for 100 as well)
   const cont = await run(pool, { path: '/continue' });
@@ -386,13 +403,20 @@ test('connect timeout: a listener whose accept queue is full never completes the
   // accept queue is full, further SYNs are dropped and a connect hangs.
   const child = spawn(
     process.execPath,
-    ['-e', `const s = require('net').createServer(); s.listen(0, '127.0.0.1', 1, () => process.stdout.write(s.address().port + '\\n', () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)));`],
+    [
+      '-e',
+      `const s = require('net').createServer(); s.listen(0, '127.0.0.1', 1, () => process.stdout.write(s.address().port + '\\n', () => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)));`,
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   t.after(() => {
     child.kill('SIGKILL');
   });
-  const port = await within(WAIT_MS, 'the child to listen', new Promise<number>((resolve) => child.stdout.once('data', (d) => resolve(Number(String(d).trim())))));
+  const port = await within(
+    WAIT_MS,
+    'the child to listen',
+    new Promise<number>((resolve) => child.stdout.once('data', (d) => resolve(Number(String(d).trim())))),
+  );
   const fillers: net.Socket[] = [];
   t.after(() => {
     for (const s of fillers) s.destroy();
@@ -649,7 +673,7 @@ test('a connection cap: requests beyond it wait, in arrival order, for a free co
   });
   const pool = newPool(t, server.origin, { maxConnections: 2 });
   const recs = Array.from({ length: 6 }, () => new Recorder());
-  recs.forEach((rec, i) => pool.dispatch(options({ path: `/r${i}` }), rec));
+  for (const [i, rec] of recs.entries()) pool.dispatch(options({ path: `/r${i}` }), rec);
   await until('the server to hold two requests', () => held.length === 2);
   assert.equal(pool.connections, 2);
   assert.equal(pool.queued, 4);
@@ -669,13 +693,19 @@ test('a connection cap: requests beyond it wait, in arrival order, for a free co
   assert.deepEqual(answered, ['/r0', '/r1', '/r2', '/r4', '/r5']);
   for (const [i, rec] of recs.entries()) if (i !== 3) assert.equal(rec.body, `/r${i}`);
   assert.equal(server.accepted.length, 2);
-  assert.equal(server.requests.some((r) => r.head.includes('/r3')), false);
+  assert.equal(
+    server.requests.some((r) => r.head.includes('/r3')),
+    false,
+  );
 
   // a connection that closes after its answer frees its place: the next waiting request gets a new one
   const closing = Array.from({ length: 4 }, () => new Recorder());
-  closing.forEach((rec, i) => pool.dispatch(options({ path: `/close${i}` }), rec));
+  for (const [i, rec] of closing.entries()) pool.dispatch(options({ path: `/close${i}` }), rec);
   await Promise.all(closing.map((r) => within(WAIT_MS, 'a request behind a closing connection', r.settled)));
-  assert.deepEqual(closing.map((r) => r.body), ['/close0', '/close1', '/close2', '/close3']);
+  assert.deepEqual(
+    closing.map((r) => r.body),
+    ['/close0', '/close1', '/close2', '/close3'],
+  );
   assert.equal(pool.queued, 0);
 
   // destroy() fails the requests still waiting

@@ -18,7 +18,16 @@ import { Pool } from 'undici';
 import type { EngineClient, EngineHandler } from '../../src/router/proxy/engine-client.js';
 import { DEFAULT_ENGINE_TLS } from '../../src/router/config/engine-tls.js';
 import { UpstreamPools } from '../../src/router/proxy/pools.js';
-import { engineCases, inboundCases, JSON_RESPONSE, MODEL, post, SSE_RESPONSE, type EngineCase, type InboundCase } from '../support/http-corpus.js';
+import {
+  engineCases,
+  inboundCases,
+  JSON_RESPONSE,
+  MODEL,
+  post,
+  SSE_RESPONSE,
+  type EngineCase,
+  type InboundCase,
+} from '../support/http-corpus.js';
 import { stopAll } from '../support/process.js';
 import { isForwarded, RawEngine, type EngineRequest } from '../support/raw-engine.js';
 import { RawClient, type RawAnswer } from '../support/raw-http.js';
@@ -194,7 +203,8 @@ async function viaUndici(origin: string, kase: string, id: string): Promise<{ ou
     const res = await pool.request({ method: 'POST', path: '/v1/chat/completions', headers, body });
     const got = Buffer.from(await res.body.arrayBuffer());
     const pairs: [string, string][] = [];
-    for (const [n, v] of Object.entries(res.headers)) for (const one of Array.isArray(v) ? v : [v]) if (one !== undefined) pairs.push([n, one]);
+    for (const [n, v] of Object.entries(res.headers))
+      for (const one of Array.isArray(v) ? v : [v]) if (one !== undefined) pairs.push([n, one]);
     pairs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return { outcome: okOutcome(res.statusCode, pairs, got), pool };
   } catch {
@@ -224,18 +234,27 @@ function viaOurs(client: EngineClient, kase: string, id: string): Promise<Client
       },
       onComplete: () => {
         const pairs: [string, string][] = [];
-        for (let i = 0; i < head.length; i += 2) pairs.push([(head[i] as Buffer).toString('latin1').toLowerCase(), (head[i + 1] as Buffer).toString('latin1')]);
+        for (let i = 0; i < head.length; i += 2)
+          pairs.push([(head[i] as Buffer).toString('latin1').toLowerCase(), (head[i + 1] as Buffer).toString('latin1')]);
         pairs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
         resolve(okOutcome(status, pairs, Buffer.concat(chunks)));
       },
       onError: () => resolve(FAILED),
     };
-    client.dispatch({ method: 'POST', path: '/v1/chat/completions', headers, body, headersTimeout: WAIT_MS, bodyTimeout: WAIT_MS }, handler);
+    client.dispatch(
+      { method: 'POST', path: '/v1/chat/completions', headers, body, headersTimeout: WAIT_MS, bodyTimeout: WAIT_MS },
+      handler,
+    );
   });
 }
 
 function ourClient(origin: string): EngineClient {
-  const pools = new UpstreamPools({ timeouts: { connectMs: WAIT_MS, headersMs: WAIT_MS, idleMs: WAIT_MS, totalMs: 0 }, maxConnections: 0, tls: DEFAULT_ENGINE_TLS, kind: 'h1' });
+  const pools = new UpstreamPools({
+    timeouts: { connectMs: WAIT_MS, headersMs: WAIT_MS, idleMs: WAIT_MS, totalMs: 0 },
+    maxConnections: 0,
+    tls: DEFAULT_ENGINE_TLS,
+    kind: 'h1',
+  });
   return pools.get(origin);
 }
 
@@ -278,7 +297,22 @@ describe('differential: the router’s HTTP code against node:http and undici on
   const counts: Record<string, number> = {};
 
   before(async () => {
-    const common = ['--static-models', MODEL, '--passive-failure-threshold', '1000000', '--probe-interval', '0.2', '--client-timeout', '1', '--max-body-bytes', '4096', '--response-timeout', '3', '--idle-timeout', '3'];
+    const common = [
+      '--static-models',
+      MODEL,
+      '--passive-failure-threshold',
+      '1000000',
+      '--probe-interval',
+      '0.2',
+      '--client-timeout',
+      '1',
+      '--max-body-bytes',
+      '4096',
+      '--response-timeout',
+      '3',
+      '--idle-timeout',
+      '3',
+    ];
     for (let i = 0; i < 2; i++) inboundEngines.push(await RawEngine.start([MODEL]));
     behindRouter = inboundEngines[0] as RawEngine;
     inProcessEngine = await RawEngine.start([MODEL]);
@@ -302,17 +336,32 @@ describe('differential: the router’s HTTP code against node:http and undici on
     assert.deepEqual(found, [], `${found.length} divergences:\n${found.join('\n\n')}`);
   }
 
-  async function inbound(c: InboundCase, whole?: { fast: InboundObservation; node: InboundObservation }): Promise<{ fast: InboundObservation; node: InboundObservation }> {
-    const [f, n] = await Promise.all([observeInbound(fast, inboundEngines[0] as RawEngine, c), observeInbound(node, inboundEngines[1] as RawEngine, c)]);
+  async function inbound(
+    c: InboundCase,
+    whole?: { fast: InboundObservation; node: InboundObservation },
+  ): Promise<{ fast: InboundObservation; node: InboundObservation }> {
+    const [f, n] = await Promise.all([
+      observeInbound(fast, inboundEngines[0] as RawEngine, c),
+      observeInbound(node, inboundEngines[1] as RawEngine, c),
+    ]);
     caseCount++;
     const d = inboundDivergence(f, n);
     check(d === undefined, () => `${c.name}: ${d}`);
     if (d === undefined && JSON.stringify(f) !== JSON.stringify(n)) stricter.add(`inbound: ${c.name}`);
     // the other connection always gets its own clean answer
-    check(/^200 echo id=other /.test(f.other) && /^200 echo id=other /.test(n.other), () => `${c.name}: another connection after it: ${f.other} / ${n.other}`);
+    check(
+      /^200 echo id=other /.test(f.other) && /^200 echo id=other /.test(n.other),
+      () => `${c.name}: another connection after it: ${f.other} / ${n.other}`,
+    );
     if (whole) {
-      check(JSON.stringify(f) === JSON.stringify(whole.fast), () => `${c.name}: the fast path reads split bytes differently: ${JSON.stringify(f)} whole: ${JSON.stringify(whole.fast)}`);
-      check(JSON.stringify(n) === JSON.stringify(whole.node), () => `${c.name}: node:http reads split bytes differently: ${JSON.stringify(n)} whole: ${JSON.stringify(whole.node)}`);
+      check(
+        JSON.stringify(f) === JSON.stringify(whole.fast),
+        () => `${c.name}: the fast path reads split bytes differently: ${JSON.stringify(f)} whole: ${JSON.stringify(whole.fast)}`,
+      );
+      check(
+        JSON.stringify(n) === JSON.stringify(whole.node),
+        () => `${c.name}: node:http reads split bytes differently: ${JSON.stringify(n)} whole: ${JSON.stringify(whole.node)}`,
+      );
     }
     return { fast: f, node: n };
   }
@@ -381,7 +430,10 @@ describe('differential: the router’s HTTP code against node:http and undici on
         // allowed only when ours refused what undici took, and closed the connection it came on
         const req = inProcessEngine.requests.find((r) => r.headers['x-request-id'] === oursId);
         const closed = req !== undefined && (await until(() => inProcessEngine.connections[req.conn]?.closed === true));
-        check(!got.ok && ref.outcome.ok && closed, () => `${c.name}: our engine client ${got.summary}, undici ${ref.outcome.summary}${closed ? '' : ' (connection not closed)'}`);
+        check(
+          !got.ok && ref.outcome.ok && closed,
+          () => `${c.name}: our engine client ${got.summary}, undici ${ref.outcome.summary}${closed ? '' : ' (connection not closed)'}`,
+        );
         if (!got.ok && ref.outcome.ok) stricter.add(`engine client: ${c.name}`);
       }
       // the next request on the same pool gets its own answer, whatever came before
@@ -415,7 +467,11 @@ describe('differential: the router’s HTTP code against node:http and undici on
       } else {
         // otherwise the router must not have passed anything on as if it were whole, and its engine connection is gone
         const refused = answer === undefined || !clean || answer.status >= 500;
-        check(refused, () => `${c.name}: the router answered ${answer ? describeAnswer(answer) : 'nothing'} ${JSON.stringify(text.slice(0, 120))}; undici: ${ref.outcome.summary}`);
+        check(
+          refused,
+          () =>
+            `${c.name}: the router answered ${answer ? describeAnswer(answer) : 'nothing'} ${JSON.stringify(text.slice(0, 120))}; undici: ${ref.outcome.summary}`,
+        );
         if (seen !== undefined) {
           const closed = await until(engineConnClosed);
           check(closed, () => `${c.name}: the router closed the engine connection`);
@@ -425,13 +481,20 @@ describe('differential: the router’s HTTP code against node:http and undici on
       if (!client.closed && answer !== undefined && !answer.truncated) {
         await client.write(post({ id: `${id}-same` }));
         const again = await client.next(WAIT_MS);
-        if (again !== undefined) check(describeAnswer(again).startsWith(`200 echo id=${id}-same `), () => `${c.name}: the next request on the same connection: ${describeAnswer(again)}`);
+        if (again !== undefined)
+          check(
+            describeAnswer(again).startsWith(`200 echo id=${id}-same `),
+            () => `${c.name}: the next request on the same connection: ${describeAnswer(again)}`,
+          );
       }
       const other = await RawClient.connect(fast.port);
       try {
         await other.write(post({ id: `${id}-other` }));
         const a = await other.next(WAIT_MS);
-        check(a !== undefined && describeAnswer(a).startsWith(`200 echo id=${id}-other `), () => `${c.name}: another connection: ${a ? describeAnswer(a) : 'nothing'}`);
+        check(
+          a !== undefined && describeAnswer(a).startsWith(`200 echo id=${id}-other `),
+          () => `${c.name}: another connection: ${a ? describeAnswer(a) : 'nothing'}`,
+        );
       } finally {
         other.destroy();
       }
@@ -491,10 +554,14 @@ describe('differential: the router’s HTTP code against node:http and undici on
     );
     let engineRuns = 0;
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(JSON_RESPONSE, SSE_RESPONSE), fc.array(mutation, { minLength: 1, maxLength: 3 }), async (base, ops) => {
-        engineRuns++;
-        await engineCase({ name: `mutated response ${JSON.stringify(ops)}`, pieces: [mutate(base, ops)] });
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(JSON_RESPONSE, SSE_RESPONSE),
+        fc.array(mutation, { minLength: 1, maxLength: 3 }),
+        async (base, ops) => {
+          engineRuns++;
+          await engineCase({ name: `mutated response ${JSON.stringify(ops)}`, pieces: [mutate(base, ops)] });
+        },
+      ),
       { numRuns: 60 },
     );
     counts.properties = inboundRuns + engineRuns;
@@ -504,15 +571,22 @@ describe('differential: the router’s HTTP code against node:http and undici on
 
   test('no input above made either router log an ERROR about itself', () => {
     for (const router of [fast, node]) {
-      const lines = router.proc.output().split('\n').filter((l) => /"level":(50|60)/.test(l));
+      const lines = router.proc
+        .output()
+        .split('\n')
+        .filter((l) => /"level":(50|60)/.test(l));
       assert.deepEqual(lines, []);
     }
   });
 
   test('the corpus size', (t) => {
     const corpus = (counts.inbound ?? 0) + (counts.inboundSplits ?? 0) + (counts.engine ?? 0) + (counts.engineSplits ?? 0);
-    t.diagnostic(`differential corpus: ${corpus} cases (${counts.inbound} inbound, ${counts.inboundSplits} inbound splits, ${counts.engine} engine, ${counts.engineSplits} engine splits), plus ${counts.properties} property runs; ${caseCount} compared in all`);
-    t.diagnostic(`where the router is the stricter side (it refused and closed; the reference went on): ${[...stricter].join('; ') || 'nowhere'}`);
+    t.diagnostic(
+      `differential corpus: ${corpus} cases (${counts.inbound} inbound, ${counts.inboundSplits} inbound splits, ${counts.engine} engine, ${counts.engineSplits} engine splits), plus ${counts.properties} property runs; ${caseCount} compared in all`,
+    );
+    t.diagnostic(
+      `where the router is the stricter side (it refused and closed; the reference went on): ${[...stricter].join('; ') || 'nowhere'}`,
+    );
     assert.ok(corpus >= 150, `at least 150 cases (${corpus})`);
   });
 });

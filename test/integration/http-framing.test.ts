@@ -14,7 +14,7 @@ import { engines, startRouter, waitModelStatus, type Running } from '../support/
 const MODEL = 'raw';
 const WAIT_MS = 5_000;
 
-function request(opts: { id: string; kase?: string; stream?: boolean; extra?: string } ): string {
+function request(opts: { id: string; kase?: string; stream?: boolean; extra?: string }): string {
   const body = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], ...(opts.stream ? { stream: true } : {}) });
   const kase = opts.kase ? `x-case: ${opts.kase}\r\n` : '';
   return `POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\ncontent-type: application/json\r\nx-request-id: ${opts.id}\r\n${kase}${opts.extra ?? ''}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
@@ -59,11 +59,17 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
       s.write('HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n');
       setTimeout(() => s.write('HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled'), 20);
     });
-    c.set('204-length-and-bytes', (s) => s.write('HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled'));
-    c.set('length-and-chunked', (s) => s.write(`${HEAD_JSON}content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`));
+    c.set('204-length-and-bytes', (s) =>
+      s.write('HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled'),
+    );
+    c.set('length-and-chunked', (s) =>
+      s.write(`${HEAD_JSON}content-length: 5\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n`),
+    );
     c.set('gzip-coding', (s) => s.write(`${HEAD_JSON}transfer-encoding: gzip\r\n\r\nzzzz`));
     c.set('two-lengths', (s) => s.write(`${HEAD_JSON}content-length: 2\r\ncontent-length: 2\r\n\r\n{}`));
-    c.set('bytes-beyond-length', (s) => s.write(`${HEAD_JSON}content-length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled`));
+    c.set('bytes-beyond-length', (s) =>
+      s.write(`${HEAD_JSON}content-length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled`),
+    );
     c.set('bad-chunk', (s) => s.write(`${HEAD_JSON}transfer-encoding: chunked\r\n\r\n2 \r\n{}\r\n0\r\n\r\n`));
     c.set('chunked-json', (s, r) => {
       const body = JSON.stringify({ id: r.headers['x-request-id'], object: 'chat.completion', bytes: r.body.length });
@@ -88,7 +94,17 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
       ['fast path', []],
       ['node:http', ['--fast-path', 'false']],
     ] as const) {
-      const router = await startRouter(['--static-backends', engine.origin, '--static-models', MODEL, '--passive-failure-threshold', '1000', '--probe-interval', '0.2', ...args]);
+      const router = await startRouter([
+        '--static-backends',
+        engine.origin,
+        '--static-models',
+        MODEL,
+        '--passive-failure-threshold',
+        '1000',
+        '--probe-interval',
+        '0.2',
+        ...args,
+      ]);
       routers.push({ name, router });
       await waitModelStatus(router.url, MODEL, 'ready');
     }
@@ -99,7 +115,12 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
   });
 
   /** Sends request `kase` on a new client connection; returns the answer, the client and the engine's record of it. */
-  async function send(router: Running, kase: string, id: string, opts: { stream?: boolean } = {}): Promise<{ answer: RawAnswer | undefined; client: RawClient; seen: EngineRequest | undefined }> {
+  async function send(
+    router: Running,
+    kase: string,
+    id: string,
+    opts: { stream?: boolean } = {},
+  ): Promise<{ answer: RawAnswer | undefined; client: RawClient; seen: EngineRequest | undefined }> {
     const client = await RawClient.connect(router.port);
     await client.write(request({ id, kase, ...opts }));
     const answer = await client.next(WAIT_MS);
@@ -144,7 +165,11 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
       for (const kase of ['length-and-chunked', 'gzip-coding', 'two-lengths', 'bytes-beyond-length', 'bad-chunk']) {
         const tag = `${name}/${kase}`.replace(/[^a-z0-9-]/gi, '_');
         const { answer, client, seen } = await send(router, kase, tag);
-        assert.deepEqual([answer?.status, errorCode(answer)], [502, 'upstream_protocol_error'], `${tag}: ${answer?.body.toString('latin1')}`);
+        assert.deepEqual(
+          [answer?.status, errorCode(answer)],
+          [502, 'upstream_protocol_error'],
+          `${tag}: ${answer?.body.toString('latin1')}`,
+        );
         assert.ok(seen, tag);
         await until(`${tag}: the engine connection closed`, () => engine.connections[seen.conn]?.closed === true);
         assert.ok(!client.received.includes('smuggled'), tag);
@@ -207,7 +232,9 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
       const before = engine.inference.length;
       const client = await RawClient.connect(router.port);
       const body = JSON.stringify({ model: MODEL });
-      await client.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nx-request-id: ${tag}\r\nContent-Length: ${body.length}\t\r\n\r\n${body}${request({ id: `${tag}-behind` })}`);
+      await client.write(
+        `POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nx-request-id: ${tag}\r\nContent-Length: ${body.length}\t\r\n\r\n${body}${request({ id: `${tag}-behind` })}`,
+      );
       const answer = await client.next(WAIT_MS);
       assert.equal(answer?.status, 400, tag);
       assert.equal(errorCode(answer), 'bad_request', tag);
@@ -237,9 +264,16 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
 
   test('afterwards: no input above made the router log an ERROR, and both still hold nothing in flight', async () => {
     for (const { name, router } of routers) {
-      const errorsLogged = router.proc.output().split('\n').filter((l) => l.includes('"level":50') || l.includes('"level":60'));
+      const errorsLogged = router.proc
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('"level":50') || l.includes('"level":60'));
       assert.deepEqual(errorsLogged, [], name);
-      assert.deepEqual((await engines(router.url)).map((e) => [e.state, e.inFlight]), [['ready', 0]], name);
+      assert.deepEqual(
+        (await engines(router.url)).map((e) => [e.state, e.inFlight]),
+        [['ready', 0]],
+        name,
+      );
     }
   });
 });
@@ -250,9 +284,22 @@ describe('an engine that breaks framing counts as a failing endpoint', { timeout
   test('protocol errors are passive failures: a run of them marks the endpoint failed, with the reason in /engines', async () => {
     const engine = await RawEngine.start([MODEL]);
     try {
-      engine.cases.set('bad', (s: net.Socket) => s.write(`${HEAD_JSON}content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`));
+      engine.cases.set('bad', (s: net.Socket) =>
+        s.write(`${HEAD_JSON}content-length: 2\r\ntransfer-encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`),
+      );
       // probes far apart, so that the failed state is still there when /engines is read
-      const router = await startRouter(['--static-backends', engine.origin, '--static-models', MODEL, '--passive-failure-threshold', '2', '--probe-interval', '0.2', '--probe-ready-interval', '60']);
+      const router = await startRouter([
+        '--static-backends',
+        engine.origin,
+        '--static-models',
+        MODEL,
+        '--passive-failure-threshold',
+        '2',
+        '--probe-interval',
+        '0.2',
+        '--probe-ready-interval',
+        '60',
+      ]);
       await waitModelStatus(router.url, MODEL, 'ready');
       for (let i = 0; i < 2; i++) {
         const client = await RawClient.connect(router.port);
@@ -280,7 +327,10 @@ describe('--max-connections-per-engine', { timeout: 60_000 }, () => {
       const held: { socket: net.Socket; req: EngineRequest }[] = [];
       engine.cases.set('hold', (socket, req) => held.push({ socket, req }));
       try {
-        const router = await startRouter(['--static-backends', engine.origin, '--static-models', MODEL, '--max-connections-per-engine', '2', '--probe-interval', '0.2'], { LLM_ROUTER_ENGINE_CLIENT: engineClient });
+        const router = await startRouter(
+          ['--static-backends', engine.origin, '--static-models', MODEL, '--max-connections-per-engine', '2', '--probe-interval', '0.2'],
+          { LLM_ROUTER_ENGINE_CLIENT: engineClient },
+        );
         await waitModelStatus(router.url, MODEL, 'ready');
         const clients = await Promise.all(Array.from({ length: 5 }, () => RawClient.connect(router.port)));
         for (const [i, c] of clients.entries()) {

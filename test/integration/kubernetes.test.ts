@@ -17,7 +17,12 @@ const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
-function deployment(name: string, replicas: number, template: { labels?: Record<string, string>; annotations?: Record<string, string>; args?: string[] } = {}, annotations?: Record<string, string>) {
+function deployment(
+  name: string,
+  replicas: number,
+  template: { labels?: Record<string, string>; annotations?: Record<string, string>; args?: string[] } = {},
+  annotations?: Record<string, string>,
+) {
   return {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -26,7 +31,10 @@ function deployment(name: string, replicas: number, template: { labels?: Record<
       replicas,
       selector: { matchLabels: { app: 'llm', deploy: name } },
       template: {
-        metadata: { labels: { app: 'llm', deploy: name, ...template.labels }, ...(template.annotations ? { annotations: template.annotations } : {}) },
+        metadata: {
+          labels: { app: 'llm', deploy: name, ...template.labels },
+          ...(template.annotations ? { annotations: template.annotations } : {}),
+        },
         spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai', args: template.args ?? [] }] },
       },
     },
@@ -37,7 +45,12 @@ function pod(name: string, model: string, port: number, extra: { labels?: Record
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, namespace: 'default', labels: { app: 'llm', model, ...extra.labels }, annotations: { 'llm-router/port': String(port) } },
+    metadata: {
+      name,
+      namespace: 'default',
+      labels: { app: 'llm', model, ...extra.labels },
+      annotations: { 'llm-router/port': String(port) },
+    },
     spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
   };
 }
@@ -54,7 +67,8 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
   const kubectl = async (...args: string[]): Promise<string> =>
     (await exec('kubectl', ['--kubeconfig', kube.kubeconfigPath, '--cache-dir', kubectlDir, ...args], { timeout: 20_000 })).stdout;
   const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST];
-  const startK8sRouter = (extra: string[] = []): Promise<Running> => startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
+  const startK8sRouter = (extra: string[] = []): Promise<Running> =>
+    startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 
   before(async () => {
     kube = await startFakeKube();
@@ -131,8 +145,12 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     const models = (await call(`${r.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data;
     const status = Object.fromEntries(models.map((m) => [m.id, m.status]));
     assert.deepEqual(status, {
-      'ann-1': 'scaled-to-zero', 'ann-2': 'scaled-to-zero', 'from-label': 'scaled-to-zero',
-      'served-a': 'scaled-to-zero', 'served-b': 'scaled-to-zero', 'org/Llama-3.1-8B': 'loading',
+      'ann-1': 'scaled-to-zero',
+      'ann-2': 'scaled-to-zero',
+      'from-label': 'scaled-to-zero',
+      'served-a': 'scaled-to-zero',
+      'served-b': 'scaled-to-zero',
+      'org/Llama-3.1-8B': 'loading',
     });
     for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve']) kube.remove('deployments', 'default', name);
     await until('declarations gone', async () => (await call(`${r.url}/v1/models`)).json<{ data: unknown[] }>().data.length === 0);
@@ -143,12 +161,17 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     const r = await startK8sRouter(['--k8s-resync-seconds', '1']);
     await until('ready', async () => (await call(`${r.url}/ready`)).status === 200);
     kube.resetRequests();
-    const watchesOf = (): number => Object.entries(kube.requests).filter(([k]) => k.startsWith('watch ')).reduce((n, [, v]) => n + v, 0);
+    const watchesOf = (): number =>
+      Object.entries(kube.requests)
+        .filter(([k]) => k.startsWith('watch '))
+        .reduce((n, [, v]) => n + v, 0);
     // two resync periods for each of the four kinds
     await until('each kind re-watched twice', async () => watchesOf() >= 8, 20_000);
     kube.create(deployment('resync', 0, { labels: { model: 'resync-model' } }));
     await waitModelStatus(r.url, 'resync-model', 'scaled-to-zero');
-    const lists = Object.entries(kube.requests).filter(([k]) => k.startsWith('list ')).reduce((n, [, v]) => n + v, 0);
+    const lists = Object.entries(kube.requests)
+      .filter(([k]) => k.startsWith('list '))
+      .reduce((n, [, v]) => n + v, 0);
     assert.equal(lists, 0, `no re-list: ${JSON.stringify(kube.requests)}`);
     kube.remove('deployments', 'default', 'resync');
     await r.stop();
@@ -173,7 +196,9 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     await addReadyPod(kube, 'w-2', 'w', sim.port);
     await until('new pod routable', async () => (await answers([r], 'w'))[0] === '200', 15_000);
     await sleep(1_500);
-    const lists = Object.entries(kube.requests).filter(([k]) => k.startsWith('list ')).reduce((n, [, v]) => n + v, 0);
+    const lists = Object.entries(kube.requests)
+      .filter(([k]) => k.startsWith('list '))
+      .reduce((n, [, v]) => n + v, 0);
     assert.ok(lists >= 1 && lists <= 8, `re-listed after 410s without looping (${lists} lists: ${JSON.stringify(kube.requests)})`);
     kube.remove('pods', 'default', 'w-2');
     kube.remove('deployments', 'default', 'w');
@@ -195,7 +220,11 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
 
       let stream: Awaited<ReturnType<typeof request>> | undefined;
       for (let i = 0; i < 4 && !stream; i++) {
-        const res = await request(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('d', { stream: true, max_tokens: 20 }) });
+        const res = await request(`${r.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: chat('d', { stream: true, max_tokens: 20 }),
+        });
         if (res.headers['x-sim-engine'] === 'old') stream = res;
         else await res.body.dump();
       }
@@ -204,7 +233,10 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
       kube2.remove('pods', 'default', 'd-old', { graceful: true });
       await until('old pod draining', async () => (await engines(r.url)).some((e) => e.state === 'draining'));
       const after = await Promise.all(Array.from({ length: 4 }, () => call(`${r.url}/v1/chat/completions`, { body: chat('d') })));
-      assert.deepEqual(after.map((x) => x.headers['x-sim-engine']), ['new', 'new', 'new', 'new']);
+      assert.deepEqual(
+        after.map((x) => x.headers['x-sim-engine']),
+        ['new', 'new', 'new', 'new'],
+      );
       const text = await body;
       assert.match(text, /\[DONE\]/, 'the stream on the terminating pod finished');
       kube2.finalizePodDeletion('default', 'd-old');

@@ -45,12 +45,18 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
   test('503 while refusing, 503 while loading, 200 once the model is listed; /live follows the engine process', async () => {
     const port = await freePort();
     const probe = await startProbe(['--engine-url', `http://127.0.0.1:${port}`, '--model', 'llama-3-8b']);
-    const sim = await startSim(['--model', 'llama-3-8b', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '1.5'], { port, waitListening: false });
+    const sim = await startSim(['--model', 'llama-3-8b', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '1.5'], {
+      port,
+      waitListening: false,
+    });
 
     const refusing = await get(`${probe.url}/ready`);
     assert.equal(refusing.status, 503);
     assert.equal(refusing.contractHeader, 'llm-router-probe/v1');
-    assert.deepEqual({ ...refusing.body, reason: undefined }, { ...refusing.body, contract: 'llm-router-probe/v1', ready: false, live: false, state: 'unreachable', reason: undefined });
+    assert.deepEqual(
+      { ...refusing.body, reason: undefined },
+      { ...refusing.body, contract: 'llm-router-probe/v1', ready: false, live: false, state: 'unreachable', reason: undefined },
+    );
     assert.match(refusing.body.reason, /ECONNREFUSED/);
     assert.equal((await get(`${probe.url}/live`)).status, 503);
 

@@ -26,13 +26,28 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
     sources = documentedPromql();
     const sim = await startSim(['--model', 'served']);
     router = await startRouter([
-      '--static-backends', sim.url, '--static-models', 'served', '--known-models', 'zero,held',
-      '--cold-start-wait-per-model', 'held=60', '--cold-start-queue-size', '1', '--admin-port', '0',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'served',
+      '--known-models',
+      'zero,held',
+      '--cold-start-wait-per-model',
+      'held=60',
+      '--cold-start-queue-size',
+      '1',
+      '--admin-port',
+      '0',
     ]);
     prom = await startPrometheus([new URL(router.adminUrl).host], SCRAPE_SECONDS);
     // the series of a declared model exist at 0 before anyone asked for it: the trigger reads 0 (not an empty
     // result) once Prometheus has two samples of it, which rate() needs
-    await until('the trigger reads 0 for a model nobody asked for', async () => (await value(forModel(triggers()[0]!.expr, 'zero'))) === 0, 30_000, 200);
+    await until(
+      'the trigger reads 0 for a model nobody asked for',
+      async () => (await value(forModel(triggers()[0]!.expr, 'zero'))) === 0,
+      30_000,
+      200,
+    );
   });
   after(async () => {
     await prom?.stop();
@@ -58,16 +73,26 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
     await until('the trigger above 0', async () => ((await value(trigger)) ?? 0) > 0, 3 * SCRAPE_SECONDS * 1000 + 5_000, 100);
     const took = Date.now() - sent;
     t.diagnostic(`trigger above 0 ${took} ms after the first request (scrape interval ${SCRAPE_SECONDS * 1000} ms)`);
-    assert.ok(((await value(`increase(llm_router_model_demand_total{model="zero"}[1m])`)) ?? 0) > 0, 'increase() counts the very first request');
+    assert.ok(
+      ((await value(`increase(llm_router_model_demand_total{model="zero"}[1m])`)) ?? 0) > 0,
+      'increase() counts the very first request',
+    );
   });
 
   test('a held request keeps the trigger above 0; 429, 404, a stream and a 200: promtool finds nothing in the exposition', async () => {
     const held = call(`${router.url}/v1/chat/completions`, { body: chat('held'), timeoutMs: 60_000 });
-    await until('held', async () => /^llm_router_model_requests_held\{model="held"\} 1$/m.test((await call(`${router.adminUrl}/metrics`)).text));
+    await until('held', async () =>
+      /^llm_router_model_requests_held\{model="held"\} 1$/m.test((await call(`${router.adminUrl}/metrics`)).text),
+    );
     const full = await call(`${router.url}/v1/chat/completions`, { body: chat('held') });
     assert.equal(full.status, 429);
     const trigger = forModel(triggers()[0]!.expr, 'held');
-    await until('held term in Prometheus', async () => (await value('sum(llm_router_model_requests_held{model="held"})')) === 1, 15_000, 100);
+    await until(
+      'held term in Prometheus',
+      async () => (await value('sum(llm_router_model_requests_held{model="held"})')) === 1,
+      15_000,
+      100,
+    );
     assert.ok(((await value(trigger)) ?? 0) >= 1);
 
     assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('no-such-model') })).status, 404);
@@ -77,7 +102,8 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
     assert.match(stream.text, /data: \[DONE\]/);
 
     const exposition = (await call(`${router.adminUrl}/metrics`)).text;
-    for (const status of ['200', '404', '429', '503']) assert.match(exposition, new RegExp(`^llm_router_requests_total\\{[^}]*status="${status}"`, 'm'));
+    for (const status of ['200', '404', '429', '503'])
+      assert.match(exposition, new RegExp(`^llm_router_requests_total\\{[^}]*status="${status}"`, 'm'));
     const check = await promtoolCheckMetrics(exposition);
     assert.deepEqual(check, { code: 0, output: '' }, 'promtool check metrics: no findings');
     await router.stop();
@@ -87,7 +113,13 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
   test('the alert rules the docs give load in promtool', async () => {
     const alerts = sources.filter((s) => s.alert);
     assert.ok(alerts.length >= 1);
-    const rules = ['groups:', '  - name: llm-router', '    rules:', ...alerts.flatMap((a) => [`      - alert: ${a.alert}`, `        expr: ${JSON.stringify(a.expr)}`]), ''].join('\n');
+    const rules = [
+      'groups:',
+      '  - name: llm-router',
+      '    rules:',
+      ...alerts.flatMap((a) => [`      - alert: ${a.alert}`, `        expr: ${JSON.stringify(a.expr)}`]),
+      '',
+    ].join('\n');
     assert.deepEqual(await promtoolCheckRules(rules), { code: 0, output: '' });
   });
 });

@@ -15,9 +15,16 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
   const loop = (async () => {
     while (running) {
       const res = await call(`${router}/v1/chat/completions`, { body: chat(model), timeoutMs: 10_000 }).catch((err: Error) => ({
-        status: -1, headers: {} as Record<string, string | undefined>, text: err.message, json: () => ({}) as never,
+        status: -1,
+        headers: {} as Record<string, string | undefined>,
+        text: err.message,
+        json: () => ({}) as never,
       }));
-      const entry: (typeof results)[number] = { status: res.status, engine: res.headers['x-sim-engine'] as string | undefined, at: Date.now() };
+      const entry: (typeof results)[number] = {
+        status: res.status,
+        engine: res.headers['x-sim-engine'] as string | undefined,
+        at: Date.now(),
+      };
       if (res.status !== 200) {
         try {
           entry.code = (JSON.parse(res.text) as { error: { code: string } }).error.code;
@@ -46,10 +53,19 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   test('rollout: a second engine that refuses then loads never fails a request and gets traffic soon after it is ready', async () => {
     const old = await startSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']);
     const newPort = await freePort();
-    const router = await startRouter(['--static-backends', `${old.url},http://127.0.0.1:${newPort}`, '--static-models', 'm,m', ...FAST_PROBES]);
+    const router = await startRouter([
+      '--static-backends',
+      `${old.url},http://127.0.0.1:${newPort}`,
+      '--static-models',
+      'm,m',
+      ...FAST_PROBES,
+    ]);
     await waitModelStatus(router.url, 'm', 'ready');
     const traffic = steadyTraffic(router.url, 'm', 20);
-    const fresh = await startSim(['--model', 'm', '--id', 'new', '--startup-refuse-seconds', '2', '--startup-loading-seconds', '2', '--ttft-ms', '5', '--itl-ms', '1'], { port: newPort, waitListening: false });
+    const fresh = await startSim(
+      ['--model', 'm', '--id', 'new', '--startup-refuse-seconds', '2', '--startup-loading-seconds', '2', '--ttft-ms', '5', '--itl-ms', '1'],
+      { port: newPort, waitListening: false },
+    );
     await fresh.proc.waitForOutput('sim listening on', 10_000);
     const engineReadyAt = Date.now() + 2_000; // the end of its loading phase
     // wait until the new engine is ready, then a bit more than two probe intervals
@@ -71,7 +87,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     const firstNew = results.find((r) => r.engine === 'new');
     assert.ok(firstNew, 'the new engine received traffic');
     // two probe intervals (2 x 0.2 s) after it became ready, plus generous slack for a busy machine
-    assert.ok(firstNew.at - engineReadyAt < 400 + 2_500, `first request on the new engine ${firstNew.at - engineReadyAt} ms after it was ready`);
+    assert.ok(
+      firstNew.at - engineReadyAt < 400 + 2_500,
+      `first request on the new engine ${firstNew.at - engineReadyAt} ms after it was ready`,
+    );
     const seenStates = await call(`${router.url}/engines`);
     assert.match(seenStates.text, /"state":"ready"/);
   });
@@ -79,7 +98,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   test('only a loading engine: 503 model_unavailable + Retry-After + state loading, then 200 once loaded', async () => {
     const port = await freePort();
     const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'slow', ...FAST_PROBES]);
-    const sim = await startSim(['--model', 'slow', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '2'], { port, waitListening: false });
+    const sim = await startSim(['--model', 'slow', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '2'], {
+      port,
+      waitListening: false,
+    });
     const traffic = steadyTraffic(router.url, 'slow', 50);
     await sim.proc.waitForOutput('sim listening on', 10_000);
     await waitModelStatus(router.url, 'slow', 'ready', 15_000);
@@ -92,7 +114,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
       assert.equal(r.code, 'model_unavailable');
       assert.equal(r.state, 'loading');
     }
-    assert.ok(results.slice(firstOk).every((r) => r.status === 200), 'all 200 once loaded');
+    assert.ok(
+      results.slice(firstOk).every((r) => r.status === 200),
+      'all 200 once loaded',
+    );
     const one = await call(`${router.url}/v1/chat/completions`, { body: chat('slow') });
     assert.equal(one.status, 200);
   });
@@ -101,14 +126,26 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
     const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
     // no scheduled probe of a ready engine within the test: only the failed requests can make the router notice
-    const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'k,k', ...FAST_PROBES, '--probe-ready-interval', '300']);
+    const router = await startRouter([
+      '--static-backends',
+      `${a.url},${b.url}`,
+      '--static-models',
+      'k,k',
+      ...FAST_PROBES,
+      '--probe-ready-interval',
+      '300',
+    ]);
     await waitModelStatus(router.url, 'k', 'ready');
     while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
 
     // find a stream that lands on engine a
     let stream: Awaited<ReturnType<typeof request>> | undefined;
     for (let i = 0; i < 4 && !stream; i++) {
-      const res = await request(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('k', { stream: true, max_tokens: 40 }) });
+      const res = await request(`${router.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: chat('k', { stream: true, max_tokens: 40 }),
+      });
       if (res.headers['x-sim-engine'] === 'a') stream = res;
       else await res.body.dump();
     }
@@ -124,7 +161,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.doesNotMatch(rest, /\[DONE\]/);
 
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('k') })));
-    assert.deepEqual(results.map((r) => r.status), [200, 200, 200, 200, 200, 200]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      [200, 200, 200, 200, 200, 200],
+    );
     assert.ok(results.every((r) => r.headers['x-sim-engine'] === 'b'));
     // The window starts before the kill and covers the process exit, the stream and the 6 requests above, which a
     // busy machine slows down: a generous deadline. What it proves does not depend on it: the next scheduled probe
@@ -141,7 +181,15 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
     const hung = await startSim(['--model', 'h', '--fault', 'hang']);
     const fine = await startSim(['--model', 'f']);
-    const router = await startRouter(['--static-backends', `${hung.url},${fine.url}`, '--static-models', 'h,f', '--response-timeout', '1', ...FAST_PROBES]);
+    const router = await startRouter([
+      '--static-backends',
+      `${hung.url},${fine.url}`,
+      '--static-models',
+      'h,f',
+      '--response-timeout',
+      '1',
+      ...FAST_PROBES,
+    ]);
     await waitModelStatus(router.url, 'h', 'ready');
     await waitModelStatus(router.url, 'f', 'ready');
     const started = Date.now();
@@ -174,7 +222,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     await waitModelStatus(router.url, 'o', 'ready');
     while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('o') })));
-    assert.deepEqual(results.map((r) => [r.status, r.headers['x-sim-engine']]), Array(6).fill([200, 'free']));
+    assert.deepEqual(
+      results.map((r) => [r.status, r.headers['x-sim-engine']]),
+      Array(6).fill([200, 'free']),
+    );
     assert.match((await call(`${router.url}/metrics`)).text, /llm_router_failovers_total\{model="o"\} [1-9]/);
     // back-pressure says nothing against the engine's health
     assert.equal((await engines(router.url)).find((e) => e.url === busy.url)?.state, 'ready');
@@ -198,10 +249,21 @@ describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
   for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
     test(`${kind}: loading is not ready; ready once loaded`, async () => {
       const port = await freePort();
-      const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'kind-model', '--engine-kind', kind, ...FAST_PROBES]);
+      const router = await startRouter([
+        '--static-backends',
+        `http://127.0.0.1:${port}`,
+        '--static-models',
+        'kind-model',
+        '--engine-kind',
+        kind,
+        ...FAST_PROBES,
+      ]);
       await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '4'], { port });
       await waitEndpointState(router.url, 'serving-api');
-      assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'], 'loading');
+      assert.equal(
+        (await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'],
+        'loading',
+      );
       await waitModelStatus(router.url, 'kind-model', 'ready', 15_000);
     });
   }
@@ -219,7 +281,9 @@ describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
 
   test('probes never send inference, and the engine key never reaches the logs', async () => {
     const sim = await startSim(['--model', 'keyed']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'keyed', ...FAST_PROBES], { VLLM_API_KEY: 'sekret' });
+    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'keyed', ...FAST_PROBES], {
+      VLLM_API_KEY: 'sekret',
+    });
     await waitModelStatus(router.url, 'keyed', 'ready');
     await sleep(600);
     const stats = (await call(`${sim.url}/_sim/stats`)).json<{ received: number }>();

@@ -12,8 +12,16 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   let sim: Running;
   let routerA: Running;
   const routerArgs = (simUrl: string): string[] => [
-    '--static-backends', simUrl, '--static-models', 'chat-model',
-    '--known-models', 'sleeper', '--static-aliases', 'gpt-4o:chat-model', '--max-body-bytes', '4096',
+    '--static-backends',
+    simUrl,
+    '--static-models',
+    'chat-model',
+    '--known-models',
+    'sleeper',
+    '--static-aliases',
+    'gpt-4o:chat-model',
+    '--max-body-bytes',
+    '4096',
   ];
 
   before(async () => {
@@ -31,7 +39,11 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
       for (const model of ['chat-model', 'sleeper', 'never-declared', 'gpt-4o']) {
         const [a, b] = await Promise.all([routerA, routerB].map((r) => call(`${r.url}/v1/chat/completions`, { body: chat(model) })));
         const shape = (x: Awaited<ReturnType<typeof call>>): string =>
-          JSON.stringify([x.status, x.status === 200 ? null : x.json<{ error: { code: string } }>().error.code, x.headers['x-llm-router-model-state'] ?? null]);
+          JSON.stringify([
+            x.status,
+            x.status === 200 ? null : x.json<{ error: { code: string } }>().error.code,
+            x.headers['x-llm-router-model-state'] ?? null,
+          ]);
         assert.equal(shape(a!), shape(b!), model);
       }
       const zero = await call(`${routerB.url}/v1/chat/completions`, { body: chat('sleeper') });
@@ -76,7 +88,10 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
     assert.match(text, /data: \[DONE\]/);
     assert.ok(arrivals.length >= 4, `expected several chunks, got ${arrivals.length}`);
     // 7 gaps of 100 ms between the 8 tokens: a router that buffered the stream would deliver it in one piece
-    assert.ok(arrivals.at(-1)! - arrivals[0]! >= 300, `the first chunk came well before the last (${Math.round(arrivals.at(-1)! - arrivals[0]!)} ms)`);
+    assert.ok(
+      arrivals.at(-1)! - arrivals[0]! >= 300,
+      `the first chunk came well before the last (${Math.round(arrivals.at(-1)! - arrivals[0]!)} ms)`,
+    );
 
     // a slow stream, abandoned after its first chunk
     await call(`${sim.url}/_sim/fault`, { body: JSON.stringify({ mode: 'slow-chunks', delayMs: 300 }) });
@@ -117,7 +132,12 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
       { name: 'no model', body: '{"messages":[]}', status: 400, code: 'model_required' },
       { name: 'model is a number', body: '{"model":42}', status: 400, code: 'model_required' },
       { name: 'model is empty', body: '{"model":""}', status: 400, code: 'model_required' },
-      { name: 'body too large', body: JSON.stringify({ model: 'chat-model', prompt: 'x'.repeat(5000) }), status: 413, code: 'body_too_large' },
+      {
+        name: 'body too large',
+        body: JSON.stringify({ model: 'chat-model', prompt: 'x'.repeat(5000) }),
+        status: 413,
+        code: 'body_too_large',
+      },
       { name: 'unknown model', body: chat('nope'), status: 404, code: 'model_not_found' },
       { name: 'unknown path', body: chat('chat-model'), status: 404, code: 'not_found', path: '/v1/nothing-here' },
     ];
@@ -145,7 +165,10 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
     while (!answer.includes('body_too_large') && Date.now() < deadline) await sleep(20);
     socket.destroy();
     assert.match(answer, /^HTTP\/1.1 413/);
-    assert.equal((await call(`${routerA.url}/v1/completions`, { body: JSON.stringify({ model: 'chat-model', prompt: 'hi' }) })).status, 200);
+    assert.equal(
+      (await call(`${routerA.url}/v1/completions`, { body: JSON.stringify({ model: 'chat-model', prompt: 'hi' }) })).status,
+      200,
+    );
   });
 
   test('an alias is forwarded under its target name with the rest of the body untouched', async () => {
@@ -155,7 +178,10 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   });
 
   test('x-request-id is kept or generated and returned; engine headers pass through', async () => {
-    const kept = await call(`${routerA.url}/v1/completions`, { body: JSON.stringify({ model: 'chat-model', prompt: 'hi' }), headers: { 'x-request-id': 'my-id-1' } });
+    const kept = await call(`${routerA.url}/v1/completions`, {
+      body: JSON.stringify({ model: 'chat-model', prompt: 'hi' }),
+      headers: { 'x-request-id': 'my-id-1' },
+    });
     assert.equal(kept.headers['x-request-id'], 'my-id-1');
     assert.equal(kept.headers['x-sim-engine'], 'e1');
     const made = await call(`${routerA.url}/v1/completions`, { body: JSON.stringify({ model: 'chat-model', prompt: 'hi' }) });
@@ -163,8 +189,29 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   });
 
   test('every OpenAI path is routed by model, and engine errors pass through unchanged', async () => {
-    for (const path of ['/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank', '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages']) {
-      const res = await call(`${routerA.url}${path}`, { body: JSON.stringify({ model: 'chat-model', input: 'x', prompt: 'x', query: 'q', documents: ['d'], text_1: 'a', text_2: 'b', tokens: [1] }) });
+    for (const path of [
+      '/v1/embeddings',
+      '/v1/responses',
+      '/v1/rerank',
+      '/rerank',
+      '/v1/score',
+      '/score',
+      '/tokenize',
+      '/detokenize',
+      '/v1/messages',
+    ]) {
+      const res = await call(`${routerA.url}${path}`, {
+        body: JSON.stringify({
+          model: 'chat-model',
+          input: 'x',
+          prompt: 'x',
+          query: 'q',
+          documents: ['d'],
+          text_1: 'a',
+          text_2: 'b',
+          tokens: [1],
+        }),
+      });
       assert.equal(res.status, 200, path);
     }
     await call(`${sim.url}/_sim/fault`, { body: JSON.stringify({ mode: 'error500' }) });
@@ -181,9 +228,19 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   test('admin endpoints: /health, /ready, /v1/models with status, /engines, /metrics with demand for a model at zero', async () => {
     assert.equal((await call(`${routerA.url}/health`)).status, 200);
     assert.equal((await call(`${routerA.url}/ready`)).status, 200);
-    const models = (await call(`${routerA.url}/v1/models`)).json<{ object: string; data: { id: string; object: string; status: string }[] }>();
+    const models = (await call(`${routerA.url}/v1/models`)).json<{
+      object: string;
+      data: { id: string; object: string; status: string }[];
+    }>();
     assert.equal(models.object, 'list');
-    assert.deepEqual(models.data.map((m) => [m.id, m.status]), [['chat-model', 'ready'], ['gpt-4o', 'ready'], ['sleeper', 'scaled-to-zero']]);
+    assert.deepEqual(
+      models.data.map((m) => [m.id, m.status]),
+      [
+        ['chat-model', 'ready'],
+        ['gpt-4o', 'ready'],
+        ['sleeper', 'scaled-to-zero'],
+      ],
+    );
     const list = await engines(routerA.url);
     assert.equal(list.length, 1);
     assert.equal(list[0]!.state, 'ready');
@@ -219,15 +276,37 @@ describe('command line', { timeout: 30_000 }, () => {
     const { freePort, startCli } = await import('../support/process.js');
     const sim = await startSim(['--model', 'w']);
     const port = await freePort();
-    const p = startCli(['serve', '--host', '127.0.0.1', '--port', String(port), '--workers', '2', '--drain-seconds', '0', '--log-format', 'json',
-      '--static-backends', sim.url, '--static-models', 'w', '--probe-interval', '0.2']);
+    const p = startCli([
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--workers',
+      '2',
+      '--drain-seconds',
+      '0',
+      '--log-format',
+      'json',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'w',
+      '--probe-interval',
+      '0.2',
+    ]);
     await p.waitForOutput(/llm-router listening[\s\S]*llm-router listening/, 20_000);
     const workerPids = [...p.output().matchAll(/"pid":(\d+)[^\n]*"msg":"llm-router listening"/g)].map((m) => Number(m[1]));
     assert.equal(new Set(workerPids).size, 2, 'two worker processes listen');
     const url = `http://127.0.0.1:${port}`;
     // each request on a fresh connection, which the primary hands to the workers in turn
     const once = async (path: string, body?: string): Promise<{ status: number; text: string }> => {
-      const res = await request(`${url}${path}`, { method: body ? 'POST' : 'GET', body, headers: { 'content-type': 'application/json' }, reset: true });
+      const res = await request(`${url}${path}`, {
+        method: body ? 'POST' : 'GET',
+        body,
+        headers: { 'content-type': 'application/json' },
+        reset: true,
+      });
       return { status: res.statusCode, text: await res.body.text() };
     };
     const deadline = Date.now() + 15_000;

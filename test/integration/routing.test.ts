@@ -19,7 +19,11 @@ async function allReady(router: string, count: number, timeoutMs = 15_000): Prom
 }
 
 /** Sends one chat request and answers which engine served it. */
-async function served(router: string, messages: unknown[], opts: { headers?: Record<string, string>; maxTokens?: number } = {}): Promise<string> {
+async function served(
+  router: string,
+  messages: unknown[],
+  opts: { headers?: Record<string, string>; maxTokens?: number } = {},
+): Promise<string> {
   const res = await call(`${router}/v1/chat/completions`, {
     body: JSON.stringify({ model: MODEL, messages, max_tokens: opts.maxTokens ?? 1 }),
     ...(opts.headers ? { headers: opts.headers } : {}),
@@ -30,7 +34,8 @@ async function served(router: string, messages: unknown[], opts: { headers?: Rec
 }
 
 const systemPrompt = (tenant: number): string =>
-  `You are the support assistant of tenant ${tenant}. ` + 'Follow the policy manual, answer in two sentences, and never invent order numbers. '.repeat(30);
+  `You are the support assistant of tenant ${tenant}. ` +
+  'Follow the policy manual, answer in two sentences, and never invent order numbers. '.repeat(30);
 const conversation = (tenant: number, question: string): unknown[] => [
   { role: 'system', content: systemPrompt(tenant) },
   { role: 'user', content: question },
@@ -38,7 +43,12 @@ const conversation = (tenant: number, question: string): unknown[] => [
 
 describe('routing policies over four simulated engines', { timeout: 120_000 }, () => {
   const sims: Running[] = [];
-  const backends = (): string[] => ['--static-backends', sims.map((s) => s.url).join(','), '--static-models', sims.map(() => MODEL).join(',')];
+  const backends = (): string[] => [
+    '--static-backends',
+    sims.map((s) => s.url).join(','),
+    '--static-models',
+    sims.map(() => MODEL).join(','),
+  ];
 
   before(async () => {
     for (let i = 0; i < 4; i++) {
@@ -48,7 +58,10 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
   after(stopAll);
 
   test('two router processes send the same prefixes to the same engines; prompts differing only after the prefix stay together', async () => {
-    const [a, b] = await Promise.all([startRouter(['--routing-logic', 'prefixaware', ...backends()]), startRouter(['--routing-logic', 'prefixaware', ...backends()])]);
+    const [a, b] = await Promise.all([
+      startRouter(['--routing-logic', 'prefixaware', ...backends()]),
+      startRouter(['--routing-logic', 'prefixaware', ...backends()]),
+    ]);
     try {
       await Promise.all([allReady(a!.url, 4), allReady(b!.url, 4)]);
       const used = new Set<string>();
@@ -56,8 +69,19 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
         const home = await served(a!.url, conversation(tenant, 'Where is my parcel?'));
         used.add(home);
         assert.equal(await served(b!.url, conversation(tenant, 'Where is my parcel?')), home, `tenant ${tenant} on the other replica`);
-        assert.equal(await served(b!.url, conversation(tenant, 'Can I return an opened item?')), home, `tenant ${tenant}, another question`);
-        assert.equal(await served(a!.url, [...conversation(tenant, 'Where is my parcel?'), { role: 'assistant', content: 'On its way.' }, { role: 'user', content: 'When?' }]), home);
+        assert.equal(
+          await served(b!.url, conversation(tenant, 'Can I return an opened item?')),
+          home,
+          `tenant ${tenant}, another question`,
+        );
+        assert.equal(
+          await served(a!.url, [
+            ...conversation(tenant, 'Where is my parcel?'),
+            { role: 'assistant', content: 'On its way.' },
+            { role: 'user', content: 'When?' },
+          ]),
+          home,
+        );
       }
       assert.ok(used.size >= 3, `12 prefixes used only ${[...used].join(', ')}`);
     } finally {
@@ -107,10 +131,19 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
   });
 
   test('session: a key stays on its engine; when that engine leaves only its sessions move', async () => {
-    const router = await startRouter(['--routing-logic', 'session', '--session-key', 'X-Session-Id', '--probe-ready-interval', '0.2', ...backends()]);
+    const router = await startRouter([
+      '--routing-logic',
+      'session',
+      '--session-key',
+      'X-Session-Id',
+      '--probe-ready-interval',
+      '0.2',
+      ...backends(),
+    ]);
     try {
       await allReady(router.url, 4);
-      const ask = (key: string): Promise<string> => served(router.url, [{ role: 'user', content: 'hi' }], { headers: { 'x-session-id': key } });
+      const ask = (key: string): Promise<string> =>
+        served(router.url, [{ role: 'user', content: 'hi' }], { headers: { 'x-session-id': key } });
       const before = new Map<string, string>();
       for (let k = 0; k < 32; k++) {
         const key = `session-${k}`;
@@ -146,7 +179,16 @@ describe('least-load', { timeout: 60_000 }, () => {
   test('avoids an engine whose queue is long even though this router sent it nothing', async () => {
     const queued = await startSim(['--model', MODEL, '--id', 'queued', '--max-num-seqs', '1', '--ttft-ms', '30000']);
     const free = await startSim(['--model', MODEL, '--id', 'free', '--ttft-ms', '5', '--itl-ms', '1']);
-    const router = await startRouter(['--routing-logic', 'least-load', '--engine-stats-interval', '0.5', '--static-backends', `${queued.url},${free.url}`, '--static-models', `${MODEL},${MODEL}`]);
+    const router = await startRouter([
+      '--routing-logic',
+      'least-load',
+      '--engine-stats-interval',
+      '0.5',
+      '--static-backends',
+      `${queued.url},${free.url}`,
+      '--static-models',
+      `${MODEL},${MODEL}`,
+    ]);
     const controller = new AbortController();
     try {
       await allReady(router.url, 2);
@@ -161,9 +203,11 @@ describe('least-load', { timeout: 60_000 }, () => {
       }
       const deadline = Date.now() + 10_000;
       for (;;) {
-        const view = (await call(`${router.url}/engines`)).json<{ endpoints: Array<{ url: string; load: { waiting: number; fresh: boolean } | null }> }>();
+        const view = (await call(`${router.url}/engines`)).json<{
+          endpoints: Array<{ url: string; load: { waiting: number; fresh: boolean } | null }>;
+        }>();
         const load = view.endpoints.find((e) => e.url === queued.url)?.load;
-        if (load && load.fresh && load.waiting >= 4) break;
+        if (load?.fresh && load.waiting >= 4) break;
         assert.ok(Date.now() < deadline, `the queue never showed in /engines: ${JSON.stringify(view.endpoints)}`);
         await sleep(50);
       }

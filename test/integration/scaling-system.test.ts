@@ -11,19 +11,32 @@ import { until, within } from '../support/within.js';
 interface Demand {
   instance: string;
   workers: number;
-  models: Record<string, { held: number; inFlight: number; arrivals: number; lastArrivalAt: number | null; lastHoldTimeoutAt: number | null }>;
+  models: Record<
+    string,
+    { held: number; inFlight: number; arrivals: number; lastArrivalAt: number | null; lastHoldTimeoutAt: number | null }
+  >;
 }
 
 const demand = async (r: Running): Promise<Demand> => (await call(`${r.adminUrl}/demand`)).json<Demand>();
 const ref = (model: string) => ({ name: model, namespace: 'default', scalerMetadata: { model } });
-const hold = (r: Running, model: string) => call(`${r.url}/v1/chat/completions`, { body: chat(model), timeoutMs: 60_000 }).catch((err: Error) => err);
+const hold = (r: Running, model: string) =>
+  call(`${r.url}/v1/chat/completions`, { body: chat(model), timeoutMs: 60_000 }).catch((err: Error) => err);
 
 describe('scale from zero across replicas and workers', { timeout: 120_000 }, () => {
   after(() => stopAll());
 
   test('two replicas: a request held on B shows through A; B killed: A counts its last snapshot until the grace period passes, then drops it', async () => {
     const graceSeconds = 6;
-    const common = ['--known-models', 'm', '--cold-start-wait', '60', '--scale-to-zero-grace-seconds', String(graceSeconds), '--keda-scaler-port', '0'];
+    const common = [
+      '--known-models',
+      'm',
+      '--cold-start-wait',
+      '60',
+      '--scale-to-zero-grace-seconds',
+      String(graceSeconds),
+      '--keda-scaler-port',
+      '0',
+    ];
     const b = await startRouter([...common, '--admin-port', '0']);
     const aAdmin = await freePort();
     // A lists itself too: harmless, it is recognised by its instance id and not counted twice
@@ -61,7 +74,18 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
   });
 
   test('--workers 2 with 4 held requests: the metric, /demand and /metrics say 4 whichever worker answers', async () => {
-    const router = await startRouter(['--workers', '2', '--known-models', 'w', '--cold-start-wait', '60', '--admin-port', '0', '--keda-scaler-port', '0']);
+    const router = await startRouter([
+      '--workers',
+      '2',
+      '--known-models',
+      'w',
+      '--cold-start-wait',
+      '60',
+      '--admin-port',
+      '0',
+      '--keda-scaler-port',
+      '0',
+    ]);
     // both workers log that they listen; wait for the second so that both take connections
     await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
     const port = await kedaPort(router);
@@ -106,8 +130,14 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
 
     const routerPod = (name: string, adminPort: number) => {
       kube.create({
-        apiVersion: 'v1', kind: 'Pod',
-        metadata: { name, namespace: 'default', labels: { app: 'llm-router' }, annotations: { 'llm-router/admin-port': String(adminPort) } },
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name,
+          namespace: 'default',
+          labels: { app: 'llm-router' },
+          annotations: { 'llm-router/admin-port': String(adminPort) },
+        },
         spec: { containers: [{ name: 'router', image: 'x' }] },
       });
       kube.setPodIP('default', name, '127.0.0.1');
@@ -115,7 +145,18 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
     };
 
     test('--scaler-peer-selector: the Ready router pods are the peers, at their llm-router/admin-port', async () => {
-      const common = ['--known-models', 'k', '--cold-start-wait', '60', '--keda-scaler-port', '0', '--scaler-peer-selector', 'app=llm-router', '--k8s-namespace', 'default'];
+      const common = [
+        '--known-models',
+        'k',
+        '--cold-start-wait',
+        '60',
+        '--keda-scaler-port',
+        '0',
+        '--scaler-peer-selector',
+        'app=llm-router',
+        '--k8s-namespace',
+        'default',
+      ];
       const env = { KUBECONFIG: kube.kubeconfigPath };
       const b = await startRouter([...common, '--admin-port', '0'], env);
       const aAdmin = await freePort();
@@ -141,8 +182,16 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
     const port = await freePort();
     // a 60 s probe interval: without the wake interval the held request would wait for the next probe
     const router = await startRouter([
-      '--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'late', '--cold-start-wait', '60',
-      '--probe-interval', '60', '--probe-wake-interval', '0.1',
+      '--static-backends',
+      `http://127.0.0.1:${port}`,
+      '--static-models',
+      'late',
+      '--cold-start-wait',
+      '60',
+      '--probe-interval',
+      '60',
+      '--probe-wake-interval',
+      '0.1',
     ]);
     const held = call(`${router.url}/v1/chat/completions`, { body: chat('late'), timeoutMs: 60_000 });
     await until('held', async () => (await demand(router)).models.late?.held === 1);

@@ -1,28 +1,32 @@
 // Issue 5 checks: the hold queue, demand signals, the KEDA scaler over real gRPC, learned Retry-After, stuck-wake alarm.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import * as grpc from '@grpc/grpc-js';
-import * as protoLoader from '@grpc/proto-loader';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
-import { call, chat, startRouter, startSim, type Running } from '../support/router.js';
+import { kedaClient } from '../support/keda.js';
+import { call, chat, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 function deployment(name: string, model: string, replicas: number) {
   return {
-    apiVersion: 'apps/v1', kind: 'Deployment',
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
     metadata: { name, namespace: 'default', labels: { app: 'llm' } },
-    spec: { replicas, selector: { matchLabels: { app: 'llm', deploy: name } }, template: { metadata: { labels: { app: 'llm', deploy: name, model } }, spec: { containers: [{ name: 'e', image: 'x' }] } } },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: 'llm', deploy: name } },
+      template: { metadata: { labels: { app: 'llm', deploy: name, model } }, spec: { containers: [{ name: 'e', image: 'x' }] } },
+    },
   };
 }
 
 function addPod(kube: FakeKube, name: string, model: string, port: number): void {
   kube.create({
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: { name, namespace: 'default', labels: { app: 'llm', model }, annotations: { 'llm-router/port': String(port) } },
     spec: { containers: [{ name: 'e', image: 'x' }] },
   });
@@ -69,7 +73,10 @@ describe('scale from zero', { timeout: 120_000 }, () => {
     assert.deepEqual([a.status, b.status], [200, 200], 'no client saw an error');
     assert.ok(Date.now() - started >= 3_000, 'they waited for the load');
     assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'held-model'), 0);
-    assert.ok((await metric(router.url, 'llm_router_model_demand_total', 'held-model')) >= 3, 'every arrival counts as demand, 429 included');
+    assert.ok(
+      (await metric(router.url, 'llm_router_model_demand_total', 'held-model')) >= 3,
+      'every arrival counts as demand, 429 included',
+    );
     await router.stop();
   });
 
@@ -77,7 +84,12 @@ describe('scale from zero', { timeout: 120_000 }, () => {
     kube.create(deployment('leave', 'leave-model', 0));
     const router = await startK8sRouter(['--cold-start-wait', '30']);
     const controller = new AbortController();
-    const pending = request(`${router.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chat('leave-model'), signal: controller.signal }).catch(() => undefined);
+    const pending = request(`${router.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chat('leave-model'),
+      signal: controller.signal,
+    }).catch(() => undefined);
     while ((await metric(router.url, 'llm_router_model_requests_held', 'leave-model')) < 1) await sleep(20);
     assert.ok((await metric(router.url, 'llm_router_model_oldest_held_seconds', 'leave-model')) >= 0);
     controller.abort();
@@ -87,7 +99,11 @@ describe('scale from zero', { timeout: 120_000 }, () => {
     assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'leave-model'), 0);
     const sim = await startSim(['--model', 'leave-model']);
     addPod(kube, 'leave-1', 'leave-model', sim.port);
-    while ((await call(`${router.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data.find((m) => m.id === 'leave-model')?.status !== 'ready') await sleep(50);
+    while (
+      (await call(`${router.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data.find((m) => m.id === 'leave-model')
+        ?.status !== 'ready'
+    )
+      await sleep(50);
     await sleep(300);
     assert.equal((await call(`${sim.url}/_sim/stats`)).json<{ received: number }>().received, 0);
     await router.stop();
@@ -95,48 +111,54 @@ describe('scale from zero', { timeout: 120_000 }, () => {
 
   test('the KEDA external scaler answers IsActive and GetMetrics over gRPC, rising with held demand and falling after the grace period', async () => {
     kube.create(deployment('keda', 'org/keda-model', 0));
-    const router = await startK8sRouter(['--cold-start-wait', '30', '--keda-scaler-port', '0', '--scale-to-zero-grace-seconds', '2', '--log-level', 'info']);
-    await router.proc.waitForOutput('KEDA external scaler listening');
-    const port = Number(/"port":(\d+),"msg":"KEDA external scaler listening/.exec(router.proc.output())?.[1]);
-    const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), { keepCase: true, longs: Number, defaults: true });
-    const pkg = grpc.loadPackageDefinition(def) as unknown as { externalscaler: { ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials) => grpc.Client & Record<string, Function> } };
-    const client = new pkg.externalscaler.ExternalScaler(`127.0.0.1:${port}`, grpc.credentials.createInsecure());
-    const rpc = <T>(method: string, arg: unknown): Promise<T> =>
-      new Promise((resolve, reject) => (client[method] as Function).call(client, arg, { deadline: Date.now() + 5_000 }, (err: Error | null, res: T) => (err ? reject(err) : resolve(res))));
+    const router = await startK8sRouter([
+      '--cold-start-wait',
+      '30',
+      '--keda-scaler-port',
+      '0',
+      '--scale-to-zero-grace-seconds',
+      '2',
+      '--log-level',
+      'info',
+    ]);
+    const keda = kedaClient(`127.0.0.1:${await kedaPort(router)}`);
     const ref = { name: 'keda-model', namespace: 'default', scalerMetadata: { model: 'org/keda-model', targetValue: '4' } };
     try {
-      assert.deepEqual(await rpc('IsActive', ref), { result: false });
-      const spec = await rpc<{ metricSpecs: { metricName: string; targetSize: number }[] }>('GetMetricSpec', ref);
-      assert.deepEqual(spec.metricSpecs.map((s) => [s.metricName, s.targetSize]), [['llm-router-org-keda-model', 4]]);
-      const metricValue = async (): Promise<number> =>
-        (await rpc<{ metricValues: { metricValue: number }[] }>('GetMetrics', { scaledObjectRef: ref, metricName: spec.metricSpecs[0]!.metricName })).metricValues[0]!.metricValue;
+      assert.equal(await keda.isActive(ref), false);
+      const spec = await keda.metricSpec(ref);
+      assert.deepEqual(
+        spec.map((s) => [s.metricName, s.targetSize]),
+        [['llm-router-org-keda-model', 4]],
+      );
+      const metricValue = (): Promise<number> => keda.metric(ref);
       assert.equal(await metricValue(), 0);
 
-      const stream = (client.StreamIsActive as Function).call(client, ref) as grpc.ClientReadableStream<{ result: boolean }>;
-      const pushed: boolean[] = [];
-      stream.on('data', (d: { result: boolean }) => pushed.push(d.result));
-      stream.on('error', () => undefined);
+      const stream = keda.stream(ref);
+      const pushed = stream.pushed;
 
       const held = [1, 2, 3].map(() => call(`${router.url}/v1/chat/completions`, { body: chat('org/keda-model'), timeoutMs: 30_000 }));
       while ((await metricValue()) < 3) await sleep(20);
-      assert.deepEqual(await rpc('IsActive', ref), { result: true });
+      assert.equal(await keda.isActive(ref), true);
 
       const sim = await startSim(['--model', 'org/keda-model']);
       kube.patch('deployments', 'default', 'keda', { spec: { replicas: 1 } });
       addPod(kube, 'keda-1', 'org/keda-model', sim.port);
-      assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200, 200]);
+      assert.deepEqual(
+        (await Promise.all(held)).map((r) => r.status),
+        [200, 200, 200],
+      );
       assert.equal(await metricValue(), 0, 'nothing held or in flight');
-      assert.deepEqual(await rpc('IsActive', ref), { result: true }, 'still active within the grace period after the last request');
+      assert.equal(await keda.isActive(ref), true, 'still active within the grace period after the last request');
       await sleep(2_500);
-      assert.deepEqual(await rpc('IsActive', ref), { result: false }, 'inactive after the grace period');
+      assert.equal(await keda.isActive(ref), false, 'inactive after the grace period');
       // the stream is pushed on the scaler's 1 s timer: wait for the third push rather than a fixed time
       const pushDeadline = Date.now() + 10_000;
       while (pushed.length < 3 && Date.now() < pushDeadline) await sleep(50);
       assert.deepEqual(pushed.slice(0, 3), [false, true, false], 'StreamIsActive pushed each change');
       stream.cancel();
-      await assert.rejects(rpc('IsActive', { name: 'x', namespace: 'default', scalerMetadata: {} }), /model/);
+      await assert.rejects(keda.isActive({ name: 'x', namespace: 'default', scalerMetadata: {} }), /model/);
     } finally {
-      client.close();
+      keda.close();
       await router.stop();
     }
   });

@@ -20,7 +20,9 @@ const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
  * router scrapes /metrics every second on its own schedule, so "the request just forwarded" is `inference.at(-1)`:
  * `seen.at(-1)` may be a scrape that arrived in between, from another router, with other credentials.
  */
-async function recordingEngine(model: string): Promise<{ url: string; seen: http.IncomingHttpHeaders[]; inference: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
+async function recordingEngine(
+  model: string,
+): Promise<{ url: string; seen: http.IncomingHttpHeaders[]; inference: http.IncomingHttpHeaders[]; close(): Promise<void> }> {
   const seen: http.IncomingHttpHeaders[] = [];
   const inference: http.IncomingHttpHeaders[] = [];
   const server = http.createServer((req, res) => {
@@ -44,10 +46,11 @@ async function recordingEngine(model: string): Promise<{ url: string; seen: http
     url: `http://127.0.0.1:${port}`,
     seen,
     inference,
-    close: () => new Promise((r) => {
-      server.closeAllConnections();
-      server.close(() => r());
-    }),
+    close: () =>
+      new Promise((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -73,11 +76,19 @@ describe('security and limits', { timeout: 120_000 }, () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'keys-'));
     const file = path.join(dir, 'keys');
     writeFileSync(file, '# clients\nfile-key-1\n\n');
-    const router = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--api-key', 'flag-key', '--api-keys-file', file, ...FAST], { LLM_ROUTER_API_KEYS: 'env-key' });
+    const router = await startRouter(
+      ['--static-backends', engine.url, '--static-models', 'm', '--api-key', 'flag-key', '--api-keys-file', file, ...FAST],
+      { LLM_ROUTER_API_KEYS: 'env-key' },
+    );
     try {
       await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer flag-key' });
       const ask = (headers: Record<string, string>) => call(`${router.url}/v1/chat/completions`, { body: chat('m'), headers });
-      const bad: Record<string, string>[] = [{}, { authorization: 'Bearer nope' }, { authorization: 'Basic flag-key' }, { 'x-api-key': '' }];
+      const bad: Record<string, string>[] = [
+        {},
+        { authorization: 'Bearer nope' },
+        { authorization: 'Basic flag-key' },
+        { 'x-api-key': '' },
+      ];
       for (const headers of bad) {
         const res = await ask(headers);
         assert.equal(res.status, 401, JSON.stringify(headers));
@@ -106,13 +117,24 @@ describe('security and limits', { timeout: 120_000 }, () => {
       await engine.close();
     }
     const envOnly = await startRouter(['--known-models', 'z'], { LLM_ROUTER_API_KEYS: 'env-a,env-b' });
-    assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: 'Bearer env-b' } })).status, 503);
+    assert.equal(
+      (await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: 'Bearer env-b' } })).status,
+      503,
+    );
     assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z') })).status, 401);
   });
 
   test('the engine key replaces the client key unless --forward-client-auth', async () => {
     const engine = await recordingEngine('m');
-    const withKey = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--engine-api-key', 'engine-secret', ...FAST]);
+    const withKey = await startRouter([
+      '--static-backends',
+      engine.url,
+      '--static-models',
+      'm',
+      '--engine-api-key',
+      'engine-secret',
+      ...FAST,
+    ]);
     const forwarding = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--forward-client-auth', ...FAST]);
     try {
       await waitModelStatus(withKey.url, 'm', 'ready');
@@ -140,9 +162,25 @@ describe('security and limits', { timeout: 120_000 }, () => {
 
   test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async () => {
     const sim = await startSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--rate-limit-rps', '1', '--rate-limit-burst', '2', '--api-key', 'a,b', ...FAST]);
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'm',
+      '--rate-limit-rps',
+      '1',
+      '--rate-limit-burst',
+      '2',
+      '--api-key',
+      'a,b',
+      ...FAST,
+    ]);
     await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer a' }); // /v1/models is not rate-limited
-    const ask = (key: string) => call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers: { authorization: `Bearer ${key}` } });
+    const ask = (key: string) =>
+      call(`${router.url}/v1/completions`, {
+        body: JSON.stringify({ model: 'm', prompt: 'x' }),
+        headers: { authorization: `Bearer ${key}` },
+      });
     const burst = await Promise.all([ask('a'), ask('a'), ask('a')]);
     const statuses = burst.map((r) => r.status).sort();
     assert.deepEqual(statuses, [200, 200, 429]);
@@ -153,27 +191,53 @@ describe('security and limits', { timeout: 120_000 }, () => {
 
     const capped = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-concurrent-requests', '2', ...FAST]);
     await waitModelStatus(capped.url, 'm', 'ready');
-    const three = await Promise.all([1, 2, 3].map(() => call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })));
+    const three = await Promise.all(
+      [1, 2, 3].map(() => call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })),
+    );
     assert.deepEqual(three.map((r) => r.status).sort(), [200, 200, 429]);
     assert.equal(three.find((r) => r.status === 429)!.json<{ error: { code: string } }>().error.code, 'overloaded');
-    assert.equal((await call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status, 200, 'slots are given back');
+    assert.equal(
+      (await call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status,
+      200,
+      'slots are given back',
+    );
   });
 
   test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {
     const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-header-bytes', '2048', '--client-timeout', '1', ...FAST]);
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'm',
+      '--max-header-bytes',
+      '2048',
+      '--client-timeout',
+      '1',
+      ...FAST,
+    ]);
     await waitModelStatus(router.url, 'm', 'ready');
-    const big = await rawRequest(router.port, `POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(4096)}\r\nContent-Length: 2\r\n\r\n{}`);
+    const big = await rawRequest(
+      router.port,
+      `POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(4096)}\r\nContent-Length: 2\r\n\r\n{}`,
+    );
     assert.match(big, /^HTTP\/1.1 431/);
     assert.match(big, /"code":"headers_too_large"/);
 
     const started = Date.now();
-    const slow = await rawRequest(router.port, 'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":', 10_000);
+    const slow = await rawRequest(
+      router.port,
+      'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":',
+      10_000,
+    );
     assert.match(slow, /^HTTP\/1.1 408/);
     assert.match(slow, /"code":"client_timeout"/);
     assert.ok(Date.now() - started < 6_000, 'answered within a few seconds of the 1 s timeout');
 
-    const stream = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }), timeoutMs: 10_000 });
+    const stream = await call(`${router.url}/v1/completions`, {
+      body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }),
+      timeoutMs: 10_000,
+    });
     assert.equal(stream.status, 200);
     assert.match(stream.text, /\[DONE\]/, 'a 1.8 s stream outlives the 1 s client timeout');
   });
@@ -181,9 +245,23 @@ describe('security and limits', { timeout: 120_000 }, () => {
   test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
     const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '70']);
     // a 5 s drain and a 7 s stream: the stream is still running when the listener closes
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--drain-seconds', '5', '--shutdown-timeout', '15', ...FAST]);
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'm',
+      '--drain-seconds',
+      '5',
+      '--shutdown-timeout',
+      '15',
+      ...FAST,
+    ]);
     await waitModelStatus(router.url, 'm', 'ready');
-    const stream = request(`${router.url}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }) });
+    const stream = request(`${router.url}/v1/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', prompt: 'x', stream: true }),
+    });
     const res = await stream;
     const text = res.body.text();
     const signalled = Date.now();
@@ -192,13 +270,20 @@ describe('security and limits', { timeout: 120_000 }, () => {
     let ready = 200;
     while (ready !== 503 && Date.now() - signalled < 3_000) ready = (await call(`${router.url}/ready`)).status;
     assert.equal(ready, 503, '/ready turns 503 at once');
-    assert.equal((await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x', max_tokens: 2 }) })).status, 200, 'still serving during the drain');
+    assert.equal(
+      (await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x', max_tokens: 2 }) })).status,
+      200,
+      'still serving during the drain',
+    );
     // the drain ends 5 s after the router handled the signal, which a busy machine delays: from then on, new
     // connections must be refused soon (within 2 s of slack), not at one exact instant
     await sleep(Math.max(1, 5_000 - (Date.now() - signalled)));
     let refused = false;
     while (!refused && Date.now() - signalled < 7_000) {
-      refused = await call(`${router.url}/health`, { timeoutMs: 1_000 }).then(() => false, () => true);
+      refused = await call(`${router.url}/health`, { timeoutMs: 1_000 }).then(
+        () => false,
+        () => true,
+      );
       if (!refused) await sleep(50);
     }
     assert.ok(refused, 'no new connections after the drain');
@@ -209,7 +294,19 @@ describe('security and limits', { timeout: 120_000 }, () => {
 
   test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
     const sim = await startSim(['--model', 'm']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--log-level', 'debug', '--engine-api-key', 'ENGINEKEY123', '--api-key', 'CLIENTKEY123', ...FAST]);
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'm',
+      '--log-level',
+      'debug',
+      '--engine-api-key',
+      'ENGINEKEY123',
+      '--api-key',
+      'CLIENTKEY123',
+      ...FAST,
+    ]);
     await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer CLIENTKEY123' });
     const res = await call(`${router.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'TOPSECRETPROMPT' }] }),
@@ -227,6 +324,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal(rec.status, 200);
     assert.equal(rec.endpoint, sim.url);
     assert.ok((rec.bytesIn as number) > 0 && (rec.bytesOut as number) > 0);
-    for (const secret of ['TOPSECRETPROMPT', 'CLIENTKEY123', 'ENGINEKEY123', 'The quick brown']) assert.ok(!out.includes(secret), `${secret} is not logged`);
+    for (const secret of ['TOPSECRETPROMPT', 'CLIENTKEY123', 'ENGINEKEY123', 'The quick brown'])
+      assert.ok(!out.includes(secret), `${secret} is not logged`);
   });
 });

@@ -69,8 +69,7 @@ async function readEvents(body: AsyncIterable<Buffer>): Promise<Array<{ at: numb
   let pending = '';
   for await (const chunk of body) {
     pending += chunk.toString('utf8');
-    let end: number;
-    while ((end = pending.indexOf('\n\n')) >= 0) {
+    for (let end = pending.indexOf('\n\n'); end >= 0; end = pending.indexOf('\n\n')) {
       const frame = pending.slice(0, end);
       pending = pending.slice(end + 2);
       assert.ok(frame.startsWith('data: '), frame);
@@ -94,7 +93,10 @@ test('a stream sends one chunk per token spaced by the inter-token latency, then
   assert.equal(res.headers['x-sim-engine'], 'fast');
   const events = await readEvents(res.body);
   const tokens = events.filter((e) => contentOf(e.data) !== undefined);
-  assert.deepEqual(tokens.map((e) => contentOf(e.data)), ['The', ' quick', ' brown', ' fox', ' jumps']);
+  assert.deepEqual(
+    tokens.map((e) => contentOf(e.data)),
+    ['The', ' quick', ' brown', ' fox', ' jumps'],
+  );
   // 4 gaps of 100 ms: allow a wide margin below, none needed above
   assert.ok(tokens[4]!.at - tokens[0]!.at >= 250, `tokens spread over ${tokens[4]!.at - tokens[0]!.at} ms`);
   assert.ok(tokens[0]!.at - started >= 40, 'first token after the TTFT');
@@ -109,20 +111,30 @@ test('a stream sends one chunk per token spaced by the inter-token latency, then
 test('the unknown-model error is exactly vLLM’s 404', async () => {
   const res = await chat(fast, { model: 'no-such-model' });
   assert.equal(res.statusCode, 404);
-  assert.deepEqual(await res.body.json(), { error: { message: 'The model `no-such-model` does not exist.', type: 'NotFoundError', param: 'model', code: 404 } });
+  assert.deepEqual(await res.body.json(), {
+    error: { message: 'The model `no-such-model` does not exist.', type: 'NotFoundError', param: 'model', code: 404 },
+  });
 });
 
 test('requests beyond max-num-seqs wait; a client abort frees the slot or the queue position at once', async () => {
   await request(`${slow}/_sim/reset-stats`, { method: 'POST' });
   const first = new AbortController();
   const firstRes = await chat(slow, { stream: true }, first.signal);
-  await eventually('first running', () => stats(slow), (s) => s.running === 1);
+  await eventually(
+    'first running',
+    () => stats(slow),
+    (s) => s.running === 1,
+  );
 
   const second = new AbortController();
   const secondRes = chat(slow, {}, second.signal).catch((err: Error) => err);
   const third = new AbortController();
   const thirdRes = chat(slow, {}, third.signal).catch((err: Error) => err);
-  await eventually('two waiting', () => stats(slow), (s) => s.waiting === 2);
+  await eventually(
+    'two waiting',
+    () => stats(slow),
+    (s) => s.waiting === 2,
+  );
   const metrics = await (await request(`${slow}/metrics`)).body.text();
   assert.match(metrics, /^vllm:num_requests_waiting\{model_name="sim-model"\} 2\.0$/m);
   assert.match(metrics, /^vllm:num_requests_running\{model_name="sim-model"\} 1\.0$/m);
@@ -131,7 +143,11 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   // the last in the queue leaves: the queue shrinks, nothing else moves
   third.abort();
   await thirdRes;
-  let s = await eventually('third aborted', () => stats(slow), (x) => x.aborted === 1);
+  let s = await eventually(
+    'third aborted',
+    () => stats(slow),
+    (x) => x.aborted === 1,
+  );
   assert.equal(s.waiting, 1);
   assert.equal(s.running, 1);
 
@@ -139,11 +155,19 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   const reader = firstRes.body[Symbol.asyncIterator]();
   assert.ok(!(await reader.next()).done, 'stream had started');
   first.abort();
-  s = await eventually('first aborted, second running', () => stats(slow), (x) => x.aborted === 2 && x.running === 1 && x.waiting === 0);
+  s = await eventually(
+    'first aborted, second running',
+    () => stats(slow),
+    (x) => x.aborted === 2 && x.running === 1 && x.waiting === 0,
+  );
 
   second.abort();
   await secondRes;
-  s = await eventually('all freed', () => stats(slow), (x) => x.aborted === 3 && x.running === 0 && x.waiting === 0);
+  s = await eventually(
+    'all freed',
+    () => stats(slow),
+    (x) => x.aborted === 3 && x.running === 0 && x.waiting === 0,
+  );
   assert.equal(s.received, 3);
   assert.equal(s.completed, 0);
   assert.match(await (await request(`${slow}/metrics`)).body.text(), /^vllm:num_requests_running\{model_name="sim-model"\} 0\.0$/m);
@@ -181,9 +205,15 @@ test('fault hang: inference never answers until the client gives up (counted as 
   await request(`${fast}/_sim/reset-stats`, { method: 'POST' });
   await setFault(fast, { mode: 'hang' });
   try {
-    await assert.rejects(request(`${fast}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}', signal: AbortSignal.timeout(400) }), { name: 'TimeoutError' });
+    await assert.rejects(request(`${fast}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}', signal: AbortSignal.timeout(400) }), {
+      name: 'TimeoutError',
+    });
     assert.equal(await statusOf(`${fast}/health`), 200);
-    await eventually('hung request aborted', () => stats(fast), (s) => s.aborted === 1);
+    await eventually(
+      'hung request aborted',
+      () => stats(fast),
+      (s) => s.aborted === 1,
+    );
     await setFault(fast, { mode: 'hang', scope: 'all' });
     await assert.rejects(statusOf(`${fast}/health`, { signal: AbortSignal.timeout(300) }), { name: 'TimeoutError' });
     const current = (await (await request(`${fast}/_sim/fault`)).body.json()) as { mode: string; scope: string };
@@ -207,7 +237,11 @@ test('fault reset-mid-stream: streams break after a few chunks; non-streaming re
     assert.match(text, /"content":" quick"/);
     assert.doesNotMatch(text, /\[DONE\]/);
     await assert.rejects(chat(fast, {}), (e: Error & { code?: string }) => e.code === 'UND_ERR_SOCKET' || e.code === 'ECONNRESET');
-    const s = await eventually('two failed', () => stats(fast), (x) => x.failed === 2);
+    const s = await eventually(
+      'two failed',
+      () => stats(fast),
+      (x) => x.failed === 2,
+    );
     assert.equal(s.aborted, 0, 'a reset by the engine is not a client abort');
   } finally {
     await setFault(fast, { mode: 'none' });

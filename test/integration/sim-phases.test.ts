@@ -59,7 +59,19 @@ describe('load phases are observed in order: connection refused -> loading -> re
   for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
     test(kind, async () => {
       const port = await freePort();
-      const sim = startCli(['sim', '--port', String(port), '--engine-kind', kind, '--model', 'phase-model', '--startup-refuse-seconds', '1', '--startup-loading-seconds', '2']);
+      const sim = startCli([
+        'sim',
+        '--port',
+        String(port),
+        '--engine-kind',
+        kind,
+        '--model',
+        'phase-model',
+        '--startup-refuse-seconds',
+        '1',
+        '--startup-loading-seconds',
+        '2',
+      ]);
       const base = `http://127.0.0.1:${port}`;
       const seen: Observation[] = [];
       const deadline = Date.now() + 15_000;
@@ -83,14 +95,28 @@ test('a vLLM engine answers inference with 503 while loading', async () => {
   const base = /sim listening on (\S+)/.exec(sim.output())?.[1] as string;
   const res = await request(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'sim-model', messages: [] }) });
   assert.equal(res.statusCode, 503);
-  assert.equal((await res.body.json() as { error: { code: number } }).error.code, 503);
+  assert.equal(((await res.body.json()) as { error: { code: number } }).error.code, 503);
   assert.equal(await sim.stop('SIGINT'), 0);
 });
 
 test('--help lists the flags; a bad flag exits 2 with a reason', async () => {
   const help = startCli(['sim', '--help']);
   assert.equal(await new Promise((resolve) => help.child.once('exit', resolve)), 0);
-  for (const flag of ['--host', '--port', '--model', '--engine-kind', '--startup-refuse-seconds', '--startup-loading-seconds', '--ttft-ms', '--itl-ms', '--output-tokens', '--max-num-seqs', '--embedding-dim', '--id', '--fault']) {
+  for (const flag of [
+    '--host',
+    '--port',
+    '--model',
+    '--engine-kind',
+    '--startup-refuse-seconds',
+    '--startup-loading-seconds',
+    '--ttft-ms',
+    '--itl-ms',
+    '--output-tokens',
+    '--max-num-seqs',
+    '--embedding-dim',
+    '--id',
+    '--fault',
+  ]) {
     assert.match(help.output(), new RegExp(`^  ${flag}\\b`, 'm'), flag);
   }
   const bad = startCli(['sim', '--engine-kind', 'llamacpp']);

@@ -21,7 +21,17 @@ function raw(lines: readonly string[], body = '', eol = '\r\n'): Buffer {
 }
 
 /** A valid inference request with `extra` header lines (Content-Length last, computed unless `length` is given). */
-export function post(opts: { path?: string; extra?: readonly string[]; body?: string; length?: string; host?: readonly string[]; version?: string; id?: string } = {}): Buffer {
+export function post(
+  opts: {
+    path?: string;
+    extra?: readonly string[];
+    body?: string;
+    length?: string;
+    host?: readonly string[];
+    version?: string;
+    id?: string;
+  } = {},
+): Buffer {
   const body = opts.body ?? BODY;
   const lines = [
     `POST ${opts.path ?? '/v1/chat/completions'} ${opts.version ?? 'HTTP/1.1'}`,
@@ -35,7 +45,13 @@ export function post(opts: { path?: string; extra?: readonly string[]; body?: st
 }
 
 function chunkedPost(chunks: readonly string[], opts: { te?: string; extra?: readonly string[] } = {}): Buffer {
-  const lines = ['POST /v1/chat/completions HTTP/1.1', 'Host: router', 'Content-Type: application/json', ...(opts.extra ?? []), `Transfer-Encoding: ${opts.te ?? 'chunked'}`];
+  const lines = [
+    'POST /v1/chat/completions HTTP/1.1',
+    'Host: router',
+    'Content-Type: application/json',
+    ...(opts.extra ?? []),
+    `Transfer-Encoding: ${opts.te ?? 'chunked'}`,
+  ];
   return raw(lines, chunks.join(''));
 }
 
@@ -63,7 +79,18 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('a plain request', post()),
     one('a plain request with a request id', post({ id: 'client-id-1' })),
     one('a query string', post({ path: '/v1/chat/completions?x=1&y=%20' })),
-    ...['/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank', '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages'].map((p) => one(`path ${p}`, post({ path: p }))),
+    ...[
+      '/v1/completions',
+      '/v1/embeddings',
+      '/v1/responses',
+      '/v1/rerank',
+      '/rerank',
+      '/v1/score',
+      '/score',
+      '/tokenize',
+      '/detokenize',
+      '/v1/messages',
+    ].map((p) => one(`path ${p}`, post({ path: p }))),
     one('Connection: close', post({ extra: ['Connection: close'] })),
     one('Connection: keep-alive', post({ extra: ['Connection: keep-alive'] })),
     one('Connection: Keep-Alive, close', post({ extra: ['Connection: Keep-Alive, close'] })),
@@ -109,7 +136,10 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('chunked in one chunk', chunkedPost(chunksOf(BODY, 1000))),
     one('chunked with a chunk extension', chunkedPost([`${Buffer.byteLength(BODY).toString(16)};ext=1\r\n${BODY}\r\n`, '0\r\n\r\n'])),
     one('chunked with a trailer', chunkedPost([`${Buffer.byteLength(BODY).toString(16)}\r\n${BODY}\r\n`, '0\r\nX-Trailer: t\r\n\r\n'])),
-    one('chunked with an upper-case size', chunkedPost([`${Buffer.byteLength(BODY).toString(16).toUpperCase()}\r\n${BODY}\r\n`, '0\r\n\r\n'])),
+    one(
+      'chunked with an upper-case size',
+      chunkedPost([`${Buffer.byteLength(BODY).toString(16).toUpperCase()}\r\n${BODY}\r\n`, '0\r\n\r\n']),
+    ),
     one('chunked with a bad size', chunkedPost(['zz\r\nabc\r\n0\r\n\r\n'])),
     one('chunked with LF line ends', chunkedPost([`${Buffer.byteLength(BODY).toString(16)}\n${BODY}\n`, '0\n\n'])),
     one('chunked with data longer than its size', chunkedPost([`2\r\n${BODY}\r\n`, '0\r\n\r\n'])),
@@ -138,9 +168,18 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('http/1.1 in lower case', post({ version: 'http/1.1' })),
     one('HTTP/1.1 with a trailing space', post({ version: 'HTTP/1.1 ' })),
     one('no version', raw(['POST /v1/chat/completions', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY)),
-    one('two spaces after the method', raw(['POST  /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY)),
-    one('a tab after the method', raw(['POST\t/v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY)),
-    one('a lower-case method', raw(['post /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY)),
+    one(
+      'two spaces after the method',
+      raw(['POST  /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY),
+    ),
+    one(
+      'a tab after the method',
+      raw(['POST\t/v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY),
+    ),
+    one(
+      'a lower-case method',
+      raw(['post /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY),
+    ),
     one('absolute-form target', post({ path: 'http://router/v1/chat/completions' })),
     one('a target with odd characters', post({ path: '/v1/chat/completions?q="{}|\\^`<>' })),
     one('a target with a fragment', post({ path: '/v1/chat/completions#frag' })),
@@ -163,8 +202,14 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('a tab inside a value', post({ extra: ['X-Tab: a\tb'] })),
     one('a tab after a value', post({ extra: ['X-Tab: ab\t'] })),
     one('a bare CR inside a value', post({ extra: ['X-CR: a\rb'] })),
-    one('a bare LF between headers', b(`POST /v1/chat/completions HTTP/1.1\r\nHost: router\nX-A: b\r\nContent-Length: ${Buffer.byteLength(BODY)}\r\n\r\n${BODY}`)),
-    one('LF line ends throughout', raw(['POST /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY, '\n')),
+    one(
+      'a bare LF between headers',
+      b(`POST /v1/chat/completions HTTP/1.1\r\nHost: router\nX-A: b\r\nContent-Length: ${Buffer.byteLength(BODY)}\r\n\r\n${BODY}`),
+    ),
+    one(
+      'LF line ends throughout',
+      raw(['POST /v1/chat/completions HTTP/1.1', 'Host: router', `Content-Length: ${Buffer.byteLength(BODY)}`], BODY, '\n'),
+    ),
     one('a head that never ends (then the sentinel completes it)', b('POST /v1/chat/completions HTTP/1.1\r\nHost: router\r\nX-Open: ')),
     // bodies and routes
     one('a body that is not JSON', post({ body: '{not json' })),
@@ -185,12 +230,18 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('a request, then GET /health', Buffer.concat([post({ id: 'p1' }), raw(['GET /health HTTP/1.1', 'Host: router'])])),
     one('a request line with no headers, then junk', b('POST /v1/chat/completions HTTP/1.1\r\n\r\nJUNK\r\n\r\n')),
     { name: 'a request in three pieces', pieces: [post().subarray(0, 17), post().subarray(17, 60), post().subarray(60)] },
-    { name: 'a request a byte at a time (head)', pieces: [...[...post().subarray(0, 40)].map((c): Buffer => Buffer.from([c])), post().subarray(40)] },
+    {
+      name: 'a request a byte at a time (head)',
+      pieces: [...[...post().subarray(0, 40)].map((c): Buffer => Buffer.from([c])), post().subarray(40)],
+    },
   ];
   const splits = [
     ...everySplit('a plain request', post({ id: 'split' })),
     ...everySplit('a chunked request', chunkedPost(chunksOf(BODY, 24))),
-    ...everySplit('two pipelined requests', Buffer.concat([post({ id: 'pipe-1', body: '{"model":"diff"}' }), post({ id: 'pipe-2', body: '{"model":"diff"}' })])),
+    ...everySplit(
+      'two pipelined requests',
+      Buffer.concat([post({ id: 'pipe-1', body: '{"model":"diff"}' }), post({ id: 'pipe-2', body: '{"model":"diff"}' })]),
+    ),
   ];
   return { handwritten: cases, splits };
 }
@@ -203,7 +254,11 @@ export interface EngineCase {
   readonly pieces: readonly Buffer[];
 }
 
-const SSE_EVENTS = ['data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n', 'data: {"choices":[{"delta":{"content":"lo"}}]}\n\n', 'data: [DONE]\n\n'];
+const SSE_EVENTS = [
+  'data: {"choices":[{"delta":{"content":"Hel"}}]}\n\n',
+  'data: {"choices":[{"delta":{"content":"lo"}}]}\n\n',
+  'data: [DONE]\n\n',
+];
 const JSON_ANSWER = '{"id":"x","object":"chat.completion","choices":[]}';
 
 function chunked(parts: readonly string[]): string {
@@ -211,9 +266,13 @@ function chunked(parts: readonly string[]): string {
 }
 
 /** A chunked event stream, as vLLM sends one. */
-export const SSE_RESPONSE = b(`HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunked(SSE_EVENTS)}`);
+export const SSE_RESPONSE = b(
+  `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunked(SSE_EVENTS)}`,
+);
 /** A JSON answer with a length. */
-export const JSON_RESPONSE = b(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${JSON_ANSWER.length}\r\n\r\n${JSON_ANSWER}`);
+export const JSON_RESPONSE = b(
+  `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${JSON_ANSWER.length}\r\n\r\n${JSON_ANSWER}`,
+);
 
 /** Response bytes an engine may send; many break HTTP/1.1's framing rules. */
 export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[] } {
@@ -225,15 +284,24 @@ export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[]
     { name: 'a chunked event stream', pieces: [SSE_RESPONSE] },
     one('a chunked JSON answer', `${head}transfer-encoding: chunked\r\n\r\n${chunked([J.slice(0, 10), J.slice(10)])}`),
     one('chunked with leading zeros in a size', `${head}transfer-encoding: chunked\r\n\r\n00${J.length.toString(16)}\r\n${J}\r\n0\r\n\r\n`),
-    one('chunked with an upper-case size', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16).toUpperCase()}\r\n${J}\r\n0\r\n\r\n`),
+    one(
+      'chunked with an upper-case size',
+      `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16).toUpperCase()}\r\n${J}\r\n0\r\n\r\n`,
+    ),
     one('chunked with a trailer', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\r\n0\r\nX-Trailer: t\r\n\r\n`),
     one('chunked with an extension', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)};ext=1\r\n${J}\r\n0\r\n\r\n`),
     one('chunked with a space after the size', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)} \r\n${J}\r\n0\r\n\r\n`),
     one('chunked with a bad size', `${head}transfer-encoding: chunked\r\n\r\nzz\r\n${J}\r\n0\r\n\r\n`),
     one('chunked with data longer than its size', `${head}transfer-encoding: chunked\r\n\r\n2\r\n${J}\r\n0\r\n\r\n`),
     one('chunked with LF after the data', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\n0\r\n\r\n`),
-    one('chunked with a trailer without a colon', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\r\n0\r\nbad trailer\r\n\r\n`),
-    one('chunked, never terminated (then the engine closes)', `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\r\n`),
+    one(
+      'chunked with a trailer without a colon',
+      `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\r\n0\r\nbad trailer\r\n\r\n`,
+    ),
+    one(
+      'chunked, never terminated (then the engine closes)',
+      `${head}transfer-encoding: chunked\r\n\r\n${J.length.toString(16)}\r\n${J}\r\n`,
+    ),
     one('Transfer-Encoding: Chunked (case)', `${head}transfer-encoding: Chunked\r\n\r\n${chunked([J])}`),
     one('Transfer-Encoding: gzip', `${head}transfer-encoding: gzip\r\n\r\nzzzz`),
     one('Transfer-Encoding: chunked, gzip', `${head}transfer-encoding: chunked, gzip\r\n\r\nzzzz`),
@@ -251,16 +319,28 @@ export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[]
     one('Content-Length negative', `${head}content-length: -1\r\n\r\n${J}`),
     one('Content-Length empty', `${head}content-length:\r\n\r\n${J}`),
     one('Content-Length 20 digits', `${head}content-length: 99999999999999999999\r\n\r\n${J}`),
-    one('bytes beyond the length in the same write', `${head}content-length: ${J.length}\r\n\r\n${J}HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled`),
-    { name: 'bytes beyond the length in a later write', pieces: [b(`${head}content-length: ${J.length}\r\n\r\n${J}`), b('HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled')] },
+    one(
+      'bytes beyond the length in the same write',
+      `${head}content-length: ${J.length}\r\n\r\n${J}HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled`,
+    ),
+    {
+      name: 'bytes beyond the length in a later write',
+      pieces: [b(`${head}content-length: ${J.length}\r\n\r\n${J}`), b('HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled')],
+    },
     one('a length longer than the body (then the engine closes)', `${head}content-length: ${J.length + 10}\r\n\r\n${J}`),
     one('no length, no coding: the body runs until the engine closes', `${head}\r\n${J}`),
     one('Connection: close with a length', `${head}connection: close\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('HTTP/1.0 with a length', `HTTP/1.0 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('HTTP/1.0 until close', `HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n${J}`),
     one('Keep-Alive: timeout=1', `${head}keep-alive: timeout=1\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
-    one('an event stream with a length', `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${SSE_EVENTS.join('').length}\r\n\r\n${SSE_EVENTS.join('')}`),
-    one('an event stream with a length, cut short', `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1000\r\n\r\n${SSE_EVENTS[0]}`),
+    one(
+      'an event stream with a length',
+      `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: ${SSE_EVENTS.join('').length}\r\n\r\n${SSE_EVENTS.join('')}`,
+    ),
+    one(
+      'an event stream with a length, cut short',
+      `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 1000\r\n\r\n${SSE_EVENTS[0]}`,
+    ),
     one('an event stream until close', `HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n${SSE_EVENTS.join('')}`),
     // statuses without a body
     one('204', 'HTTP/1.1 204 No Content\r\n\r\n'),
@@ -269,7 +349,10 @@ export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[]
     one('204 with a length and bytes', 'HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\nhello'),
     one('204 chunked', `HTTP/1.1 204 No Content\r\ntransfer-encoding: chunked\r\n\r\n${chunked(['hi'])}`),
     one('204 followed by bytes in the same write', 'HTTP/1.1 204 No Content\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled'),
-    { name: '204 followed by bytes in a later write', pieces: [b('HTTP/1.1 204 No Content\r\n\r\n'), b('HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled')] },
+    {
+      name: '204 followed by bytes in a later write',
+      pieces: [b('HTTP/1.1 204 No Content\r\n\r\n'), b('HTTP/1.1 200 OK\r\ncontent-length: 8\r\n\r\nsmuggled')],
+    },
     one('304', 'HTTP/1.1 304 Not Modified\r\n\r\n'),
     one('304 with a length', 'HTTP/1.1 304 Not Modified\r\ncontent-length: 5\r\n\r\n'),
     // informational heads
@@ -286,7 +369,10 @@ export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[]
     one('status 099', `HTTP/1.1 099 Low\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('status 600', `HTTP/1.1 600 High\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('status 20', `HTTP/1.1 20 OK\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
-    one('a 500 with a body', `HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
+    one(
+      'a 500 with a body',
+      `HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: ${J.length}\r\n\r\n${J}`,
+    ),
     one('a 404 with a body', `HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     // header syntax
     one('LF line ends', `HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: ${J.length}\n\n${J}`),
@@ -297,12 +383,16 @@ export function engineCases(): { handwritten: EngineCase[]; splits: EngineCase[]
     one('a line without a colon', `${head}garbage\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('bytes above 0x7f in a value', `${head}x-name: caf\xe9\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
     one('a head over 16 KiB', `${head}x-big: ${'a'.repeat(17_000)}\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
-    one('headers the router drops (hop-by-hop) and keeps', `${head}connection: keep-alive, x-hop\r\nx-hop: 1\r\nkeep-alive: timeout=5\r\nx-kept: 1\r\nset-cookie: a=1\r\nset-cookie: b=2\r\ncontent-length: ${J.length}\r\n\r\n${J}`),
+    one(
+      'headers the router drops (hop-by-hop) and keeps',
+      `${head}connection: keep-alive, x-hop\r\nx-hop: 1\r\nkeep-alive: timeout=5\r\nx-kept: 1\r\nset-cookie: a=1\r\nset-cookie: b=2\r\ncontent-length: ${J.length}\r\n\r\n${J}`,
+    ),
     // nothing usable at all
     one('garbage', 'hello\r\n\r\n'),
     one('nothing (the engine closes)', ''),
   ];
   const splits: EngineCase[] = [];
-  for (let i = 1; i < SSE_RESPONSE.length; i++) splits.push({ name: `the event stream, split at ${i}`, pieces: [SSE_RESPONSE.subarray(0, i), SSE_RESPONSE.subarray(i)] });
+  for (let i = 1; i < SSE_RESPONSE.length; i++)
+    splits.push({ name: `the event stream, split at ${i}`, pieces: [SSE_RESPONSE.subarray(0, i), SSE_RESPONSE.subarray(i)] });
   return { handwritten: cases, splits };
 }

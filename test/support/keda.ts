@@ -22,22 +22,36 @@ export interface KedaClient {
 type Rpc = (arg: unknown, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: unknown) => void) => void;
 
 export function kedaClient(address: string): KedaClient {
-  const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), { keepCase: true, longs: Number, defaults: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { externalscaler: { ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials) => grpc.Client } };
+  const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), {
+    keepCase: true,
+    longs: Number,
+    defaults: true,
+  });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    externalscaler: { ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials) => grpc.Client };
+  };
   const client = new pkg.externalscaler.ExternalScaler(address, grpc.credentials.createInsecure());
   const methods = client as unknown as Record<string, Rpc>;
   const rpc = <T>(method: string, arg: unknown): Promise<T> =>
-    new Promise((resolve, reject) => methods[method]!.call(client, arg, { deadline: Date.now() + 10_000 }, (err, res) => (err ? reject(err) : resolve(res as T))));
+    new Promise((resolve, reject) =>
+      methods[method]!.call(client, arg, { deadline: Date.now() + 10_000 }, (err, res) => (err ? reject(err) : resolve(res as T))),
+    );
   return {
     isActive: async (ref) => (await rpc<{ result: boolean }>('IsActive', ref)).result,
-    metricSpec: async (ref) => (await rpc<{ metricSpecs: { metricName: string; targetSize: number; targetSizeFloat: number }[] }>('GetMetricSpec', ref)).metricSpecs,
+    metricSpec: async (ref) =>
+      (await rpc<{ metricSpecs: { metricName: string; targetSize: number; targetSizeFloat: number }[] }>('GetMetricSpec', ref)).metricSpecs,
     metric: async (ref) => {
       const spec = await rpc<{ metricSpecs: { metricName: string }[] }>('GetMetricSpec', ref);
-      const res = await rpc<{ metricValues: { metricValue: number; metricValueFloat: number }[] }>('GetMetrics', { scaledObjectRef: ref, metricName: spec.metricSpecs[0]?.metricName });
+      const res = await rpc<{ metricValues: { metricValue: number; metricValueFloat: number }[] }>('GetMetrics', {
+        scaledObjectRef: ref,
+        metricName: spec.metricSpecs[0]?.metricName,
+      });
       return res.metricValues[0]?.metricValueFloat ?? NaN;
     },
     stream: (ref) => {
-      const call = (client as unknown as { StreamIsActive(ref: unknown): grpc.ClientReadableStream<{ result: boolean }> }).StreamIsActive(ref);
+      const call = (client as unknown as { StreamIsActive(ref: unknown): grpc.ClientReadableStream<{ result: boolean }> }).StreamIsActive(
+        ref,
+      );
       const pushed: boolean[] = [];
       const errors: grpc.ServiceError[] = [];
       call.on('data', (d: { result: boolean }) => pushed.push(d.result));

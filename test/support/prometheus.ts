@@ -52,21 +52,33 @@ export async function startPrometheus(targets: readonly string[], scrapeSeconds 
   ]);
   const query = async (expr: string): Promise<PromResult> => {
     const res = await request(`${url}/api/v1/query?query=${encodeURIComponent(expr)}`, { headersTimeout: 10_000, bodyTimeout: 10_000 });
-    const body = (await res.body.json()) as { status: 'success' | 'error'; error?: string; data?: { resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] | [number, string] } };
+    const body = (await res.body.json()) as {
+      status: 'success' | 'error';
+      error?: string;
+      data?: { resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] | [number, string] };
+    };
     if (body.status !== 'success') return { status: 'error', error: body.error, samples: [] };
     const r = body.data?.result;
-    const samples = body.data?.resultType === 'vector' ? (r as { metric: Record<string, string>; value: [number, string] }[]).map((s) => ({ metric: s.metric, value: Number(s.value[1]) })) : [{ metric: {}, value: Number((r as [number, string])[1]) }];
+    const samples =
+      body.data?.resultType === 'vector'
+        ? (r as { metric: Record<string, string>; value: [number, string] }[]).map((s) => ({ metric: s.metric, value: Number(s.value[1]) }))
+        : [{ metric: {}, value: Number((r as [number, string])[1]) }];
     return { status: 'success', samples };
   };
-  await until('prometheus ready', async () => {
-    try {
-      const res = await request(`${url}/-/ready`, { headersTimeout: 1_000, bodyTimeout: 1_000 });
-      await res.body.dump();
-      return res.statusCode === 200;
-    } catch {
-      return false;
-    }
-  }, 30_000, 100);
+  await until(
+    'prometheus ready',
+    async () => {
+      try {
+        const res = await request(`${url}/-/ready`, { headersTimeout: 1_000, bodyTimeout: 1_000 });
+        await res.body.dump();
+        return res.statusCode === 200;
+      } catch {
+        return false;
+      }
+    },
+    30_000,
+    100,
+  );
   return {
     url,
     scrapeSeconds,

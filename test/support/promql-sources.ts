@@ -29,7 +29,7 @@ function files(dir: string, ext: string): string[] {
 /** Walks parsed YAML/JSON for `query` (KEDA prometheus triggers), `expr` (rules, dashboards) and `alert` rules. */
 function collect(value: unknown, where: string, out: PromqlSource[], inPrometheusTrigger = false): void {
   if (Array.isArray(value)) {
-    value.forEach((v) => collect(v, where, out, inPrometheusTrigger));
+    for (const v of value) collect(v, where, out, inPrometheusTrigger);
     return;
   }
   if (value === null || typeof value !== 'object') return;
@@ -47,7 +47,11 @@ function fromMarkdown(file: string, out: PromqlSource[]): void {
     const [, lang, body] = m as unknown as [string, string, string];
     if (lang === 'promql') {
       // one expression per block; `#` starts a comment to the end of the line, as in PromQL
-      const expr = body.split('\n').map((l) => l.replace(/#.*$/, '').trim()).filter(Boolean).join(' ');
+      const expr = body
+        .split('\n')
+        .map((l) => l.replace(/#.*$/, '').trim())
+        .filter(Boolean)
+        .join(' ');
       out.push({ where: `${rel} (promql block)`, expr });
     } else if (lang === 'yaml' && /\b(expr|query):/.test(body)) {
       for (const doc of parseAllDocuments(body)) collect(doc.toJS(), `${rel} (yaml block)`, out);
@@ -62,7 +66,14 @@ export function documentedPromql(): PromqlSource[] {
     for (const doc of parseAllDocuments(readFileSync(f, 'utf8'))) collect(doc.toJS(), path.relative(ROOT, f), out);
   }
   for (const f of files(path.join(ROOT, 'deploy'), '.json')) collect(JSON.parse(readFileSync(f, 'utf8')), path.relative(ROOT, f), out);
-  const chart = renderChart(CHART_DIR, { values: [{ keda: { enabled: true, flavour: 'prometheus' }, engines: [{ name: 'e', model: 'org/m', autoscaling: { enabled: true, minReplicas: 0, maxReplicas: 2 } }] }] });
+  const chart = renderChart(CHART_DIR, {
+    values: [
+      {
+        keda: { enabled: true, flavour: 'prometheus' },
+        engines: [{ name: 'e', model: 'org/m', autoscaling: { enabled: true, minReplicas: 0, maxReplicas: 2 } }],
+      },
+    ],
+  });
   for (const d of chart.documents) for (const doc of parseAllDocuments(d.text)) collect(doc.toJS(), `chart ${d.source}`, out);
   return out;
 }

@@ -42,7 +42,11 @@ function chunkedEnd(buf: Buffer, from: number, parts: Buffer[]): number {
  * The final (non-1xx) answer starting at buf[from], with the offset just past it; undefined while it is incomplete.
  * `closed`: the server closed, so what is there is all (an incomplete answer is returned, marked truncated).
  */
-export function readAnswer(buf: Buffer, from: number, opts: { head?: boolean; closed?: boolean } = {}): { answer: RawAnswer; end: number } | undefined {
+export function readAnswer(
+  buf: Buffer,
+  from: number,
+  opts: { head?: boolean; closed?: boolean } = {},
+): { answer: RawAnswer; end: number } | undefined {
   const closed = opts.closed ?? false;
   let at = from;
   for (;;) {
@@ -61,18 +65,25 @@ export function readAnswer(buf: Buffer, from: number, opts: { head?: boolean; cl
       continue;
     }
     const base = { status, headers };
-    if (opts.head || status === 204 || status === 304) return { answer: { ...base, body: Buffer.alloc(0), framing: 'none', truncated: false }, end: bodyAt };
+    if (opts.head || status === 204 || status === 304)
+      return { answer: { ...base, body: Buffer.alloc(0), framing: 'none', truncated: false }, end: bodyAt };
     if (headers['transfer-encoding']?.toLowerCase().includes('chunked')) {
       const parts: Buffer[] = [];
       const done = chunkedEnd(buf, bodyAt, parts);
-      if (done < 0) return closed ? { answer: { ...base, body: Buffer.concat(parts), framing: 'chunked', truncated: true }, end: buf.length } : undefined;
+      if (done < 0)
+        return closed
+          ? { answer: { ...base, body: Buffer.concat(parts), framing: 'chunked', truncated: true }, end: buf.length }
+          : undefined;
       return { answer: { ...base, body: Buffer.concat(parts), framing: 'chunked', truncated: false }, end: done };
     }
     if (headers['content-length'] !== undefined) {
       const n = Number(headers['content-length']);
       const have = buf.length - bodyAt;
       if (have < n && !closed) return undefined;
-      return { answer: { ...base, body: buf.subarray(bodyAt, bodyAt + Math.min(n, have)), framing: 'content-length', truncated: have < n }, end: bodyAt + Math.min(n, have) };
+      return {
+        answer: { ...base, body: buf.subarray(bodyAt, bodyAt + Math.min(n, have)), framing: 'content-length', truncated: have < n },
+        end: bodyAt + Math.min(n, have),
+      };
     }
     if (!closed) return undefined;
     return { answer: { ...base, body: buf.subarray(bodyAt), framing: 'close', truncated: false }, end: buf.length };
@@ -147,7 +158,8 @@ export class RawClient {
       }
       if (this.ended && this.at >= this.buf.length) return undefined;
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`no answer within ${timeoutMs} ms (unread: ${JSON.stringify(this.unread.toString('latin1').slice(0, 200))})`);
+      if (left <= 0)
+        throw new Error(`no answer within ${timeoutMs} ms (unread: ${JSON.stringify(this.unread.toString('latin1').slice(0, 200))})`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, left);
         this.wake = () => {
@@ -199,13 +211,17 @@ export function exchange(port: number, data: Buffer | string, opts: ExchangeOpti
       else reject(err);
     };
     const timeoutMs = opts.timeoutMs ?? 10_000;
-    const timer = setTimeout(() => settle(undefined, new Error(`no answer within ${timeoutMs} ms (got ${Buffer.concat(chunks).length} bytes)`)), timeoutMs);
+    const timer = setTimeout(
+      () => settle(undefined, new Error(`no answer within ${timeoutMs} ms (got ${Buffer.concat(chunks).length} bytes)`)),
+      timeoutMs,
+    );
     socket.on('data', (b: Buffer) => {
       chunks.push(b);
       const got = readAnswer(Buffer.concat(chunks), 0, { head: opts.head ?? false });
       if (got) settle(got.answer);
     });
-    const closed = (): void => settle(readAnswer(Buffer.concat(chunks), 0, { head: opts.head ?? false, closed: true })?.answer ?? NO_ANSWER);
+    const closed = (): void =>
+      settle(readAnswer(Buffer.concat(chunks), 0, { head: opts.head ?? false, closed: true })?.answer ?? NO_ANSWER);
     socket.on('end', closed);
     socket.on('close', closed);
     socket.on('error', () => undefined); // a reset after the answer (or instead of one) ends in 'close'

@@ -20,7 +20,13 @@ export async function startRouter(args: readonly string[], env: Record<string, s
   const match = /"url":"(http:\/\/127\.0\.0\.1:(\d+))"/.exec(proc.output());
   if (!match) throw new Error(`no url in router output:\n${proc.output()}`);
   const admin = /"adminUrl":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(proc.output());
-  return { url: match[1] as string, port: Number(match[2]), adminUrl: admin?.[1] ?? (match[1] as string), proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
+  return {
+    url: match[1] as string,
+    port: Number(match[2]),
+    adminUrl: admin?.[1] ?? (match[1] as string),
+    proc,
+    stop: (signal?: NodeJS.Signals) => proc.stop(signal),
+  };
 }
 
 /** `llm-router sim`; with load phases it needs a port chosen up front (it is not listening yet). */
@@ -28,7 +34,13 @@ export async function startSim(args: readonly string[], opts: { port?: number; w
   const port = opts.port ?? (await freePort());
   const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(port), ...args]);
   if (opts.waitListening !== false) await proc.waitForOutput('sim listening on');
-  return { url: `http://127.0.0.1:${port}`, port, adminUrl: `http://127.0.0.1:${port}`, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    adminUrl: `http://127.0.0.1:${port}`,
+    proc,
+    stop: (signal?: NodeJS.Signals) => proc.stop(signal),
+  };
 }
 
 export interface Answer {
@@ -38,7 +50,10 @@ export interface Answer {
   json<T = unknown>(): T;
 }
 
-export async function call(url: string, opts: { method?: string; body?: string | Buffer; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<Answer> {
+export async function call(
+  url: string,
+  opts: { method?: string; body?: string | Buffer; headers?: Record<string, string>; timeoutMs?: number } = {},
+): Promise<Answer> {
   const timeoutMs = opts.timeoutMs ?? 10_000;
   const res = await request(url, {
     method: (opts.method ?? (opts.body !== undefined ? 'POST' : 'GET')) as 'GET',
@@ -57,7 +72,13 @@ export function chat(model: string, extra: Record<string, unknown> = {}): string
 }
 
 /** Polls until the router's /v1/models shows `model` with `status`. */
-export async function waitModelStatus(router: string, model: string, status: string, timeoutMs = 15_000, headers: Record<string, string> = {}): Promise<void> {
+export async function waitModelStatus(
+  router: string,
+  model: string,
+  status: string,
+  timeoutMs = 15_000,
+  headers: Record<string, string> = {},
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let seen = 'absent';
   while (Date.now() < deadline) {
@@ -89,4 +110,3 @@ export async function kedaPort(router: Running): Promise<number> {
   await router.proc.waitForOutput('KEDA external scaler listening');
   return Number(/"port":(\d+),"msg":"KEDA external scaler listening/.exec(router.proc.output())?.[1]);
 }
-

@@ -8,8 +8,18 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
 /** /proc/net/tcp state codes (include/net/tcp_states.h). */
 const STATES: Record<string, string> = {
-  '01': 'ESTABLISHED', '02': 'SYN_SENT', '03': 'SYN_RECV', '04': 'FIN_WAIT1', '05': 'FIN_WAIT2', '06': 'TIME_WAIT',
-  '07': 'CLOSE', '08': 'CLOSE_WAIT', '09': 'LAST_ACK', '0A': 'LISTEN', '0B': 'CLOSING', '0C': 'NEW_SYN_RECV',
+  '01': 'ESTABLISHED',
+  '02': 'SYN_SENT',
+  '03': 'SYN_RECV',
+  '04': 'FIN_WAIT1',
+  '05': 'FIN_WAIT2',
+  '06': 'TIME_WAIT',
+  '07': 'CLOSE',
+  '08': 'CLOSE_WAIT',
+  '09': 'LAST_ACK',
+  '0A': 'LISTEN',
+  '0B': 'CLOSING',
+  '0C': 'NEW_SYN_RECV',
 };
 
 export interface TcpSocket {
@@ -92,10 +102,7 @@ function socketInodes(pid: number): Set<number> {
 /** Every TCP socket (IPv4 and IPv6, any state but TIME_WAIT) that the process holds open right now. */
 export function tcpSockets(pid: number): TcpSocket[] {
   const inodes = socketInodes(pid);
-  const rows = [
-    ...parseTable(readOr(`/proc/${pid}/net/tcp`, ''), false),
-    ...parseTable(readOr(`/proc/${pid}/net/tcp6`, ''), true),
-  ];
+  const rows = [...parseTable(readOr(`/proc/${pid}/net/tcp`, ''), false), ...parseTable(readOr(`/proc/${pid}/net/tcp6`, ''), true)];
   return rows.filter((s) => s.inode !== 0 && inodes.has(s.inode));
 }
 

@@ -60,7 +60,13 @@ test('aliases resolve to their target and the target counts as declared', () => 
   c.setState(endpoint(c, 'e'), 'ready');
   const routed = c.resolve('gpt-4o');
   assert.equal(routed.kind === 'routable' && routed.aliased && routed.model, 'llama');
-  assert.deepEqual(c.models().map((m) => [m.id, m.status, m.aliasOf ?? null]), [['gpt-4o', 'ready', 'llama'], ['llama', 'ready', null]]);
+  assert.deepEqual(
+    c.models().map((m) => [m.id, m.status, m.aliasOf ?? null]),
+    [
+      ['gpt-4o', 'ready', 'llama'],
+      ['llama', 'ready', null],
+    ],
+  );
 });
 
 test('a model served by a live endpoint but declared nowhere is known', () => {
@@ -74,7 +80,11 @@ test('a model served by a live endpoint but declared nowhere is known', () => {
 test('setEndpoints is level-triggered: gone endpoints leave, a changed URL is a new endpoint, draining is not routable', () => {
   const c = new ModelCatalog();
   const events: string[] = [];
-  c.onChange((e) => events.push(e.type === 'endpoint-state' ? `state:${e.endpoint.id}:${e.endpoint.state}` : `${e.type}${'endpoint' in e ? ':' + e.endpoint.id : ''}`));
+  c.onChange((e) =>
+    events.push(
+      e.type === 'endpoint-state' ? `state:${e.endpoint.id}:${e.endpoint.state}` : `${e.type}${'endpoint' in e ? ':' + e.endpoint.id : ''}`,
+    ),
+  );
   c.setEndpoints('k8s', [{ id: 'p1', url: 'http://10.0.0.1:8000', models: ['m'] }]);
   c.setState(endpoint(c, 'p1'), 'ready');
   c.setEndpoints('k8s', [{ id: 'p1', url: 'http://10.0.0.1:8000', models: ['m'] }]);
@@ -90,7 +100,13 @@ test('setEndpoints is level-triggered: gone endpoints leave, a changed URL is a 
   c.setEndpoints('k8s', []);
   assert.equal(c.endpoints().length, 0);
   assert.deepEqual(events, [
-    'endpoint-added:p1', 'state:p1:ready', 'endpoint-removed:p1', 'endpoint-added:p1', 'state:p1:ready', 'state:p1:draining', 'endpoint-removed:p1',
+    'endpoint-added:p1',
+    'state:p1:ready',
+    'endpoint-removed:p1',
+    'endpoint-added:p1',
+    'state:p1:ready',
+    'state:p1:draining',
+    'endpoint-removed:p1',
   ]);
 });
 
@@ -105,7 +121,10 @@ test('setState on an endpoint that already left is ignored', () => {
 
 test('a declaration that wants replicas makes a model with no live endpoint loading; draining-only follows it', () => {
   const c = new ModelCatalog();
-  c.setDeclarations('kubernetes', [{ model: 'up', replicasWanted: true }, { model: 'zero', replicasWanted: false }]);
+  c.setDeclarations('kubernetes', [
+    { model: 'up', replicasWanted: true },
+    { model: 'zero', replicasWanted: false },
+  ]);
   assert.equal((c.resolve('up') as { state: string }).state, 'loading');
   assert.equal((c.resolve('zero') as { state: string }).state, 'scaled-to-zero');
   // scaling down: the last pod is terminating and the workload wants none

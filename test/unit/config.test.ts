@@ -37,7 +37,13 @@ test('known models come from the flag, its k8s alias, and both env spellings', (
 
 test('aliases parse and refuse chains', () => {
   const c = loadRouterConfig(['--static-aliases', 'gpt-4o:llama,small:phi'], {});
-  assert.deepEqual([...c.aliases], [['gpt-4o', 'llama'], ['small', 'phi']]);
+  assert.deepEqual(
+    [...c.aliases],
+    [
+      ['gpt-4o', 'llama'],
+      ['small', 'phi'],
+    ],
+  );
   assert.throws(() => loadRouterConfig(['--static-aliases', 'a:b,b:c'], {}), /cannot chain/);
   assert.throws(() => loadRouterConfig(['--static-aliases', 'nocolon'], {}), /alias:model/);
 });
@@ -56,13 +62,24 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
     [['--feature-gates', 'SemanticCache=true'], /--feature-gates/],
   ];
   for (const [argv, pattern] of cases) {
-    assert.throws(() => loadRouterConfig(argv, {}), (err: unknown) => err instanceof UsageError && pattern.test(err.message), argv.join(' '));
+    assert.throws(
+      () => loadRouterConfig(argv, {}),
+      (err: unknown) => err instanceof UsageError && pattern.test(err.message),
+      argv.join(' '),
+    );
   }
 });
 
 test('k8s discovery settings', () => {
   const c = loadRouterConfig(['--service-discovery', 'k8s', '--k8s-label-selector', 'app=vllm', '--k8s-resync-seconds', '2'], {});
-  assert.deepEqual(c.kubernetes, { namespace: undefined, labelSelector: 'app=vllm', port: 8000, scheme: 'http', modelLabel: 'model', resyncMs: 2000 });
+  assert.deepEqual(c.kubernetes, {
+    namespace: undefined,
+    labelSelector: 'app=vllm',
+    port: 8000,
+    scheme: 'http',
+    modelLabel: 'model',
+    resyncMs: 2000,
+  });
   assert.equal(loadRouterConfig([], {}).kubernetes, undefined);
   assert.equal(loadRouterConfig(['--service-discovery', 'k8s', '--k8s-engine-scheme', 'https'], {}).kubernetes?.scheme, 'https');
   assert.equal(loadRouterConfig(['--service-discovery', 'k8s'], { LLM_ROUTER_K8S_ENGINE_SCHEME: 'https' }).kubernetes?.scheme, 'https');
@@ -74,7 +91,20 @@ test('engine TLS, connection cap and engine client settings', () => {
   assert.deepEqual(d.engineTls, { caFile: undefined, clientCertFile: undefined, clientKeyFile: undefined, insecure: false });
   assert.equal(d.maxConnectionsPerEngine, 1024);
   assert.equal(d.engineClient, 'h1');
-  const c = loadRouterConfig(['--engine-ca-file', '/ca.pem', '--engine-client-cert', '/c.pem', '--engine-client-key', '/k.pem', '--engine-tls-insecure', '--max-connections-per-engine', '8'], {});
+  const c = loadRouterConfig(
+    [
+      '--engine-ca-file',
+      '/ca.pem',
+      '--engine-client-cert',
+      '/c.pem',
+      '--engine-client-key',
+      '/k.pem',
+      '--engine-tls-insecure',
+      '--max-connections-per-engine',
+      '8',
+    ],
+    {},
+  );
   assert.deepEqual(c.engineTls, { caFile: '/ca.pem', clientCertFile: '/c.pem', clientKeyFile: '/k.pem', insecure: true });
   assert.equal(c.maxConnectionsPerEngine, 8);
   assert.equal(loadRouterConfig([], { LLM_ROUTER_MAX_CONNECTIONS_PER_ENGINE: '0' }).maxConnectionsPerEngine, 0);

@@ -2,7 +2,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
-import { EMPTY_MODEL_DEMAND, isActive, load, mergeWorkers, parseSnapshot, systemTotals, withinAge, type DemandSnapshot } from '../../src/router/scaling/demand-snapshot.js';
+import {
+  EMPTY_MODEL_DEMAND,
+  isActive,
+  load,
+  mergeWorkers,
+  parseSnapshot,
+  systemTotals,
+  withinAge,
+  type DemandSnapshot,
+} from '../../src/router/scaling/demand-snapshot.js';
 import { AggregateDemand } from '../../src/router/scaling/demand-view.js';
 import { DemandTracker } from '../../src/router/scaling/demand.js';
 import { HoldQueue } from '../../src/router/scaling/hold-queue.js';
@@ -21,12 +30,14 @@ test('workers of one instance add up; the latest times win', () => {
     snap('w2', 95, { x: m({ inFlight: 1, arrivals: 1, lastArrivalAt: 70, lastEndAt: 60 }) }),
   ]);
   assert.deepEqual(merged, {
-    instance: 'pod-a', at: 100, workers: 2,
+    instance: 'pod-a',
+    at: 100,
+    workers: 2,
     models: { x: { held: 2, inFlight: 1, arrivals: 4, lastArrivalAt: 70, lastEndAt: 60, lastHoldTimeoutAt: null }, y: EMPTY_MODEL_DEMAND },
   });
 });
 
-test('replicas add up, and activity ages are taken on each sender\'s clock, so clocks need not agree', () => {
+test("replicas add up, and activity ages are taken on each sender's clock, so clocks need not agree", () => {
   // replica B's clock is an hour ahead; its last arrival was 2 s before its snapshot, received 1 s ago
   const a = { snapshot: snap('a', 10_000, { x: m({ held: 1, lastArrivalAt: 5_000 }) }), receivedAt: 10_000 };
   const b = { snapshot: snap('b', 3_600_000 + 9_000, { x: m({ inFlight: 2, lastEndAt: 3_600_000 + 7_000 }) }), receivedAt: 9_000 };
@@ -49,10 +60,17 @@ test('a snapshot that stopped coming counts until it is older than the grace per
   assert.equal(withinAge([r], 1_000 + 301, 300).length, 0);
 });
 
-test('a peer\'s answer is refused whole when malformed, never half-counted', () => {
+test("a peer's answer is refused whole when malformed, never half-counted", () => {
   const good = snap('b', 1, { x: m({ held: 1 }) });
   assert.deepEqual(parseSnapshot(JSON.parse(JSON.stringify(good))), good);
-  for (const bad of [null, {}, { ...good, workers: 0 }, { ...good, models: { x: { ...good.models.x, held: -1 } } }, { ...good, models: { x: { held: 1 } } }, { ...good, instance: '' }]) {
+  for (const bad of [
+    null,
+    {},
+    { ...good, workers: 0 },
+    { ...good, models: { x: { ...good.models.x, held: -1 } } },
+    { ...good, models: { x: { held: 1 } } },
+    { ...good, instance: '' },
+  ]) {
     assert.equal(parseSnapshot(bad), undefined, JSON.stringify(bad));
   }
 });
@@ -62,7 +80,8 @@ test('targetValue: absent is 8; a number is taken; anything else is refused', ()
   assert.equal(parseTarget({ model: 'x' }), 8);
   assert.equal(parseTarget({ targetValue: '2.5' }), 2.5);
   assert.equal(parseTarget({ target: '3' }), 3, 'the older key still works');
-  for (const bad of ['abc', '0', '-1', 'NaN', 'Infinity', '4x']) assert.throws(() => parseTarget({ targetValue: bad }), /positive number/, bad);
+  for (const bad of ['abc', '0', '-1', 'NaN', 'Infinity', '4x'])
+    assert.throws(() => parseTarget({ targetValue: bad }), /positive number/, bad);
 });
 
 test('a request that times out in the hold queue starts the grace period (demand happened)', async () => {
@@ -70,7 +89,14 @@ test('a request that times out in the hold queue starts the grace period (demand
   const catalog = new ModelCatalog({ now: () => now });
   catalog.setDeclarations('k8s', [{ model: 'm', replicasWanted: false }]);
   let tracker!: DemandTracker;
-  const hold = new HoldQueue(catalog, { waitMs: () => 500, maxPerModel: 10, releasePerEndpoint: 1, tickMs: 5, now: () => now, onTimeout: (model) => tracker.holdTimedOut(model) });
+  const hold = new HoldQueue(catalog, {
+    waitMs: () => 500,
+    maxPerModel: 10,
+    releasePerEndpoint: 1,
+    tickMs: 5,
+    now: () => now,
+    onTimeout: (model) => tracker.holdTimedOut(model),
+  });
   tracker = new DemandTracker(catalog, { graceMs: 10_000, wakeAlarmMs: 60_000, now: () => now }, silent, (model) => hold.held(model));
   hold.start();
   const h = hold.hold('m');
@@ -87,7 +113,14 @@ test('a request that times out in the hold queue starts the grace period (demand
 
 test('the scaler over gRPC: the sum over instances, NOT_FOUND for an unknown model, INVALID_ARGUMENT for a bad target, UNAVAILABLE before the first sync', async () => {
   let synced = false;
-  const lookup = (model: string): ModelLookup => (model === 'org/m' ? { kind: 'known', model } : model === 'alias' ? { kind: 'known', model: 'org/m' } : synced ? { kind: 'unknown' } : { kind: 'not-synced' });
+  const lookup = (model: string): ModelLookup =>
+    model === 'org/m'
+      ? { kind: 'known', model }
+      : model === 'alias'
+        ? { kind: 'known', model: 'org/m' }
+        : synced
+          ? { kind: 'unknown' }
+          : { kind: 'not-synced' };
   const view = new AggregateDemand({
     instance: 'a',
     locals: async () => [{ snapshot: snap('a', Date.now(), { 'org/m': m({ held: 2 }) }), receivedAt: Date.now() }],
@@ -102,12 +135,19 @@ test('the scaler over gRPC: the sum over instances, NOT_FOUND for an unknown mod
     assert.equal(await keda.isActive(ref({ model: 'alias' })), true);
     assert.equal(await keda.metric(ref({ model: 'org/m' })), 5, 'held here plus in flight on the peer');
     const spec = await keda.metricSpec(ref({ model: 'org/m', targetValue: '2.5' }));
-    assert.deepEqual(spec.map((s) => [s.metricName, s.targetSize, s.targetSizeFloat]), [['llm-router-org-m', 3, 2.5]]);
+    assert.deepEqual(
+      spec.map((s) => [s.metricName, s.targetSize, s.targetSizeFloat]),
+      [['llm-router-org-m', 3, 2.5]],
+    );
 
     const early = await grpcCode(keda.isActive(ref({ model: 'nope' })));
     assert.equal(early.code, GRPC.UNAVAILABLE, 'before discovery listed, "unknown" would be a guess');
     synced = true;
-    for (const call of [keda.isActive(ref({ model: 'nope' })), keda.metric(ref({ model: 'nope' })), keda.metricSpec(ref({ model: 'nope' }))]) {
+    for (const call of [
+      keda.isActive(ref({ model: 'nope' })),
+      keda.metric(ref({ model: 'nope' })),
+      keda.metricSpec(ref({ model: 'nope' })),
+    ]) {
       const e = await grpcCode(call);
       assert.equal(e.code, GRPC.NOT_FOUND);
       assert.match(e.details, /"nope"/);

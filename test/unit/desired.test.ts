@@ -5,10 +5,23 @@ import { desiredState, type PodLike, type WorkloadLike } from '../../src/router/
 const opts = { port: 8000, scheme: 'http', modelLabel: 'model' } as const;
 const ready = [{ type: 'Ready', status: 'True' }];
 
-function pod(name: string, o: { ip?: string; conditions?: { type: string; status: string }[]; deleting?: boolean; port?: string; scheme?: string; model?: string; phase?: string }): PodLike {
+function pod(
+  name: string,
+  o: {
+    ip?: string;
+    conditions?: { type: string; status: string }[];
+    deleting?: boolean;
+    port?: string;
+    scheme?: string;
+    model?: string;
+    phase?: string;
+  },
+): PodLike {
   return {
     metadata: {
-      name, namespace: 'ns', labels: o.model ? { model: o.model } : {},
+      name,
+      namespace: 'ns',
+      labels: o.model ? { model: o.model } : {},
       annotations: { ...(o.port ? { 'llm-router/port': o.port } : {}), ...(o.scheme ? { 'llm-router/scheme': o.scheme } : {}) },
       ...(o.deleting ? { deletionTimestamp: new Date() } : {}),
     },
@@ -20,7 +33,14 @@ test('only pods with an IP and Ready=True are endpoints; terminating ones drain;
   const d = desiredState(
     [
       pod('a', { ip: '10.0.0.1', conditions: ready, model: 'm' }),
-      pod('b', { ip: '10.0.0.2', conditions: [{ type: 'Ready', status: 'False' }, { type: 'ContainersReady', status: 'True' }], model: 'm' }),
+      pod('b', {
+        ip: '10.0.0.2',
+        conditions: [
+          { type: 'Ready', status: 'False' },
+          { type: 'ContainersReady', status: 'True' },
+        ],
+        model: 'm',
+      }),
       pod('c', { conditions: ready, model: 'm' }),
       pod('d', { ip: '10.0.0.4', conditions: ready, model: 'm', deleting: true }),
       pod('e', { ip: 'fd00::5', conditions: ready, model: 'm', port: '8200' }),
@@ -40,10 +60,12 @@ test('only pods with an IP and Ready=True are endpoints; terminating ones drain;
 
 test('workloads declare their models at any replica count, zero included', () => {
   const w = (kind: string, replicas: number | undefined, model: string): WorkloadLike => ({
-    kind, metadata: { name: model, namespace: 'ns' },
-    spec: kind === 'LeaderWorkerSet'
-      ? { replicas, leaderWorkerTemplate: { workerTemplate: { metadata: { labels: { model } } } } }
-      : { replicas, template: { metadata: { labels: { model } } } },
+    kind,
+    metadata: { name: model, namespace: 'ns' },
+    spec:
+      kind === 'LeaderWorkerSet'
+        ? { replicas, leaderWorkerTemplate: { workerTemplate: { metadata: { labels: { model } } } } }
+        : { replicas, template: { metadata: { labels: { model } } } },
   });
   const d = desiredState([], [w('Deployment', 0, 'zero'), w('StatefulSet', 2, 'two'), w('LeaderWorkerSet', undefined, 'lws')], opts);
   assert.deepEqual(d.declarations, [

@@ -33,21 +33,26 @@ test('vLLM: running and waiting are summed over series (data-parallel ranks); KV
 });
 
 test('vLLM before 0.10 (gpu_cache_usage_perc), CRLF line ends, timestamps and a missing KV gauge', () => {
-  const old = 'vllm:num_requests_running{model_name="m"} 1\r\nvllm:num_requests_waiting{model_name="m"} 4 1712345678000\r\nvllm:gpu_cache_usage_perc{model_name="m"} 0.5\r\n';
+  const old =
+    'vllm:num_requests_running{model_name="m"} 1\r\nvllm:num_requests_waiting{model_name="m"} 4 1712345678000\r\nvllm:gpu_cache_usage_perc{model_name="m"} 0.5\r\n';
   assert.deepEqual(parseEngineLoad(old), { running: 1, waiting: 4, kvUsage: 0.5 });
   assert.deepEqual(parseEngineLoad('vllm:num_requests_running 2\n'), { running: 2, waiting: 0, kvUsage: undefined });
 });
 
 test('SGLang and TGI names; an engine speaking two dialects is read by the first of vLLM, SGLang, TGI', () => {
-  const sglang = '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="m"} 6.0\nsglang:num_queue_reqs{model_name="m"} 2.0\nsglang:token_usage{model_name="m"} 0.42\n';
+  const sglang =
+    '# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name="m"} 6.0\nsglang:num_queue_reqs{model_name="m"} 2.0\nsglang:token_usage{model_name="m"} 0.42\n';
   assert.deepEqual(parseEngineLoad(sglang), { running: 6, waiting: 2, kvUsage: 0.42 });
   const tgi = '# TYPE tgi_queue_size gauge\ntgi_queue_size 9\n# TYPE tgi_batch_current_size gauge\ntgi_batch_current_size 4\n';
   assert.deepEqual(parseEngineLoad(tgi), { running: 4, waiting: 9, kvUsage: undefined });
-  assert.deepEqual(parseEngineLoad(`vllm:num_requests_running{model_name="m"} 1.0\nvllm:num_requests_waiting{model_name="m"} 0.0\n${tgi}`), {
-    running: 1,
-    waiting: 0,
-    kvUsage: undefined,
-  });
+  assert.deepEqual(
+    parseEngineLoad(`vllm:num_requests_running{model_name="m"} 1.0\nvllm:num_requests_waiting{model_name="m"} 0.0\n${tgi}`),
+    {
+      running: 1,
+      waiting: 0,
+      kvUsage: undefined,
+    },
+  );
 });
 
 test('no load metrics, NaN values and garbage give no load rather than an idle one', () => {
@@ -59,9 +64,14 @@ test('no load metrics, NaN values and garbage give no load rather than an idle o
 });
 
 test('label values may hold quotes, braces, spaces and escapes', () => {
-  const text = 'vllm:num_requests_running{model_name="we\\"ird } model",x="a\\\\b"} 3\nvllm:num_requests_waiting{model_name="line\\nbreak"} 1\n';
+  const text =
+    'vllm:num_requests_running{model_name="we\\"ird } model",x="a\\\\b"} 3\nvllm:num_requests_waiting{model_name="line\\nbreak"} 1\n';
   const seen: Array<[string, string | undefined, number]> = [];
-  forEachSample(text, () => true, (name, labels, value) => seen.push([name, labelValue(labels, 'model_name'), value]));
+  forEachSample(
+    text,
+    () => true,
+    (name, labels, value) => seen.push([name, labelValue(labels, 'model_name'), value]),
+  );
   assert.deepEqual(seen, [
     ['vllm:num_requests_running', 'we"ird } model', 3],
     ['vllm:num_requests_waiting', 'line\nbreak', 1],
@@ -111,7 +121,11 @@ test('the scraper keeps each ready endpoint’s latest load with its time; a hun
   catalog.setEndpoints('static', [{ id: engine.url, url: engine.url, models: ['sim-model'] }]);
   const endpoint = catalog.endpoints()[0] as Endpoint;
   const loadNow = (): EngineLoad | undefined => endpoint.engineLoad;
-  const scraper = new EngineStatsScraper(catalog, { intervalMs: 50, timeoutMs: 200, apiKey: undefined }, createLogger({ level: 'silent', format: 'json' }));
+  const scraper = new EngineStatsScraper(
+    catalog,
+    { intervalMs: 50, timeoutMs: 200, apiKey: undefined },
+    createLogger({ level: 'silent', format: 'json' }),
+  );
   scrapers.push(scraper);
   scraper.start();
   await sleep(150);
@@ -122,7 +136,12 @@ test('the scraper keeps each ready endpoint’s latest load with its time; a hun
   const controllers = [new AbortController(), new AbortController()];
   const sent = Date.now();
   for (const c of controllers) {
-    void fetch(`${engine.url}/v1/completions`, { method: 'POST', body: JSON.stringify({ prompt: 'hi' }), headers: { 'content-type': 'application/json' }, signal: c.signal }).catch(() => undefined);
+    void fetch(`${engine.url}/v1/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ prompt: 'hi' }),
+      headers: { 'content-type': 'application/json' },
+      signal: c.signal,
+    }).catch(() => undefined);
   }
   await until('the queue in the snapshot', () => loadNow()?.waiting === 1);
   const load = loadNow() as EngineLoad;

@@ -16,13 +16,28 @@ function accepted(buf: Buffer, l: HeadLimits = limits): RequestHead {
 }
 
 test('a plain request is accepted with its headers, length and body offset', () => {
-  const buf = head(['POST /v1/chat/completions?x=1 HTTP/1.1', 'Host: r', 'Content-Type:  application/json  ', `Content-Length: ${BODY.length}`, 'X-Request-Id: abc']);
+  const buf = head([
+    'POST /v1/chat/completions?x=1 HTTP/1.1',
+    'Host: r',
+    'Content-Type:  application/json  ',
+    `Content-Length: ${BODY.length}`,
+    'X-Request-Id: abc',
+  ]);
   const h = accepted(buf);
   assert.equal(h.url, '/v1/chat/completions?x=1');
   assert.equal(h.path, '/v1/chat/completions');
   assert.equal(h.contentLength, BODY.length);
   assert.equal(h.keepAlive, true);
-  assert.deepEqual(h.rawHeaders, ['Host', 'r', 'Content-Type', 'application/json', 'Content-Length', String(BODY.length), 'X-Request-Id', 'abc']);
+  assert.deepEqual(h.rawHeaders, [
+    'Host',
+    'r',
+    'Content-Type',
+    'application/json',
+    'Content-Length',
+    String(BODY.length),
+    'X-Request-Id',
+    'abc',
+  ]);
   assert.equal(h.headers['content-type'], 'application/json');
   assert.equal(h.headers['x-request-id'], 'abc');
   assert.equal(buf.subarray(h.bodyStart).toString(), BODY);
@@ -30,7 +45,10 @@ test('a plain request is accepted with its headers, length and body offset', () 
 
 test('Connection: close is honoured, keep-alive is the default', () => {
   assert.equal(accepted(head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Connection: Close', 'Content-Length: 13'])).keepAlive, false);
-  assert.equal(accepted(head(['POST /v1/completions HTTP/1.1', 'Host: r', 'connection: keep-alive', 'Content-Length: 13'])).keepAlive, true);
+  assert.equal(
+    accepted(head(['POST /v1/completions HTTP/1.1', 'Host: r', 'connection: keep-alive', 'Content-Length: 13'])).keepAlive,
+    true,
+  );
 });
 
 test('a head that has not fully arrived is incomplete, at every split point', () => {
@@ -43,8 +61,8 @@ test('a head that has not fully arrived is incomplete, at every split point', ()
 
 test('everything outside the strict subset goes to node:http', () => {
   const cases: Record<string, Buffer> = {
-    'GET': head(['GET /v1/completions HTTP/1.1', 'Content-Length: 13']),
-    'HEAD': head(['HEAD /v1/completions HTTP/1.1', 'Content-Length: 13']),
+    GET: head(['GET /v1/completions HTTP/1.1', 'Content-Length: 13']),
+    HEAD: head(['HEAD /v1/completions HTTP/1.1', 'Content-Length: 13']),
     'lower-case method': head(['post /v1/completions HTTP/1.1', 'Content-Length: 13']),
     'HTTP/1.0': head(['POST /v1/completions HTTP/1.0', 'Content-Length: 13']),
     'another path': head(['POST /v1/models HTTP/1.1', 'Content-Length: 13']),
@@ -53,14 +71,14 @@ test('everything outside the strict subset goes to node:http', () => {
     'space in target': head(['POST /v1/completions x HTTP/1.1', 'Content-Length: 13']),
     'no length': head(['POST /v1/completions HTTP/1.1', 'Host: x']),
     'lengths in a differently cased pair': head(['POST /v1/completions HTTP/1.1', 'Host: x', 'content-length: 13', 'CONTENT-LENGTH: 13']),
-    'chunked': head(['POST /v1/completions HTTP/1.1', 'Transfer-Encoding: chunked']),
+    chunked: head(['POST /v1/completions HTTP/1.1', 'Transfer-Encoding: chunked']),
     'length and chunked': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Transfer-Encoding: chunked']),
     'two lengths': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Content-Length: 13']),
     'signed length': head(['POST /v1/completions HTTP/1.1', 'Content-Length: +13']),
     'length list': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13, 13']),
     'body over the limit': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 1001']),
-    'expect': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Expect: 100-continue']),
-    'upgrade': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Upgrade: h2c']),
+    expect: head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Expect: 100-continue']),
+    upgrade: head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Upgrade: h2c']),
     'connection with tokens': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Connection: keep-alive, x-hop']),
     'repeated header': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'Accept: a', 'accept: b']),
     'obs-fold': head(['POST /v1/completions HTTP/1.1', 'Content-Length: 13', 'X-A: a', ' folded']),
@@ -78,7 +96,12 @@ test('everything outside the strict subset goes to node:http', () => {
     'a tab inside a value': head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', 'X-A: a\tb']),
     'DEL in a value': head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', 'X-A: a\x7f']),
     'HTTP/2.0': head(['POST /v1/completions HTTP/2.0', 'Host: r', 'Content-Length: 13']),
-    'too many header lines': head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', ...Array.from({ length: 100 }, (_, i) => `X-${i}: ${i}`)]),
+    'too many header lines': head([
+      'POST /v1/completions HTTP/1.1',
+      'Host: r',
+      'Content-Length: 13',
+      ...Array.from({ length: 100 }, (_, i) => `X-${i}: ${i}`),
+    ]),
   };
   for (const [name, buf] of Object.entries(cases)) assert.equal(parseRequestHead(buf, limits), 'other', name);
 });
@@ -95,5 +118,7 @@ test('header values keep bytes above 0x7f and spaces inside', () => {
   const h = accepted(head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', 'X-Name: caf\xe9 au  lait ']));
   assert.equal(h.headers['x-name'], 'caf\xe9 au  lait');
   // 99 header lines are still the fast path's
-  accepted(head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', ...Array.from({ length: 97 }, (_, i) => `X-${i}: ${i}`)]));
+  accepted(
+    head(['POST /v1/completions HTTP/1.1', 'Host: r', 'Content-Length: 13', ...Array.from({ length: 97 }, (_, i) => `X-${i}: ${i}`)]),
+  );
 });

@@ -47,7 +47,10 @@ test('a whole answer with a known length is one write: head, then body', () => {
   res.end(Buffer.from('{}'));
   assert.equal(socket.writes.length, 1);
   const wire = socket.writes[0] as string;
-  assert.match(headOf(wire), /^HTTP\/1\.1 200 OK\r\ncontent-type: application\/json\r\ncontent-length: 2\r\nx-request-id: r\r\nDate: .+ GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=65$/);
+  assert.match(
+    headOf(wire),
+    /^HTTP\/1\.1 200 OK\r\ncontent-type: application\/json\r\ncontent-length: 2\r\nx-request-id: r\r\nDate: .+ GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=65$/,
+  );
   assert.equal(bodyOf(wire), '{}');
   assert.deepEqual(done, [true]);
   assert.equal(res.writableFinished, true);

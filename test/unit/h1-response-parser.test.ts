@@ -105,7 +105,9 @@ function parseError(raw: string | Buffer, opts: { head?: boolean } = {}): H1Pars
 test('content-length response: every split gives the same events; one read gives one head and one body slice', () => {
   const raw = 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\nX-Odd:   spaced value \t\r\n\r\n{"ok": true }';
   const { rec, parser, leftover } = sameEverySplit(raw);
-  assert.deepEqual(rec.heads, [{ status: 200, headers: ['Content-Type', 'application/json', 'Content-Length', '13', 'X-Odd', 'spaced value'] }]);
+  assert.deepEqual(rec.heads, [
+    { status: 200, headers: ['Content-Type', 'application/json', 'Content-Length', '13', 'X-Odd', 'spaced value'] },
+  ]);
   assert.equal(rec.bodies.length, 1);
   assert.equal(rec.body, '{"ok": true }');
   assert.equal(rec.completions, 1);
@@ -119,8 +121,14 @@ test('header and body slices point into the buffer that was read: no copies', ()
   let headers: Buffer[] = [];
   let body: Buffer | undefined;
   const parser = new ResponseParser({
-    onHead: (_s, raw) => ((headers = raw), true),
-    onBody: (chunk) => ((body = chunk), true),
+    onHead: (_s, raw) => {
+      headers = raw;
+      return true;
+    },
+    onBody: (chunk) => {
+      body = chunk;
+      return true;
+    },
     onComplete: () => undefined,
   });
   parser.start(false);
@@ -135,7 +143,9 @@ test('chunked with trailers, every split', () => {
     'HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n' +
     '7\r\ndata: 1\r\n' +
     'A\r\n\n\ndata: 2\n\r\n' +
-    '01b\r\n' + 'x'.repeat(27) + '\r\n' +
+    '01b\r\n' +
+    'x'.repeat(27) +
+    '\r\n' +
     '0\r\nX-Trailer: t\r\nOther:u v\r\n\r\n';
   const { rec, parser, leftover } = sameEverySplit(raw);
   assert.equal(rec.heads.length, 1);
@@ -148,12 +158,16 @@ test('chunked with trailers, every split', () => {
 test('chunked: several small chunks in one read come as one slice each, then completion', () => {
   const raw = Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n', 'latin1');
   const { rec } = feed([raw]);
-  assert.deepEqual(rec.bodies.map((b) => b.toString()), ['abc', 'de']);
+  assert.deepEqual(
+    rec.bodies.map((b) => b.toString()),
+    ['abc', 'de'],
+  );
   assert.equal(rec.completions, 1);
 });
 
 test('1xx heads are reported, then the final one; a tab after another header is white space', () => {
-  const raw = 'HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\t\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
+  const raw =
+    'HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\t\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
   const { rec } = sameEverySplit(raw);
   assert.deepEqual(rec.heads, [
     { status: 102, headers: [] },
@@ -206,7 +220,9 @@ test('keep-alive: Connection close, HTTP/1.0, Keep-Alive timeout hint', () => {
   assert.equal(close.parser.keepAlive, false);
   const listed = feed([Buffer.from('HTTP/1.1 200 OK\r\nConnection: x-thing, close\r\nContent-Length: 0\r\n\r\n', 'latin1')]);
   assert.equal(listed.parser.keepAlive, false);
-  const ka = feed([Buffer.from('HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 0\r\n\r\n', 'latin1')]);
+  const ka = feed([
+    Buffer.from('HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 0\r\n\r\n', 'latin1'),
+  ]);
   assert.equal(ka.parser.keepAlive, true);
   assert.equal(ka.parser.keepAliveHintMs, 5000);
   const old = feed([Buffer.from('HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok', 'latin1')]);

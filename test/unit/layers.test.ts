@@ -28,7 +28,8 @@ const LEAVES = new Set(['version.ts']);
 
 function folderOf(rel: string): string | undefined {
   let best: string | undefined;
-  for (const layer of LAYERS) for (const f of layer) if ((rel === f || rel.startsWith(`${f}/`)) && (!best || f.length > best.length)) best = f;
+  for (const layer of LAYERS)
+    for (const f of layer) if ((rel === f || rel.startsWith(`${f}/`)) && (!best || f.length > best.length)) best = f;
   return best;
 }
 
@@ -82,20 +83,31 @@ test('every import points down the layers, and the runtime imports no tool', () 
   const all = edges();
   assert.ok(all.length > 200, `read the imports (${all.length})`);
   assert.deepEqual(violations(all), []);
-  assert.deepEqual(all.filter((e) => e.from.startsWith('router/') && (e.to.startsWith('tools/') || e.to.startsWith('cli/'))), []);
+  assert.deepEqual(
+    all.filter((e) => e.from.startsWith('router/') && (e.to.startsWith('tools/') || e.to.startsWith('cli/'))),
+    [],
+  );
 });
 
 test('the check itself catches an upward import, a sideways one, and the runtime importing a tool', () => {
   assert.match(violations([{ from: 'router/proxy/attempt.ts', to: 'router/server/errors.ts' }])[0] ?? '', /lower layer to a higher/);
   assert.match(violations([{ from: 'router/health/prober.ts', to: 'router/routing/index.ts' }])[0] ?? '', /sideways/);
   assert.match(violations([{ from: 'router/server/pipeline.ts', to: 'tools/sim/engine.ts' }])[0] ?? '', /lower layer to a higher/);
-  assert.deepEqual(violations([{ from: 'tools/sim/cli.ts', to: 'router/config/flags.ts' }, { from: 'router/server/app.ts', to: 'router/server/fast/lane.ts' }]), []);
+  assert.deepEqual(
+    violations([
+      { from: 'tools/sim/cli.ts', to: 'router/config/flags.ts' },
+      { from: 'router/server/app.ts', to: 'router/server/fast/lane.ts' },
+    ]),
+    [],
+  );
 });
 
 test('no exported type, interface, class or enum is defined in two places', () => {
   const where = new Map<string, string[]>();
   for (const file of sources(SRC)) {
-    for (const m of readFileSync(file, 'utf8').matchAll(/^export (?:declare )?(?:type|interface|class|enum|abstract class) ([A-Za-z0-9_]+)/gm)) {
+    for (const m of readFileSync(file, 'utf8').matchAll(
+      /^export (?:declare )?(?:type|interface|class|enum|abstract class) ([A-Za-z0-9_]+)/gm,
+    )) {
       const name = m[1] as string;
       where.set(name, [...(where.get(name) ?? []), path.relative(SRC, file)]);
     }

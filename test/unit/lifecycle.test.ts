@@ -4,7 +4,16 @@ import { afterProbe, nextProbeDelay, type ProbeCounters } from '../../src/router
 import type { ProbeResult } from '../../src/router/health/rules.js';
 import type { EndpointState } from '../../src/router/core/endpoint.js';
 
-const cfg = { intervalMs: 1000, wakeIntervalMs: 100, readyIntervalMs: 5000, timeoutMs: 500, failureThreshold: 3, successThreshold: 1, startupTimeoutMs: 60_000, warmup: false };
+const cfg = {
+  intervalMs: 1000,
+  wakeIntervalMs: 100,
+  readyIntervalMs: 5000,
+  timeoutMs: 500,
+  failureThreshold: 3,
+  successThreshold: 1,
+  startupTimeoutMs: 60_000,
+  warmup: false,
+};
 const ready: ProbeResult = { verdict: 'ready', refused: false, detail: 'ok' };
 const loading: ProbeResult = { verdict: 'serving-api', refused: false, detail: '/v1/models answered 503' };
 const refused: ProbeResult = { verdict: 'unreachable', refused: true, detail: 'ECONNREFUSED' };
@@ -23,7 +32,13 @@ function run(results: ProbeResult[], start: { state: EndpointState; everReady: b
 
 test('a starting engine goes discovered -> serving-api -> ready and is never failed while it refuses or loads', () => {
   assert.deepEqual(run([refused, refused, loading, loading, refused, loading, ready], { state: 'discovered', everReady: false }), [
-    'discovered', 'discovered', 'serving-api', 'serving-api', 'serving-api', 'serving-api', 'ready',
+    'discovered',
+    'discovered',
+    'serving-api',
+    'serving-api',
+    'serving-api',
+    'serving-api',
+    'ready',
   ]);
 });
 
@@ -47,7 +62,10 @@ test('probe delay: fast while coming up, slow when ready, backing off up to 30 s
   assert.equal(nextProbeDelay('discovered', c, cfg), 1000);
   assert.equal(nextProbeDelay('serving-api', c, cfg), 1000);
   assert.equal(nextProbeDelay('ready', c, cfg), 5000);
-  assert.deepEqual([1, 2, 3, 4, 9].map((b) => nextProbeDelay('failed', { ...c, backoff: b }, cfg)), [1000, 2000, 4000, 8000, 30000]);
+  assert.deepEqual(
+    [1, 2, 3, 4, 9].map((b) => nextProbeDelay('failed', { ...c, backoff: b }, cfg)),
+    [1000, 2000, 4000, 8000, 30000],
+  );
 });
 
 test('probe delay while requests are held for the model: the wake interval for coming-up and failed endpoints, never for ready ones', () => {

@@ -39,7 +39,10 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
   test('errors: exit 1, one block per finding with rule, object, container, why and fix', async () => {
     const r = await lint([path.join(FIXTURES, 'health-everywhere.yaml')]);
     assert.equal(r.code, 1, r.stderr);
-    assert.match(r.stdout, /health-everywhere\.yaml:\d+: error probe-on-health: Deployment\/vllm-llama3-deployment-vllm in default, container vllm\n {4}why: .+\n {4}fix: .+/);
+    assert.match(
+      r.stdout,
+      /health-everywhere\.yaml:\d+: error probe-on-health: Deployment\/vllm-llama3-deployment-vllm in default, container vllm\n {4}why: .+\n {4}fix: .+/,
+    );
     assert.match(r.stdout, /warning no-startup-probe/);
     assert.match(r.stdout, /4 errors, 1 warning in 3 objects from 1 file\n$/);
   });
@@ -55,7 +58,16 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     assert.equal(r.code, 1);
     const out = JSON.parse(r.stdout) as { findings: Record<string, unknown>[]; summary: Record<string, number> };
     assert.deepEqual(out.summary, { errors: 2, warnings: 0, objects: 1, files: 1 });
-    assert.deepEqual(Object.keys(out.findings[0] as object).sort(), ['container', 'file', 'fix', 'line', 'object', 'rule', 'severity', 'why']);
+    assert.deepEqual(Object.keys(out.findings[0] as object).sort(), [
+      'container',
+      'file',
+      'fix',
+      'line',
+      'object',
+      'rule',
+      'severity',
+      'why',
+    ]);
     assert.equal(out.findings[0]?.rule, 'probe-on-sidecar-port');
   });
 
@@ -98,7 +110,15 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     assert.equal((await lint(['--format', 'xml', path.join(FIXTURES, 'good.yaml')])).code, 2);
     const rules = await lint(['--list-rules']);
     assert.equal(rules.code, 0);
-    for (const id of ['probe-on-health', 'probe-on-sidecar-port', 'startup-budget-too-short', 'probe-port-mismatch', 'no-startup-probe', 'missing-served-model-name', 'selector-mismatch']) {
+    for (const id of [
+      'probe-on-health',
+      'probe-on-sidecar-port',
+      'startup-budget-too-short',
+      'probe-port-mismatch',
+      'no-startup-probe',
+      'missing-served-model-name',
+      'selector-mismatch',
+    ]) {
       assert.match(rules.stdout, new RegExp(`^${id} `, 'm'));
     }
   });

@@ -68,7 +68,9 @@ describe('lint rules on fixtures', () => {
       'warning no-startup-probe Deployment/llama-killed-while-loading vllm',
     ]);
     // an expected load the liveness budget covers is no finding
-    assert.deepEqual(shape(lintFixture('no-startup-probe.yaml', { expectedLoadSeconds: 60 })), ['warning no-readiness-probe Deployment/tgi-no-readiness tgi']);
+    assert.deepEqual(shape(lintFixture('no-startup-probe.yaml', { expectedLoadSeconds: 60 })), [
+      'warning no-readiness-probe Deployment/tgi-no-readiness tgi',
+    ]);
   });
 
   test('the router would name the model from the engine arguments, or cannot name it at all', () => {
@@ -90,9 +92,10 @@ describe('lint rules on fixtures', () => {
     assert.ok(findings.some((f) => /404\) instead of scaled-to-zero \(503\)/.test(f.why)));
     assert.ok(findings.some((f) => /watches namespace inference; this workload is in staging/.test(f.why)));
     // --selector overrides what the input says
-    assert.deepEqual(shape(lintFixture('selector.yaml', { selector: 'role=leader' })).filter((s) => s.includes('unlabelled')), [
-      'warning selector-mismatch LeaderWorkerSet/unlabelled (leader) vllm-leader',
-    ]);
+    assert.deepEqual(
+      shape(lintFixture('selector.yaml', { selector: 'role=leader' })).filter((s) => s.includes('unlabelled')),
+      ['warning selector-mismatch LeaderWorkerSet/unlabelled (leader) vllm-leader'],
+    );
   });
 
   test('a correct pod (probe sidecar, model-aware probes, named ports, List, SGLang) has no findings', () => {
@@ -101,18 +104,28 @@ describe('lint rules on fixtures', () => {
 
   test('every rule is found by some fixture, and each has an id, a severity and a summary', () => {
     const seen = new Set(
-      ['health-everywhere.yaml', 'sidecar-port.yaml', 'port-mismatch.yaml', 'no-startup-probe.yaml', 'model-name.yaml', 'selector.yaml'].flatMap((f) => lintFixture(f).map((x) => x.rule)),
+      [
+        'health-everywhere.yaml',
+        'sidecar-port.yaml',
+        'port-mismatch.yaml',
+        'no-startup-probe.yaml',
+        'model-name.yaml',
+        'selector.yaml',
+      ].flatMap((f) => lintFixture(f).map((x) => x.rule)),
     );
     assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());
     for (const r of RULES) assert.ok(/^[a-z-]+$/.test(r.id) && ['error', 'warning'].includes(r.severity) && r.summary.length > 20);
   });
 
   test('bad YAML names the file, line and column; an unrendered chart template says so', () => {
-    assert.throws(() => parseManifests(readFileSync(path.join(FIXTURES, 'bad-yaml.yaml'), 'utf8'), 'bad-yaml.yaml'), (err: unknown) => {
-      assert.ok(err instanceof LintInputError);
-      assert.match(err.message, /^bad-yaml\.yaml:\d+:\d+: not valid YAML: /);
-      return true;
-    });
+    assert.throws(
+      () => parseManifests(readFileSync(path.join(FIXTURES, 'bad-yaml.yaml'), 'utf8'), 'bad-yaml.yaml'),
+      (err: unknown) => {
+        assert.ok(err instanceof LintInputError);
+        assert.match(err.message, /^bad-yaml\.yaml:\d+:\d+: not valid YAML: /);
+        return true;
+      },
+    );
     const template = readFileSync(path.join(FIXTURES, 'unrendered', 'deployment.yaml'), 'utf8');
     assert.throws(() => parseManifests(template, 'deployment.yaml'), /unrendered Helm template/);
   });

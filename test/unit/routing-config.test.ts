@@ -14,7 +14,8 @@ test('routing defaults: round robin, 256-char blocks, epsilon 0.25, no routing h
 });
 
 test('every policy name is accepted; vllm_router names that do not exist here are refused with the list', () => {
-  for (const name of ['roundrobin', 'least-load', 'prefixaware']) assert.equal(loadRouterConfig(['--routing-logic', name], {}).routingLogic, name);
+  for (const name of ['roundrobin', 'least-load', 'prefixaware'])
+    assert.equal(loadRouterConfig(['--routing-logic', name], {}).routingLogic, name);
   assert.throws(() => loadRouterConfig(['--routing-logic', 'kvaware'], {}), /choose one of: roundrobin, least-load, session, prefixaware/);
 });
 
@@ -28,7 +29,20 @@ test('session routing needs --session-key, a header name, matched without regard
 });
 
 test('prefix and header flags, fractional scrape intervals', () => {
-  const c = loadRouterConfig(['--routing-logic', 'prefixaware', '--prefix-block-chars', '128', '--prefix-balance-epsilon', '0.5', '--allow-routing-header', '--engine-stats-interval', '0.25'], {});
+  const c = loadRouterConfig(
+    [
+      '--routing-logic',
+      'prefixaware',
+      '--prefix-block-chars',
+      '128',
+      '--prefix-balance-epsilon',
+      '0.5',
+      '--allow-routing-header',
+      '--engine-stats-interval',
+      '0.25',
+    ],
+    {},
+  );
   assert.deepEqual([c.prefixBlockChars, c.prefixBalanceEpsilon, c.allowRoutingHeader, c.engineStatsIntervalMs], [128, 0.5, true, 250]);
   assert.throws(() => loadRouterConfig(['--prefix-block-chars', '0'], {}));
   assert.throws(() => loadRouterConfig(['--prefix-balance-epsilon', '-1'], {}));

@@ -51,14 +51,32 @@ test('words that differ after the first block still change the key', () => {
 });
 
 test('chat messages count in order with their roles; content parts, tool calls and Anthropic system prompts are read', () => {
-  const chat = (messages: unknown[], extra: Record<string, unknown> = {}): number | undefined => promptPrefixKey({ model: 'm', messages, ...extra }, 256);
+  const chat = (messages: unknown[], extra: Record<string, unknown> = {}): number | undefined =>
+    promptPrefixKey({ model: 'm', messages, ...extra }, 256);
   const sys = { role: 'system', content: 'Be brief.' };
   const user = { role: 'user', content: 'Hello' };
-  assert.equal(chat([sys, user]), chat([sys, { role: 'user', content: [{ type: 'text', text: 'Hel' }, { type: 'text', text: 'lo' }] }]), 'text parts read as one text');
+  assert.equal(
+    chat([sys, user]),
+    chat([
+      sys,
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Hel' },
+          { type: 'text', text: 'lo' },
+        ],
+      },
+    ]),
+    'text parts read as one text',
+  );
   assert.notEqual(chat([sys, user]), chat([user, sys]));
   assert.notEqual(chat([sys, user]), chat([sys, { role: 'assistant', content: 'Hello' }]));
   assert.notEqual(chat([user]), chat([user], { system: 'You are terse.' }));
-  const call = (args: string): unknown => ({ role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'lookup', arguments: args } }] });
+  const call = (args: string): unknown => ({
+    role: 'assistant',
+    content: null,
+    tool_calls: [{ type: 'function', function: { name: 'lookup', arguments: args } }],
+  });
   assert.notEqual(chat([user, call('{"q":1}')]), chat([user, call('{"q":2}')]));
   const image = (url: string): unknown => ({ role: 'user', content: [{ type: 'image_url', image_url: { url } }] });
   assert.notEqual(chat([image('http://a/1.png')]), chat([image('http://a/2.png')]));

@@ -35,7 +35,9 @@ function req(body: Record<string, unknown> = {}, headers: Record<string, string 
 }
 
 function chat(system: string, ...turns: string[]): RouteRequest {
-  return req({ messages: [{ role: 'system', content: system }, ...turns.map((content, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content }))] });
+  return req({
+    messages: [{ role: 'system', content: system }, ...turns.map((content, i) => ({ role: i % 2 === 0 ? 'user' : 'assistant', content }))],
+  });
 }
 
 /** A deterministic uniform source, so random choices are repeatable. */
@@ -157,7 +159,10 @@ test('session: no key (or an empty one) is routed by least-load; a repeated head
   const candidates = [endpoint(0, 4), endpoint(1, 0), endpoint(2, 4)];
   assert.deepEqual([...tally(policy, candidates, req(), 20)], [['e1', 20]]);
   assert.deepEqual([...tally(policy, candidates, req({}, { 'x-session-id': '' }), 20)], [['e1', 20]]);
-  assert.equal(policy.pick(candidates, req({}, { 'x-session-id': ['abc', 'def'] })), policy.pick(candidates, req({}, { 'x-session-id': 'abc' })));
+  assert.equal(
+    policy.pick(candidates, req({}, { 'x-session-id': ['abc', 'def'] })),
+    policy.pick(candidates, req({}, { 'x-session-id': 'abc' })),
+  );
   assert.equal(policy.pick(candidates, req({}, { 'x-session-id': 'abc' }), new Set(candidates)), undefined);
 });
 
@@ -167,7 +172,16 @@ test('prefixaware: prompts sharing their leading blocks share an endpoint on eve
   const a = createPolicy('prefixaware', PREFIX);
   const b = createPolicy('prefixaware', PREFIX);
   const candidates = range(8);
-  const shuffled = [candidates[3]!, candidates[7]!, candidates[0]!, candidates[5]!, candidates[1]!, candidates[6]!, candidates[2]!, candidates[4]!];
+  const shuffled = [
+    candidates[3]!,
+    candidates[7]!,
+    candidates[0]!,
+    candidates[5]!,
+    candidates[1]!,
+    candidates[6]!,
+    candidates[2]!,
+    candidates[4]!,
+  ];
   const used = new Set<string>();
   for (let k = 0; k < 64; k++) {
     const system = `Tenant ${k}. ${BIG}`;
@@ -209,9 +223,14 @@ test('prefixaware: bounded load under a hot prefix — no endpoint above ceil((1
       mirror.inFlight++;
       total++;
       const bound = Math.ceil(((1 + epsilon) * total) / left.length);
-      for (const x of left) assert.ok(x.inFlight <= bound, `epsilon ${epsilon}: ${x.id} has ${x.inFlight} in flight, bound ${bound} at ${total}`);
+      for (const x of left)
+        assert.ok(x.inFlight <= bound, `epsilon ${epsilon}: ${x.id} has ${x.inFlight} in flight, bound ${bound} at ${total}`);
     }
-    if (epsilon === 0) assert.deepEqual(left.map((x) => x.inFlight), [40, 40, 40, 40, 40]);
+    if (epsilon === 0)
+      assert.deepEqual(
+        left.map((x) => x.inFlight),
+        [40, 40, 40, 40, 40],
+      );
   }
 });
 

@@ -20,7 +20,7 @@ test('KEDA metric names are DNS-label-like', () => {
 });
 
 test('hold queue: FIFO, bounded, released onto endpoints as they come up, a bounded number per endpoint', async () => {
-  let now = 0;
+  const now = 0;
   const c = new ModelCatalog({ now: () => now });
   c.setDeclarations('k8s', [{ model: 'm', replicasWanted: true }]);
   const q = new HoldQueue(c, { waitMs: () => 10_000, maxPerModel: 5, releasePerEndpoint: 2, tickMs: 5, now: () => now });
@@ -44,7 +44,10 @@ test('hold queue: FIFO, bounded, released onto endpoints as they come up, a boun
   assert.equal(q.held('m'), 2, 'a client that leaves is gone at once');
   assert.equal(await held[3]!.outcome, 'aborted');
 
-  c.setEndpoints('k8s', [{ id: 'a', url: 'http://a', models: ['m'] }, { id: 'b', url: 'http://b', models: ['m'] }]);
+  c.setEndpoints('k8s', [
+    { id: 'a', url: 'http://a', models: ['m'] },
+    { id: 'b', url: 'http://b', models: ['m'] },
+  ]);
   c.setState(c.endpoints().find((e) => e.id === 'b')!, 'ready');
   await new Promise((r) => setTimeout(r, 20));
   assert.deepEqual(order, [0, 1, 2, 4], 'the second endpoint takes the rest');

@@ -15,7 +15,11 @@ async function start(options: Parameters<typeof startSimEngine>[0] = {}): Promis
   return engine;
 }
 
-async function call(url: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+async function call(
+  url: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
   const res = await request(url, {
     method: body === undefined ? 'GET' : 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -28,7 +32,13 @@ async function call(url: string, body?: unknown, headers: Record<string, string>
 
 test('every response names the engine and echoes x-request-id', async () => {
   const engine = await start({ id: 'engine-a' });
-  for (const [path, body] of [['/health'], ['/v1/models'], ['/_sim/stats'], ['/nope'], ['/v1/chat/completions', { messages: [] }]] as const) {
+  for (const [path, body] of [
+    ['/health'],
+    ['/v1/models'],
+    ['/_sim/stats'],
+    ['/nope'],
+    ['/v1/chat/completions', { messages: [] }],
+  ] as const) {
     const res = await call(engine.url + path, body, { 'x-request-id': 'req-1' });
     assert.equal(res.headers['x-sim-engine'], 'engine-a', path);
     assert.equal(res.headers['x-request-id'], 'req-1', path);
@@ -46,7 +56,10 @@ test('ready vLLM endpoints have vLLM shapes; a request without a model goes to t
   assert.equal(models.object, 'list');
   assert.deepEqual(
     models.data.map((m: Record<string, unknown>) => [m.id, m.object, m.owned_by, m.root, m.parent, m.max_model_len]),
-    [['m1', 'model', 'vllm', 'm1', null, 2048], ['m2', 'model', 'vllm', 'm2', null, 2048]],
+    [
+      ['m1', 'model', 'vllm', 'm1', null, 2048],
+      ['m2', 'model', 'vllm', 'm2', null, 2048],
+    ],
   );
   const chat = await call(engine.url + '/v1/chat/completions', { messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 });
   assert.equal(chat.status, 200);
@@ -63,7 +76,17 @@ test('ready vLLM endpoints have vLLM shapes; a request without a model goes to t
 test('other forwarded OpenAI paths answer 200 with the model and the path they arrived on', async () => {
   const engine = await start();
   for (const path of ['/v1/responses', '/v1/rerank', '/rerank', '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages']) {
-    const res = await call(engine.url + path, { model: 'sim-model', input: 'x', query: 'q', documents: ['a'], text_1: 'a', text_2: 'b', prompt: 'p', tokens: [1], messages: [] });
+    const res = await call(engine.url + path, {
+      model: 'sim-model',
+      input: 'x',
+      query: 'q',
+      documents: ['a'],
+      text_1: 'a',
+      text_2: 'b',
+      prompt: 'p',
+      tokens: [1],
+      messages: [],
+    });
     assert.equal(res.status, 200, path);
     const body = JSON.parse(res.text);
     assert.equal(body.model, 'sim-model', path);
@@ -74,7 +97,14 @@ test('other forwarded OpenAI paths answer 200 with the model and the path they a
   assert.equal(stats.completed, 8);
   assert.equal(stats.byPath['/v1/score'], 1);
   const embeddings = JSON.parse((await call(engine.url + '/v1/embeddings', { model: 'sim-model', input: ['a', 'b', 'c'] })).text);
-  assert.deepEqual(embeddings.data.map((d: { index: number; embedding: number[] }) => [d.index, d.embedding.length]), [[0, 8], [1, 8], [2, 8]]);
+  assert.deepEqual(
+    embeddings.data.map((d: { index: number; embedding: number[] }) => [d.index, d.embedding.length]),
+    [
+      [0, 8],
+      [1, 8],
+      [2, 8],
+    ],
+  );
 });
 
 test('wrong method, unknown path, invalid JSON and unknown model get error answers', async () => {
@@ -86,7 +116,9 @@ test('wrong method, unknown path, invalid JSON and unknown model get error answe
   assert.equal(JSON.parse(bad.text).error.code, 400);
   const unknown = await call(engine.url + '/v1/embeddings', { model: 'other', input: 'x' });
   assert.equal(unknown.status, 404);
-  assert.deepEqual(JSON.parse(unknown.text), { error: { message: 'The model `other` does not exist.', type: 'NotFoundError', param: 'model', code: 404 } });
+  assert.deepEqual(JSON.parse(unknown.text), {
+    error: { message: 'The model `other` does not exist.', type: 'NotFoundError', param: 'model', code: 404 },
+  });
   assert.equal(engine.stats().failed, 2, 'the 405 never reached inference');
 });
 
@@ -101,7 +133,11 @@ test('the loading fault shows each engine kind its own not-ready signature, and 
   assert.equal((await call(sglang.url + '/get_model_info')).status, 503);
   await sglang.setFault('none');
   assert.equal((await call(sglang.url + '/health')).status, 200);
-  assert.deepEqual(JSON.parse((await call(sglang.url + '/get_model_info')).text), { model_path: 'sim-model', tokenizer_path: 'sim-model', is_generation: true });
+  assert.deepEqual(JSON.parse((await call(sglang.url + '/get_model_info')).text), {
+    model_path: 'sim-model',
+    tokenizer_path: 'sim-model',
+    is_generation: true,
+  });
   assert.match(await (await call(sglang.url + '/metrics')).text, /^sglang:num_queue_reqs\{model_name="sim-model"\} 0\.0$/m);
 
   // long enough that a busy machine still asks /health while the engine loads

@@ -44,16 +44,24 @@ test('text-completion chunks and bodies use the text_completion shape', () => {
   assert.equal(chunk.object, 'text_completion');
   assert.equal(chunk.id, 'cmpl-x');
   assert.equal(chunk.choices[0]?.text, 'The');
-  const body = completionBody(g, 'The quick', 'stop', usage(1, 2)) as { choices: Array<{ text: string; finish_reason: string }>; usage: { total_tokens: number } };
+  const body = completionBody(g, 'The quick', 'stop', usage(1, 2)) as {
+    choices: Array<{ text: string; finish_reason: string }>;
+    usage: { total_tokens: number };
+  };
   assert.equal(body.choices[0]?.text, 'The quick');
   assert.equal(body.usage.total_tokens, 3);
-  const chat = completionBody(newGeneration('chat', 'm', 'y'), 'Hi', 'stop', usage(1, 1)) as { object: string; choices: Array<{ message: { role: string; content: string } }> };
+  const chat = completionBody(newGeneration('chat', 'm', 'y'), 'Hi', 'stop', usage(1, 1)) as {
+    object: string;
+    choices: Array<{ message: { role: string; content: string } }>;
+  };
   assert.equal(chat.object, 'chat.completion');
   assert.deepEqual(chat.choices[0]?.message.content, 'Hi');
 });
 
 test('the unknown-model error is exactly what vLLM answers', () => {
-  assert.deepEqual(modelNotFound('X'), { error: { message: 'The model `X` does not exist.', type: 'NotFoundError', param: 'model', code: 404 } });
+  assert.deepEqual(modelNotFound('X'), {
+    error: { message: 'The model `X` does not exist.', type: 'NotFoundError', param: 'model', code: 404 },
+  });
 });
 
 test('embeddings: one unit vector per input item, the same for the same text, base64 on request', () => {
@@ -65,10 +73,20 @@ test('embeddings: one unit vector per input item, the same for the same text, ba
   assert.ok(Math.abs(Math.hypot(...v) - 1) < 1e-9);
   assert.deepEqual(embeddingVector('hello', 8), v);
   assert.notDeepEqual(embeddingVector('world', 8), v);
-  const body = embeddingsBody('m', ['a', 'b'], 4, undefined, 2, 'id') as { object: string; data: Array<{ object: string; index: number; embedding: number[] }>; model: string };
+  const body = embeddingsBody('m', ['a', 'b'], 4, undefined, 2, 'id') as {
+    object: string;
+    data: Array<{ object: string; index: number; embedding: number[] }>;
+    model: string;
+  };
   assert.equal(body.object, 'list');
   assert.equal(body.model, 'm');
-  assert.deepEqual(body.data.map((d) => [d.object, d.index, d.embedding.length]), [['embedding', 0, 4], ['embedding', 1, 4]]);
+  assert.deepEqual(
+    body.data.map((d) => [d.object, d.index, d.embedding.length]),
+    [
+      ['embedding', 0, 4],
+      ['embedding', 1, 4],
+    ],
+  );
   const b64 = embeddingsBody('m', 'a', 4, 'base64', 1, 'id') as { data: Array<{ embedding: string }> };
   const decoded = new Float32Array(Uint8Array.from(Buffer.from(b64.data[0]?.embedding ?? '', 'base64')).buffer);
   assert.ok(Math.abs(Math.hypot(...decoded) - 1) < 1e-6);
@@ -77,7 +95,16 @@ test('embeddings: one unit vector per input item, the same for the same text, ba
 
 test('echo bodies name the model and the path they arrived on', () => {
   for (const path of ['/v1/responses', '/v1/messages', '/v1/rerank', '/rerank', '/v1/score', '/score', '/tokenize', '/detokenize']) {
-    const body = echoBody({ path, model: 'm', body: { documents: ['a'], text_2: ['b'], tokens: [1] }, promptTokens: 2, outputText: 'The', outputTokens: 1, id: 'i', maxModelLen: 4096 }) as { model: string; path: string };
+    const body = echoBody({
+      path,
+      model: 'm',
+      body: { documents: ['a'], text_2: ['b'], tokens: [1] },
+      promptTokens: 2,
+      outputText: 'The',
+      outputTokens: 1,
+      id: 'i',
+      maxModelLen: 4096,
+    }) as { model: string; path: string };
     assert.equal(body.model, 'm', path);
     assert.equal(body.path, path);
   }

@@ -23,7 +23,12 @@ test('blocks are chained: prompts share block ids up to where they diverge, and 
 });
 
 test('chat messages render in order with their roles', () => {
-  const text = renderPrompt({ messages: [{ role: 'system', content: 'S' }, { role: 'user', content: [{ type: 'text', text: 'U' }] }] });
+  const text = renderPrompt({
+    messages: [
+      { role: 'system', content: 'S' },
+      { role: 'user', content: [{ type: 'text', text: 'U' }] },
+    ],
+  });
   assert.equal(text, 'system\nS\nuser\nU\n');
   assert.equal(renderPrompt({ prompt: 'P' }), 'P');
   assert.equal(renderPrompt({ prompt: ['P1', 'P2'] }), 'P1');
@@ -99,7 +104,8 @@ test('without per-token prefill the TTFT is the base, as before; SGLang output h
 });
 
 test('sim flags: --prefill-ms-per-token, --prefix-cache-blocks, --prefix-block-tokens', () => {
-  const read = (argv: string[]): SimEngineOptions => simOptionsFromFlags(new FlagReader(parseFlags(argv, SIM_FLAGS, { env: {}, envPrefix: 'LLM_ROUTER_SIM_' })));
+  const read = (argv: string[]): SimEngineOptions =>
+    simOptionsFromFlags(new FlagReader(parseFlags(argv, SIM_FLAGS, { env: {}, envPrefix: 'LLM_ROUTER_SIM_' })));
   const defaults = read([]);
   assert.equal(defaults.prefillMsPerToken, 0);
   assert.equal(defaults.prefixCacheBlocks, 4096);

@@ -11,8 +11,29 @@ test('words and punctuation marks count as one token each', () => {
 });
 
 test('prompt tokens come from chat messages, prompts, inputs and token ids', () => {
-  assert.equal(promptTokens({ messages: [{ role: 'user', content: 'one two' }, { role: 'assistant', content: 'three' }] }), 3);
-  assert.equal(promptTokens({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a b c' }, { type: 'image_url', image_url: { url: 'x' } }] }] }), 3);
+  assert.equal(
+    promptTokens({
+      messages: [
+        { role: 'user', content: 'one two' },
+        { role: 'assistant', content: 'three' },
+      ],
+    }),
+    3,
+  );
+  assert.equal(
+    promptTokens({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'a b c' },
+            { type: 'image_url', image_url: { url: 'x' } },
+          ],
+        },
+      ],
+    }),
+    3,
+  );
   assert.equal(promptTokens({ prompt: 'four five six seven' }), 4);
   assert.equal(promptTokens({ prompt: [1, 2, 3] }), 3);
   assert.equal(promptTokens({ input: ['a', 'b c'] }), 3);
@@ -42,7 +63,10 @@ test('fault bodies are validated with a readable reason', () => {
   assert.deepEqual(parseFault({ mode: 'refuse', seconds: 1.5 }), { mode: 'refuse', seconds: 1.5 });
   assert.deepEqual(parseFault({ mode: 'slow-chunks', delayMs: 200 }), { mode: 'slow-chunks', delayMs: 200 });
   assert.deepEqual(parseFault({ mode: 'hang', scope: 'all' }), { mode: 'hang', scope: 'all' });
-  assert.throws(() => parseFault({ mode: 'explode' }), (err: unknown) => err instanceof FaultError && /must be one of none, refuse/.test(err.message));
+  assert.throws(
+    () => parseFault({ mode: 'explode' }),
+    (err: unknown) => err instanceof FaultError && /must be one of none, refuse/.test(err.message),
+  );
   assert.throws(() => parseFault({ mode: 'refuse', seconds: -1 }), /"seconds" must be a number >= 0/);
   assert.throws(() => parseFault({ mode: 'reset-mid-stream', afterChunks: 1.5 }), /whole number/);
   assert.throws(() => parseFault({ mode: 'hang', scope: 'some' }), /"scope"/);

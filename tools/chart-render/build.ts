@@ -42,7 +42,12 @@ function goVersion(): string {
 
 function sourceHash(version: string): string {
   const hash = createHash('sha256').update(version).update('\0').update(PACKAGED_GOPATH);
-  for (const f of goSources()) hash.update('\0').update(f).update('\0').update(readFileSync(path.join(SOURCE_DIR, f)));
+  for (const f of goSources())
+    hash
+      .update('\0')
+      .update(f)
+      .update('\0')
+      .update(readFileSync(path.join(SOURCE_DIR, f)));
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -61,7 +66,8 @@ export function chartRenderBinary(): string {
 
 function build(dir: string): void {
   const missing = REQUIRED_SOURCES.filter((p) => !existsSync(path.join(PACKAGED_GOPATH, 'src', p)));
-  if (missing.length > 0) throw new ChartRenderBuildError(`${missing.join(', ')} not found under ${PACKAGED_GOPATH}/src; install: ${INSTALL_HINT}`);
+  if (missing.length > 0)
+    throw new ChartRenderBuildError(`${missing.join(', ')} not found under ${PACKAGED_GOPATH}/src; install: ${INSTALL_HINT}`);
   // GOPATH mode resolves sprig/v3 to Debian's unversioned directory only for code inside a GOPATH with a
   // go.mod, so the sources are copied into a private GOPATH next to the binary
   const staging = `${dir}.tmp-${process.pid}-${Date.now()}`;
@@ -79,7 +85,9 @@ function build(dir: string): void {
         GOPATH: `${path.join(staging, 'gopath')}${path.delimiter}${PACKAGED_GOPATH}`,
         GOFLAGS: '',
         // Go's own cache (~/.cache/go-build) outlives clones; without a home, one in .cache/
-        ...(process.env.GOCACHE || process.env.HOME || process.env.XDG_CACHE_HOME ? {} : { GOCACHE: path.join(ROOT, '.cache', 'go-build') }),
+        ...(process.env.GOCACHE || process.env.HOME || process.env.XDG_CACHE_HOME
+          ? {}
+          : { GOCACHE: path.join(ROOT, '.cache', 'go-build') }),
       },
     });
   } catch (err) {

@@ -11,7 +11,10 @@ interface PlainManifest {
 }
 
 const PLAIN: readonly PlainManifest[] = [
-  { path: 'deploy/manifests/llm-router.yaml', what: 'the router with its Service, ConfigMap, PodDisruptionBudget, ServiceAccount and RBAC' },
+  {
+    path: 'deploy/manifests/llm-router.yaml',
+    what: 'the router with its Service, ConfigMap, PodDisruptionBudget, ServiceAccount and RBAC',
+  },
   {
     path: 'deploy/manifests/rbac.yaml',
     what: 'only the ServiceAccount and the read-only RBAC the router needs for Kubernetes discovery',
@@ -22,7 +25,11 @@ const PLAIN: readonly PlainManifest[] = [
 /** Every plain manifest file (absolute path, path relative to the project) and its expected content. */
 export function plainManifests(): { file: string; path: string; content: string }[] {
   return PLAIN.map((p) => {
-    const { manifest } = renderChart(CHART_DIR, { releaseName: 'llm-router', namespace: 'default', ...(p.showOnly ? { showOnly: p.showOnly } : {}) });
+    const { manifest } = renderChart(CHART_DIR, {
+      releaseName: 'llm-router',
+      namespace: 'default',
+      ...(p.showOnly ? { showOnly: p.showOnly } : {}),
+    });
     const header = [
       `# ${p.what}.`,
       '# Generated from deploy/helm/llm-router (default values, release llm-router, namespace default)',

@@ -70,7 +70,12 @@ export function renderChart(chartDir: string, opts: RenderOptions = {}): Rendere
 /** Runs the renderer with `args` and returns what it printed; a chart error becomes a ChartError. */
 export function runRenderer(args: readonly string[]): string {
   try {
-    return execFileSync(chartRenderBinary(), args, { encoding: 'utf8', timeout: RENDER_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024, stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync(chartRenderBinary(), args, {
+      encoding: 'utf8',
+      timeout: RENDER_TIMEOUT_MS,
+      maxBuffer: 64 * 1024 * 1024,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   } catch (err) {
     const e = err as { status?: number | null; stderr?: string };
     if (e.status === 1 || e.status === 2) throw new ChartError((e.stderr ?? '').trim().replace(/^Error: /, ''));

@@ -68,8 +68,15 @@ export class RouterApp {
     this.metrics = new RouterMetrics(this.catalog);
     // https engines: one trust for requests, probes and stats scrapes (files read once, here)
     const engineTls = loadEngineTls(config.engineTls);
-    this.pools = new UpstreamPools({ timeouts: config.timeouts, maxConnections: config.maxConnectionsPerEngine, tls: engineTls, kind: config.engineClient });
-    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) => this.prober.expedite(model));
+    this.pools = new UpstreamPools({
+      timeouts: config.timeouts,
+      maxConnections: config.maxConnectionsPerEngine,
+      tls: engineTls,
+      kind: config.engineClient,
+    });
+    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) =>
+      this.prober.expedite(model),
+    );
     if (cluster.isWorker) {
       // the primary answers for the whole instance, from every worker's part
       const link = new WorkerLink({
@@ -83,7 +90,12 @@ export class RouterApp {
       this.metrics.useClusterExposition(async () => (await link.ask(METRICS_TOPICS.combined, timeoutMs)) as string);
     } else {
       const instance = randomUUID();
-      const own = instanceDemand(config, instance, async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }], log.child({ component: 'scaling' }));
+      const own = instanceDemand(
+        config,
+        instance,
+        async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }],
+        log.child({ component: 'scaling' }),
+      );
       this.demandView = own.view;
       this.stopDemandView = own.stop;
     }
@@ -147,8 +159,11 @@ export class RouterApp {
     const probes: Route[] = [
       { method: 'GET', path: '/health', handler: (_req, res) => admin.health(res), public: true },
       {
-        method: 'GET', path: '/ready', public: true,
-        handler: (_req, res) => admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
+        method: 'GET',
+        path: '/ready',
+        public: true,
+        handler: (_req, res) =>
+          admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
       },
     ];
     const adminRoutes: Route[] = [
@@ -157,7 +172,9 @@ export class RouterApp {
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
     ];
     const routes: Route[] = [
-      ...INFERENCE_PATHS.map((p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) })),
+      ...INFERENCE_PATHS.map(
+        (p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) }),
+      ),
       { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, this.catalog, this.startedAt) },
       ...probes,
       ...(sec.adminPort === undefined ? adminRoutes : []),
@@ -185,22 +202,37 @@ export class RouterApp {
     if (lane) this.metrics.watchFastPath(() => lane);
     // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
     this.adminServer =
-      sec.adminPort === undefined ? undefined : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
+      sec.adminPort === undefined
+        ? undefined
+        : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
 
     this.catalog.onChange((e) => {
-      if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url)) this.pools.release(e.endpoint.url);
+      if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url))
+        this.pools.release(e.endpoint.url);
     });
   }
 
   private internalError(res: ResponseSink, err: unknown): void {
-    this.log.error({ err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) }, 'unexpected error while serving a request');
-    if (!res.headersSent && !res.destroyed) sendError(res, { status: 500, code: 'internal_error', type: 'server_error', message: 'The router failed unexpectedly; see its logs.' });
+    this.log.error(
+      { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) },
+      'unexpected error while serving a request',
+    );
+    if (!res.headersSent && !res.destroyed)
+      sendError(res, {
+        status: 500,
+        code: 'internal_error',
+        type: 'server_error',
+        message: 'The router failed unexpectedly; see its logs.',
+      });
     else res.destroy();
   }
 
   async start(): Promise<void> {
     for (const note of this.config.compatibilityNotes) this.log.info(note);
-    if (this.config.engineTls.insecure) this.log.warn('--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers');
+    if (this.config.engineTls.insecure)
+      this.log.warn(
+        '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',
+      );
     this.sync.register('static');
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');

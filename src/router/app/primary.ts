@@ -36,7 +36,8 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
   hub = new ClusterHub({
     [DEMAND_TOPICS.instance]: () => demand.view.instance(),
     [DEMAND_TOPICS.system]: () => demand.view.system(),
-    [METRICS_TOPICS.combined]: async () => aggregateExposition([...(await hub?.gather(METRICS_TOPICS.local, 5_000) ?? new Map()).values()] as WorkerMetrics[]),
+    [METRICS_TOPICS.combined]: async () =>
+      aggregateExposition([...((await hub?.gather(METRICS_TOPICS.local, 5_000)) ?? new Map()).values()] as WorkerMetrics[]),
   });
 
   const fork = (): void => {

@@ -16,7 +16,10 @@ type Listener = (event: CatalogEvent) => void;
  * The model state of a declared or served model, from its endpoints and whether any declaration wants replicas
  * (a Kubernetes workload scaled above zero whose pods are not ready yet is loading, not scaled to zero).
  */
-export function modelState(endpoints: readonly Endpoint[], declaration: { declared: boolean; replicasWanted: boolean } = { declared: true, replicasWanted: false }): ModelState {
+export function modelState(
+  endpoints: readonly Endpoint[],
+  declaration: { declared: boolean; replicasWanted: boolean } = { declared: true, replicasWanted: false },
+): ModelState {
   let live = 0;
   let comingUp = false;
   for (const e of endpoints) {
@@ -252,7 +255,14 @@ export class ModelCatalog implements InFlightLedger {
       const e = entries.get(target) as ModelEntry;
       const state = modelState(e.endpoints, { declared: e.declaredBy.length > 0, replicasWanted: e.replicasWanted });
       resolutions.set(alias, toResolution(alias, target, true, state, e.endpoints));
-      views.push({ id: alias, status: state, declaredBy: ['alias'], aliasOf: target, endpoints: e.endpoints.length, readyEndpoints: e.endpoints.filter(isRoutable).length });
+      views.push({
+        id: alias,
+        status: state,
+        declaredBy: ['alias'],
+        aliasOf: target,
+        endpoints: e.endpoints.length,
+        readyEndpoints: e.endpoints.filter(isRoutable).length,
+      });
     }
     views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this.resolutions = resolutions;

@@ -126,7 +126,11 @@ export interface RouterConfig {
   readonly compatibilityNotes: readonly string[];
 }
 
-const modelName = z.string().min(1).max(512).regex(/^[^\s,]+$/, 'model names cannot contain spaces or commas');
+const modelName = z
+  .string()
+  .min(1)
+  .max(512)
+  .regex(/^[^\s,]+$/, 'model names cannot contain spaces or commas');
 const httpUrl = z.string().refine((s) => {
   try {
     const u = new URL(s);
@@ -142,13 +146,16 @@ function seconds(n: number | undefined): number {
 
 function zipBackends(urls: readonly string[], models: readonly string[]): StaticBackend[] {
   if (urls.length !== models.length) {
-    throw new UsageError(`--static-backends has ${urls.length} URL(s) but --static-models has ${models.length} model(s); they are zipped one to one`);
+    throw new UsageError(
+      `--static-backends has ${urls.length} URL(s) but --static-models has ${models.length} model(s); they are zipped one to one`,
+    );
   }
   const byUrl = new Map<string, string[]>();
   urls.forEach((raw, i) => {
     const url = raw.replace(/\/+$/, '');
     const parsed = httpUrl.safeParse(url);
-    if (!parsed.success) throw new UsageError(`--static-backends: ${JSON.stringify(raw)} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
+    if (!parsed.success)
+      throw new UsageError(`--static-backends: ${JSON.stringify(raw)} ${parsed.error.issues[0]?.message ?? 'is invalid'}`);
     const model = models[i] as string;
     const m = modelName.safeParse(model);
     if (!m.success) throw new UsageError(`--static-models: ${JSON.stringify(model)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
@@ -170,7 +177,8 @@ function parseAliases(pairs: readonly string[]): Map<string, string> {
     aliases.set(alias, target);
   }
   for (const [alias, target] of aliases) {
-    if (aliases.has(target)) throw new UsageError(`--static-aliases: ${alias} -> ${target} -> ${aliases.get(target)}: aliases cannot chain`);
+    if (aliases.has(target))
+      throw new UsageError(`--static-aliases: ${alias} -> ${target} -> ${aliases.get(target)}: aliases cannot chain`);
   }
   return aliases;
 }
@@ -181,7 +189,8 @@ function parsePerModelSeconds(pairs: readonly string[]): Map<string, number> {
     const idx = pair.lastIndexOf('=');
     const model = pair.slice(0, idx).trim();
     const value = Number(pair.slice(idx + 1));
-    if (idx <= 0 || !model || !Number.isFinite(value) || value < 0) throw new UsageError(`--cold-start-wait-per-model: ${JSON.stringify(pair)} must look like model=seconds`);
+    if (idx <= 0 || !model || !Number.isFinite(value) || value < 0)
+      throw new UsageError(`--cold-start-wait-per-model: ${JSON.stringify(pair)} must look like model=seconds`);
     out.set(model, Math.round(value * 1000));
   }
   return out;
@@ -238,7 +247,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
 
   const discovery = f.string('service-discovery') as 'static' | 'k8s';
   if (f.string('k8s-service-discovery-type') !== 'pod-ip') {
-    throw new UsageError(`--k8s-service-discovery-type ${JSON.stringify(f.string('k8s-service-discovery-type'))} is not available; only pod-ip is`);
+    throw new UsageError(
+      `--k8s-service-discovery-type ${JSON.stringify(f.string('k8s-service-discovery-type'))} is not available; only pod-ip is`,
+    );
   }
   const kubernetes: KubernetesConfig | undefined =
     discovery === 'k8s'
@@ -257,9 +268,12 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
   }
   const sessionKey = f.string('session-key')?.trim().toLowerCase() || undefined;
-  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey)) throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
-  if (routing === 'session' && sessionKey === undefined) throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
-  if (f.string('feature-gates')) throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
+  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey))
+    throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
+  if (routing === 'session' && sessionKey === undefined)
+    throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
+  if (f.string('feature-gates'))
+    throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
 
   const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'));
   const aliases = parseAliases(f.list('static-aliases'));
@@ -271,18 +285,24 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
 
   const scalerPeers = f.list('scaler-peers').map((u) => u.replace(/\/+$/, ''));
   for (const u of scalerPeers) {
-    if (!httpUrl.safeParse(u).success) throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
+    if (!httpUrl.safeParse(u).success)
+      throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
   }
   const clientCert = f.string('engine-client-cert') || undefined;
   const clientKey = f.string('engine-client-key') || undefined;
-  if ((clientCert === undefined) !== (clientKey === undefined)) throw new UsageError('--engine-client-cert and --engine-client-key go together: give both or neither');
+  if ((clientCert === undefined) !== (clientKey === undefined))
+    throw new UsageError('--engine-client-cert and --engine-client-key go together: give both or neither');
   const engineClient = env.LLM_ROUTER_ENGINE_CLIENT ?? 'h1';
-  if (engineClient !== 'h1' && engineClient !== 'undici') throw new UsageError(`LLM_ROUTER_ENGINE_CLIENT=${JSON.stringify(engineClient)}: h1 or undici`);
+  if (engineClient !== 'h1' && engineClient !== 'undici')
+    throw new UsageError(`LLM_ROUTER_ENGINE_CLIENT=${JSON.stringify(engineClient)}: h1 or undici`);
 
   const notes: string[] = [];
-  if (explicit('request-stats-window')) notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
-  if (explicit('static-backend-health-checks')) notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
-  if (explicit('static-model-types')) notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
+  if (explicit('request-stats-window'))
+    notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
+  if (explicit('static-backend-health-checks'))
+    notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
+  if (explicit('static-model-types'))
+    notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
 
   return {
     host: f.string('host') as string,
@@ -317,7 +337,12 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     },
     engineKind: f.string('engine-kind') as EngineKind,
     engineApiKey: f.string('engine-api-key') || undefined,
-    engineTls: { caFile: f.string('engine-ca-file') || undefined, clientCertFile: clientCert, clientKeyFile: clientKey, insecure: f.boolean('engine-tls-insecure') },
+    engineTls: {
+      caFile: f.string('engine-ca-file') || undefined,
+      clientCertFile: clientCert,
+      clientKeyFile: clientKey,
+      insecure: f.boolean('engine-tls-insecure'),
+    },
     maxConnectionsPerEngine: f.number('max-connections-per-engine') as number,
     engineClient,
     forwardClientAuth: f.boolean('forward-client-auth'),

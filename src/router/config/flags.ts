@@ -219,9 +219,10 @@ export function usage(command: string, summary: string, specs: readonly FlagSpec
   const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', 'flags:'];
   for (const spec of specs) {
     const arg = spec.kind === 'boolean' ? '' : spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.kind.toUpperCase()}`;
-    const def = spec.default !== undefined && spec.default !== '' && !(Array.isArray(spec.default) && spec.default.length === 0)
-      ? ` (default ${Array.isArray(spec.default) ? spec.default.join(',') : String(spec.default)})`
-      : '';
+    const def =
+      spec.default !== undefined && spec.default !== '' && !(Array.isArray(spec.default) && spec.default.length === 0)
+        ? ` (default ${Array.isArray(spec.default) ? spec.default.join(',') : String(spec.default)})`
+        : '';
     lines.push(`  --${spec.name}${arg}`);
     lines.push(`      ${spec.help}${def}`);
   }

@@ -2,7 +2,16 @@
 // which alone moves endpoint states).
 import type { Endpoint } from './endpoint.js';
 
-export type FailureKind = 'connect' | 'reset' | 'engine-5xx' | 'engine-busy' | 'headers-timeout' | 'idle-timeout' | 'total-timeout' | 'protocol' | 'other';
+export type FailureKind =
+  | 'connect'
+  | 'reset'
+  | 'engine-5xx'
+  | 'engine-busy'
+  | 'headers-timeout'
+  | 'idle-timeout'
+  | 'total-timeout'
+  | 'protocol'
+  | 'other';
 
 /** Counts the requests forwarded to each endpoint now (the catalog, which owns endpoints). */
 export interface InFlightLedger {

@@ -7,7 +7,13 @@ export type ModelState = 'ready' | 'scaled-to-zero' | 'loading' | 'unavailable';
 export type Resolution =
   | { readonly kind: 'unknown'; readonly requested: string }
   | { readonly kind: 'unavailable'; readonly requested: string; readonly model: string; readonly state: Exclude<ModelState, 'ready'> }
-  | { readonly kind: 'routable'; readonly requested: string; readonly model: string; readonly aliased: boolean; readonly candidates: readonly Endpoint[] };
+  | {
+      readonly kind: 'routable';
+      readonly requested: string;
+      readonly model: string;
+      readonly aliased: boolean;
+      readonly candidates: readonly Endpoint[];
+    };
 
 export interface ModelView {
   readonly id: string;

@@ -10,7 +10,10 @@ export interface StaticSource {
 
 export function applyStaticSource(catalog: ModelCatalog, source: StaticSource): void {
   catalog.setDeclarations('known-models', source.knownModels);
-  catalog.setDeclarations('static', source.staticBackends.flatMap((b) => b.models));
+  catalog.setDeclarations(
+    'static',
+    source.staticBackends.flatMap((b) => b.models),
+  );
   catalog.setAliases(source.aliases);
   catalog.setEndpoints(
     'static',

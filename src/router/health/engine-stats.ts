@@ -3,7 +3,7 @@
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
 import { isRoutable, type CatalogEvent, type ModelCatalog } from '../catalog/catalog.js';
-import type { Endpoint, EngineLoad } from '../core/endpoint.js';
+import type { Endpoint } from '../core/endpoint.js';
 import type { Logger } from '../util/log.js';
 
 /** What one /metrics answer says about an engine's load. */
@@ -13,8 +13,6 @@ export interface EngineLoadSample {
   /** 0..1; undefined when the engine exports no KV-cache usage */
   readonly kvUsage: number | undefined;
 }
-
-
 
 const MAX_METRICS_BYTES = 16 * 1024 * 1024;
 
@@ -34,7 +32,11 @@ export function otherLoad(sample: EngineLoadSample, inFlightAtScrape: number): n
  * Visits every sample line of Prometheus text exposition (0.0.4 or OpenMetrics) whose metric name `wanted` accepts,
  * with its raw label text (between the braces, '' when none) and value. Comments, blank and malformed lines are skipped.
  */
-export function forEachSample(text: string, wanted: (name: string) => boolean, visit: (name: string, labels: string, value: number) => void): void {
+export function forEachSample(
+  text: string,
+  wanted: (name: string) => boolean,
+  visit: (name: string, labels: string, value: number) => void,
+): void {
   const n = text.length;
   let i = 0;
   while (i < n) {
@@ -204,7 +206,12 @@ export class EngineStatsScraper {
     private readonly log: Logger,
   ) {
     this.now = opts.now ?? Date.now;
-    this.dispatcher = new Agent({ connections: 2, pipelining: 1, keepAliveTimeout: 10_000, ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}) });
+    this.dispatcher = new Agent({
+      connections: 2,
+      pipelining: 1,
+      keepAliveTimeout: 10_000,
+      ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}),
+    });
     this.timeoutMs = opts.timeoutMs ?? Math.max(1000, opts.intervalMs);
   }
 

@@ -49,7 +49,12 @@ export class Prober implements ForwardObserver {
     private readonly opts: ProberOptions,
     private readonly log: Logger,
   ) {
-    this.dispatcher = new Agent({ connections: 4, pipelining: 1, keepAliveTimeout: 10_000, ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}) });
+    this.dispatcher = new Agent({
+      connections: 4,
+      pipelining: 1,
+      keepAliveTimeout: 10_000,
+      ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}),
+    });
     this.probeOpts = { kind: opts.kind, timeoutMs: opts.probe.timeoutMs, apiKey: opts.apiKey, dispatcher: this.dispatcher };
   }
 
@@ -125,7 +130,17 @@ export class Prober implements ForwardObserver {
 
   private track(endpoint: Endpoint): void {
     if (this.tracked.has(endpoint) || this.stopped) return;
-    const t: Tracked = { successes: 0, failures: 0, backoff: 0, timer: undefined, running: false, again: false, passiveFailures: 0, suspect: false, warmedUp: !this.opts.probe.warmup };
+    const t: Tracked = {
+      successes: 0,
+      failures: 0,
+      backoff: 0,
+      timer: undefined,
+      running: false,
+      again: false,
+      passiveFailures: 0,
+      suspect: false,
+      warmedUp: !this.opts.probe.warmup,
+    };
     this.tracked.set(endpoint, t);
     t.timer = setTimeout(() => void this.run(endpoint), 0);
   }
@@ -146,7 +161,10 @@ export class Prober implements ForwardObserver {
       let result = await probe(endpoint, this.probeOpts);
       if (this.tracked.get(endpoint) !== t) return;
       if (result.verdict === 'ready' && !t.warmedUp) {
-        const w = await warmup(endpoint, endpoint.models[0] as string, { ...this.probeOpts, timeoutMs: Math.max(this.opts.probe.timeoutMs, 30_000) });
+        const w = await warmup(endpoint, endpoint.models[0] as string, {
+          ...this.probeOpts,
+          timeoutMs: Math.max(this.opts.probe.timeoutMs, 30_000),
+        });
         if (w.ok) t.warmedUp = true;
         else result = { verdict: 'serving-api', refused: false, detail: w.detail };
       }
@@ -179,7 +197,10 @@ export class Prober implements ForwardObserver {
     this.catalog.setState(endpoint, state, error);
     if (from !== endpoint.state) {
       const level = endpoint.state === 'failed' ? 'warn' : 'info';
-      this.log[level]({ endpoint: endpoint.url, models: endpoint.models, from, to: endpoint.state, reason: error ?? endpoint.lastProbe?.detail }, 'endpoint state changed');
+      this.log[level](
+        { endpoint: endpoint.url, models: endpoint.models, from, to: endpoint.state, reason: error ?? endpoint.lastProbe?.detail },
+        'endpoint state changed',
+      );
     }
   }
 }

@@ -35,7 +35,10 @@ interface Answer {
 }
 
 class Unreachable extends Error {
-  constructor(readonly refused: boolean, message: string) {
+  constructor(
+    readonly refused: boolean,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -108,7 +111,8 @@ async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
     const models = await get(target, '/v1/models', opts);
     if (models.status === 200) absent = missing(absent, listedModels(models.json));
   }
-  if (absent.length > 0) return { verdict: 'serving-api', refused: false, detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}` };
+  if (absent.length > 0)
+    return { verdict: 'serving-api', refused: false, detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}` };
   return { verdict: 'ready', refused: false, detail: `/health 200, /get_model_info ${modelPath}` };
 }
 
@@ -119,7 +123,8 @@ async function probeTGI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeR
   if (info.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/info answered ${info.status}` };
   const modelId = String((info.json as { model_id?: unknown } | undefined)?.model_id ?? '');
   const absent = target.models.filter((m) => m !== modelId && baseName(m) !== baseName(modelId));
-  if (absent.length > 0) return { verdict: 'serving-api', refused: false, detail: `TGI serves ${modelId || 'an unnamed model'}, not ${absent.join(', ')}` };
+  if (absent.length > 0)
+    return { verdict: 'serving-api', refused: false, detail: `TGI serves ${modelId || 'an unnamed model'}, not ${absent.join(', ')}` };
   return { verdict: 'ready', refused: false, detail: `/health 200, /info ${modelId}` };
 }
 
@@ -141,7 +146,11 @@ export async function probe(target: ProbeTarget, opts: ProbeOptions): Promise<Pr
 }
 
 /** Optional warm-up: one token through the model, for engines whose first request compiles kernels. */
-export async function warmup(target: ProbeTarget, model: string, opts: ProbeOptions & { timeoutMs: number }): Promise<{ ok: boolean; detail: string }> {
+export async function warmup(
+  target: ProbeTarget,
+  model: string,
+  opts: ProbeOptions & { timeoutMs: number },
+): Promise<{ ok: boolean; detail: string }> {
   const headers: Record<string, string> = { 'content-type': 'application/json' };
   if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
   try {
@@ -155,7 +164,9 @@ export async function warmup(target: ProbeTarget, model: string, opts: ProbeOpti
       signal: AbortSignal.timeout(opts.timeoutMs),
     });
     await res.body.dump();
-    return res.statusCode === 200 ? { ok: true, detail: 'warm-up token generated' } : { ok: false, detail: `warm-up answered ${res.statusCode}` };
+    return res.statusCode === 200
+      ? { ok: true, detail: 'warm-up token generated' }
+      : { ok: false, detail: `warm-up answered ${res.statusCode}` };
   } catch (err) {
     return { ok: false, detail: `warm-up failed: ${(err as Error).message}` };
   }

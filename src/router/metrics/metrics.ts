@@ -1,6 +1,15 @@
 // Every metric name the router exports, in one place. Gauges over catalog state are computed at scrape time,
 // so the request path only touches two counters and one histogram.
-import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Registry,
+  collectDefaultMetrics,
+  type Metric,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { EndpointState } from '../core/endpoint.js';
 import type { ModelState } from '../core/model.js';
@@ -73,7 +82,11 @@ class DurationHistogram {
       let cumulative = 0;
       for (let i = 0; i <= DURATION_BUCKETS.length; i++) {
         cumulative += t.durationBuckets[i] as number;
-        values.push({ metricName: `${this.name}_bucket`, labels: { le: i < DURATION_BUCKETS.length ? (DURATION_BUCKETS[i] as number) : '+Inf', model }, value: cumulative });
+        values.push({
+          metricName: `${this.name}_bucket`,
+          labels: { le: i < DURATION_BUCKETS.length ? (DURATION_BUCKETS[i] as number) : '+Inf', model },
+          value: cumulative,
+        });
       }
       values.push({ metricName: `${this.name}_sum`, labels: { model }, value: t.durationSum });
       values.push({ metricName: `${this.name}_count`, labels: { model }, value: t.durationCount });
@@ -113,7 +126,11 @@ export class RouterMetrics {
     }
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
-    const declaredModels = (): string[] => catalog.models().filter((m) => !m.aliasOf).map((m) => m.id);
+    const declaredModels = (): string[] =>
+      catalog
+        .models()
+        .filter((m) => !m.aliasOf)
+        .map((m) => m.id);
     // a model neither declared nor served any more loses its series (bounded cardinality)
     catalog.onChange((e) => {
       if (e.type !== 'declarations' && e.type !== 'endpoint-removed') return;
@@ -148,7 +165,12 @@ export class RouterMetrics {
       labelNames: ['endpoint', 'kind'],
       registers,
     });
-    this.failovers = new Counter({ name: 'llm_router_failovers_total', help: 'Requests retried on another endpoint before any byte reached the client', labelNames: ['model'], registers });
+    this.failovers = new Counter({
+      name: 'llm_router_failovers_total',
+      help: 'Requests retried on another endpoint before any byte reached the client',
+      labelNames: ['model'],
+      registers,
+    });
     this.discoveryErrors = new Counter({
       name: 'llm_router_discovery_errors_total',
       help: 'Failed Kubernetes lists and watches, by resource and reason (forbidden, connection, http-NNN)',
@@ -198,7 +220,8 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const e of catalog.endpoints()) for (const s of ENDPOINT_STATES) this.set({ endpoint: e.url, state: s }, e.state === s ? 1 : 0);
+        for (const e of catalog.endpoints())
+          for (const s of ENDPOINT_STATES) this.set({ endpoint: e.url, state: s }, e.state === s ? 1 : 0);
       },
     });
     new Gauge({
@@ -270,7 +293,13 @@ export class RouterMetrics {
   private tally(model: string): ModelTally {
     let t = this.tallies.get(model);
     if (!t) {
-      t = { demand: 0, byStatus: new Map(), durationBuckets: new Float64Array(DURATION_BUCKETS.length + 1), durationSum: 0, durationCount: 0 };
+      t = {
+        demand: 0,
+        byStatus: new Map(),
+        durationBuckets: new Float64Array(DURATION_BUCKETS.length + 1),
+        durationSum: 0,
+        durationCount: 0,
+      };
       this.tallies.set(model, t);
     }
     return t;

@@ -5,7 +5,6 @@ import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
 import type { FailureKind } from '../core/forward.js';
 
-
 export type AttemptOutcome =
   /** the engine's whole response reached the client (any status) */
   | { readonly kind: 'done'; readonly status: number }
@@ -40,7 +39,15 @@ export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
 }
 
-const CONNECT_CODES = new Set(['ECONNREFUSED', 'UND_ERR_CONNECT_TIMEOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EADDRNOTAVAIL']);
+const CONNECT_CODES = new Set([
+  'ECONNREFUSED',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EADDRNOTAVAIL',
+]);
 /** a TLS handshake that failed (certificate not trusted, expired, for another name; protocol mismatch): no connection */
 const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH|ERR_OSSL_)/;
 /** an answer that breaks HTTP/1.1's framing rules: ours (parser, handler) and undici's (llhttp's HPE_* codes, length mismatch) */
@@ -270,7 +277,12 @@ class AttemptHandler implements EngineHandler {
         this.flush();
         const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
         const code = timeout ? 'upstream_timeout' : failure === 'protocol' ? 'upstream_protocol_error' : 'upstream_stream_error';
-        res.end(sseError(timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.', code));
+        res.end(
+          sseError(
+            timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.',
+            code,
+          ),
+        );
       } else {
         // the client was promised a length or a body it will not get whole: close rather than add anything
         res.destroy();
@@ -279,7 +291,8 @@ class AttemptHandler implements EngineHandler {
       return;
     }
     if (failure === 'protocol') this.finish({ kind: 'failed', failure, detail });
-    else if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other') this.finish({ kind: 'retryable', failure: this.discarding ? 'engine-busy' : failure, detail });
+    else if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other')
+      this.finish({ kind: 'retryable', failure: this.discarding ? 'engine-busy' : failure, detail });
     else this.finish({ kind: 'failed', failure, detail });
   }
 }

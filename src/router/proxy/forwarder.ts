@@ -4,7 +4,7 @@ import type { TimeoutConfig } from '../config/config.js';
 import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { attempt, type AttemptOutcome } from './attempt.js';
-import { type FailureKind } from '../core/forward.js';
+import type { FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
 import type { ForwardObserver, InFlightLedger } from '../core/forward.js';
 
@@ -24,7 +24,12 @@ export type ForwardResult =
   | { readonly kind: 'broken'; readonly status: number; readonly endpoint: Endpoint; readonly failure: FailureKind }
   | { readonly kind: 'client-gone'; readonly endpoint: Endpoint | undefined }
   /** nothing was sent; the caller answers with an error */
-  | { readonly kind: 'unanswered'; readonly failure: FailureKind | 'no-endpoint'; readonly detail: string; readonly endpoint: Endpoint | undefined };
+  | {
+      readonly kind: 'unanswered';
+      readonly failure: FailureKind | 'no-endpoint';
+      readonly detail: string;
+      readonly endpoint: Endpoint | undefined;
+    };
 
 export class Forwarder {
   constructor(
@@ -68,7 +73,8 @@ export class Forwarder {
       }
       switch (outcome.kind) {
         case 'done':
-          if (outcome.status >= 500 && outcome.status !== 503) this.observer.failed(endpoint, 'engine-5xx', `engine answered ${outcome.status}`);
+          if (outcome.status >= 500 && outcome.status !== 503)
+            this.observer.failed(endpoint, 'engine-5xx', `engine answered ${outcome.status}`);
           else this.observer.succeeded(endpoint);
           return { kind: 'answered', status: outcome.status, endpoint };
         case 'client-gone':
@@ -84,7 +90,8 @@ export class Forwarder {
           if (outcome.failure !== 'engine-busy') this.observer.failed(endpoint, outcome.failure, outcome.detail);
           last = { failure: outcome.failure, detail: outcome.detail };
           if (!mayRetry || res.destroyed) return { kind: 'unanswered', ...last, endpoint };
-          (tried ??= new Set()).add(endpoint);
+          tried ??= new Set();
+          tried.add(endpoint);
           candidates = job.candidates();
           const next = this.policy.pick(candidates, job.route, tried);
           if (!next) return { kind: 'unanswered', ...last, endpoint };
@@ -93,6 +100,11 @@ export class Forwarder {
         }
       }
     }
-    return { kind: 'unanswered', failure: last?.failure ?? 'no-endpoint', detail: last?.detail ?? 'no ready endpoint', endpoint: undefined };
+    return {
+      kind: 'unanswered',
+      failure: last?.failure ?? 'no-endpoint',
+      detail: last?.detail ?? 'no ready endpoint',
+      endpoint: undefined,
+    };
   }
 }

@@ -1,14 +1,25 @@
 // Hop-by-hop header filtering in both directions (RFC 9110 section 7.6.1), working on Node's flat raw header arrays.
 
 const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization',
-  'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings',
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
 ]);
 
 /** Header names listed in a Connection header are hop-by-hop too. */
 function connectionTokens(value: string | undefined): Set<string> | undefined {
   if (!value) return undefined;
-  const tokens = value.split(',').map((t) => t.trim().toLowerCase()).filter(Boolean);
+  const tokens = value
+    .split(',')
+    .map((t) => t.trim().toLowerCase())
+    .filter(Boolean);
   return tokens.length ? new Set(tokens) : undefined;
 }
 
@@ -32,7 +43,8 @@ export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHead
     if ((name === 'authorization' || name === 'x-api-key') && dropAuthorization) continue;
     out.push(raw[i] as string, raw[i + 1] as string);
   }
-  const extra = connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);
+  const extra =
+    connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);
   if (extra) out = withoutNamed(out, extra);
   out.push('content-length', String(opts.contentLength), 'x-request-id', opts.requestId);
   if (opts.engineAuthorization !== undefined) out.push('authorization', opts.engineAuthorization);
@@ -90,12 +102,14 @@ export function downstreamResponseHeaders(raw: readonly Buffer[], requestId: str
   if (lengths > 1 || codings > 1 || (lengths > 0 && codings > 0)) badFraming = true;
   if (badFraming || codings > 0) contentLength = -1;
   // rare: other headers named in Connection are hop-by-hop too ("keep-alive" and "close" are the usual values)
-  const extra = connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);
+  const extra =
+    connection === undefined || connection === 'keep-alive' || connection === 'close' ? undefined : connectionTokens(connection);
   return { headers: extra ? withoutNamed(headers, extra) : headers, contentType, contentLength, transferEncoding: codings > 0, badFraming };
 }
 
 function withoutNamed(flat: readonly string[], names: ReadonlySet<string>): string[] {
   const out: string[] = [];
-  for (let i = 0; i < flat.length; i += 2) if (!names.has((flat[i] as string).toLowerCase())) out.push(flat[i] as string, flat[i + 1] as string);
+  for (let i = 0; i < flat.length; i += 2)
+    if (!names.has((flat[i] as string).toLowerCase())) out.push(flat[i] as string, flat[i + 1] as string);
   return out;
 }

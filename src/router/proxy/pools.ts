@@ -28,7 +28,12 @@ export class UpstreamPools {
     let pool = this.pools.get(origin);
     if (!pool) {
       const o = this.opts;
-      const clientOpts = { connectTimeoutMs: o.timeouts.connectMs, keepAliveTimeoutMs: KEEP_ALIVE_MS, maxConnections: o.maxConnections, tls: o.tls };
+      const clientOpts = {
+        connectTimeoutMs: o.timeouts.connectMs,
+        keepAliveTimeoutMs: KEEP_ALIVE_MS,
+        maxConnections: o.maxConnections,
+        tls: o.tls,
+      };
       pool = o.kind === 'undici' ? new UndiciEngineClient(origin, clientOpts) : new H1Pool(origin, clientOpts);
       this.pools.set(origin, pool);
     }

@@ -71,7 +71,12 @@ export function candidateHashes(candidates: readonly Endpoint[]): Uint32Array {
  * depend on candidate order. The loops stay in this module: a call across modules per candidate costs more than
  * the weight itself when a loader compiles imports to property getters (tsx does).
  */
-export function rendezvousIndex(candidates: readonly Endpoint[], key: number, exclude?: ReadonlySet<Endpoint>, room = Number.POSITIVE_INFINITY): number {
+export function rendezvousIndex(
+  candidates: readonly Endpoint[],
+  key: number,
+  exclude?: ReadonlySet<Endpoint>,
+  room = Number.POSITIVE_INFINITY,
+): number {
   const hashes = candidateHashes(candidates);
   const n = hashes.length;
   let best = -1;
@@ -80,7 +85,7 @@ export function rendezvousIndex(candidates: readonly Endpoint[], key: number, ex
   for (let i = 0; i < n; i++) {
     if (filtered) {
       const e = candidates[i] as Endpoint;
-      if (e.inFlight >= room || (exclude !== undefined && exclude.has(e))) continue;
+      if (e.inFlight >= room || exclude?.has(e)) continue;
     }
     const h = hashes[i] as number;
     const w = rendezvousWeight(key, h);
@@ -101,7 +106,12 @@ let weightScratch = new Int32Array(64);
  * Some candidate always has room (the bound is above the mean), unless failover excluded all that do: then the
  * unbounded winner among the rest.
  */
-export function boundedRendezvousIndex(candidates: readonly Endpoint[], key: number, spread: number, exclude?: ReadonlySet<Endpoint>): number {
+export function boundedRendezvousIndex(
+  candidates: readonly Endpoint[],
+  key: number,
+  spread: number,
+  exclude?: ReadonlySet<Endpoint>,
+): number {
   const n = candidates.length;
   if (exclude !== undefined) {
     const winner = rendezvousIndex(candidates, key, exclude);

@@ -45,7 +45,7 @@ export class LeastLoadPolicy implements RoutingPolicy {
     if (n === 0) return undefined;
     if (n === 1) {
       const only = candidates[0] as Endpoint;
-      return exclude !== undefined && exclude.has(only) ? undefined : only;
+      return exclude?.has(only) ? undefined : only;
     }
     ensureScratch(n);
     // locals: module-level bindings cost a check on every access in the loops
@@ -59,7 +59,7 @@ export class LeastLoadPolicy implements RoutingPolicy {
     let unknownCount = 0;
     for (let i = 0; i < n; i++) {
       const e = candidates[i] as Endpoint;
-      if (exclude !== undefined && exclude.has(e)) continue;
+      if (exclude?.has(e)) continue;
       const load = e.engineLoad;
       if (load === undefined || load.at < freshSince) {
         unknown[unknownCount++] = i;

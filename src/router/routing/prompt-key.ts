@@ -41,7 +41,8 @@ function feed(s: string): boolean {
     if (pos < block) {
       for (let j = i; j < end; j++) h = Math.imul(h ^ s.charCodeAt(j), FNV_PRIME);
     } else {
-      for (let j = i + ((SAMPLE_STRIDE - (pos % SAMPLE_STRIDE)) % SAMPLE_STRIDE); j < end; j += SAMPLE_STRIDE) h = Math.imul(h ^ s.charCodeAt(j), FNV_PRIME);
+      for (let j = i + ((SAMPLE_STRIDE - (pos % SAMPLE_STRIDE)) % SAMPLE_STRIDE); j < end; j += SAMPLE_STRIDE)
+        h = Math.imul(h ^ s.charCodeAt(j), FNV_PRIME);
     }
     hash = h;
     pos += end - i;

@@ -13,7 +13,7 @@ export class RoundRobinPolicy implements RoutingPolicy {
     this.counters.set(request.model, (start + 1) % 1_000_000_007);
     for (let i = 0; i < n; i++) {
       const e = candidates[(start + i) % n] as Endpoint;
-      if (!exclude || !exclude.has(e)) return e;
+      if (!exclude?.has(e)) return e;
     }
     return undefined;
   }

@@ -58,11 +58,14 @@ export class ColdStartLearner {
     const resolution = this.catalog.resolve(model);
     const state = resolution.kind === 'unavailable' ? resolution.state : undefined;
     const target = resolution.kind === 'unknown' ? model : resolution.model;
-    const coming = this.catalog.endpoints().filter((e) => e.models.includes(target) && !e.draining && (e.state === 'discovered' || e.state === 'serving-api'));
+    const coming = this.catalog
+      .endpoints()
+      .filter((e) => e.models.includes(target) && !e.draining && (e.state === 'discovered' || e.state === 'serving-api'));
     if (state === 'loading' && coming.length > 0) {
       // the endpoint furthest along decides
       const started = Math.min(...coming.map((e) => e.discoveredAt));
-      const sinceWake = l?.wakeStartedAt !== undefined && l.wakeMs !== undefined ? { expected: l.wakeMs, elapsed: now - l.wakeStartedAt } : undefined;
+      const sinceWake =
+        l?.wakeStartedAt !== undefined && l.wakeMs !== undefined ? { expected: l.wakeMs, elapsed: now - l.wakeStartedAt } : undefined;
       if (l?.loadMs !== undefined) return expectedRemainingSeconds(l.loadMs, now - started, this.opts);
       if (sinceWake) return expectedRemainingSeconds(sinceWake.expected, sinceWake.elapsed, this.opts);
       return expectedRemainingSeconds(undefined, 0, this.opts);

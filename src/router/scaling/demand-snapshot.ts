@@ -41,11 +41,25 @@ export interface ModelTotals {
   readonly sinceActivityMs: number | undefined;
 }
 
-export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = { held: 0, inFlight: 0, arrivals: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null };
+export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = {
+  held: 0,
+  inFlight: 0,
+  arrivals: 0,
+  lastArrivalAt: null,
+  lastEndAt: null,
+  lastHoldTimeoutAt: null,
+};
 
 const count = z.number().int().nonnegative();
 const time = z.number().finite().nullable();
-const modelSchema = z.object({ held: count, inFlight: count, arrivals: count, lastArrivalAt: time, lastEndAt: time, lastHoldTimeoutAt: time });
+const modelSchema = z.object({
+  held: count,
+  inFlight: count,
+  arrivals: count,
+  lastArrivalAt: time,
+  lastEndAt: time,
+  lastHoldTimeoutAt: time,
+});
 const snapshotSchema = z.object({
   instance: z.string().min(1).max(200),
   at: z.number().finite(),
@@ -100,7 +114,8 @@ export function systemTotals(received: readonly ReceivedSnapshot[], now: number)
         held: (t?.held ?? 0) + d.held,
         inFlight: (t?.inFlight ?? 0) + d.inFlight,
         arrivals: (t?.arrivals ?? 0) + d.arrivals,
-        sinceActivityMs: t?.sinceActivityMs === undefined ? since : since === undefined ? t.sinceActivityMs : Math.min(t.sinceActivityMs, since),
+        sinceActivityMs:
+          t?.sinceActivityMs === undefined ? since : since === undefined ? t.sinceActivityMs : Math.min(t.sinceActivityMs, since),
       });
     }
   }

@@ -39,7 +39,11 @@ export class AggregateDemand implements DemandView {
 
   async instance(): Promise<DemandSnapshot> {
     const locals = await this.opts.locals();
-    return mergeWorkers(this.opts.instance, this.now(), locals.map((r) => r.snapshot));
+    return mergeWorkers(
+      this.opts.instance,
+      this.now(),
+      locals.map((r) => r.snapshot),
+    );
   }
 
   /** Concurrent callers (several KEDA streams on one tick) share one round of peer requests. */
@@ -53,7 +57,14 @@ export class AggregateDemand implements DemandView {
   private async compute(): Promise<SystemDemand> {
     const [locals, peers] = await Promise.all([this.opts.locals(), this.opts.peers?.poll() ?? Promise.resolve([])]);
     const now = this.now();
-    const own: ReceivedSnapshot = { snapshot: mergeWorkers(this.opts.instance, now, locals.map((r) => r.snapshot)), receivedAt: now };
+    const own: ReceivedSnapshot = {
+      snapshot: mergeWorkers(
+        this.opts.instance,
+        now,
+        locals.map((r) => r.snapshot),
+      ),
+      receivedAt: now,
+    };
     const counted = [own, ...withinAge(peers, now, this.opts.graceMs)];
     return { models: Object.fromEntries(systemTotals(counted, now)), instances: counted.length };
   }

@@ -52,7 +52,15 @@ export class DemandTracker {
   private entry(model: string): ModelDemand {
     let d = this.models.get(model);
     if (!d) {
-      d = { arrivals: 0, inFlight: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null, episodeStart: undefined, stalled: false };
+      d = {
+        arrivals: 0,
+        inFlight: 0,
+        lastArrivalAt: null,
+        lastEndAt: null,
+        lastHoldTimeoutAt: null,
+        episodeStart: undefined,
+        stalled: false,
+      };
       this.models.set(model, d);
     }
     return d;
@@ -108,7 +116,14 @@ export class DemandTracker {
     for (const m of models) out[m] = EMPTY_MODEL_DEMAND;
     // a held request has always arrived first, so every model with held requests has an entry here
     for (const [m, d] of this.models) {
-      out[m] = { held: this.held(m), inFlight: d.inFlight, arrivals: d.arrivals, lastArrivalAt: d.lastArrivalAt, lastEndAt: d.lastEndAt, lastHoldTimeoutAt: d.lastHoldTimeoutAt };
+      out[m] = {
+        held: this.held(m),
+        inFlight: d.inFlight,
+        arrivals: d.arrivals,
+        lastArrivalAt: d.lastArrivalAt,
+        lastEndAt: d.lastEndAt,
+        lastHoldTimeoutAt: d.lastHoldTimeoutAt,
+      };
     }
     return { instance, at: this.now(), workers: 1, models: out };
   }

@@ -70,10 +70,7 @@ export class Scaling {
         if (r.kind !== 'unknown') return { kind: 'known', model: r.model };
         return synced() ? { kind: 'unknown' } : { kind: 'not-synced' };
       };
-      this.keda = new KedaScaler(
-        { lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs },
-        this.log,
-      );
+      this.keda = new KedaScaler({ lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs }, this.log);
       await this.keda.start(host, this.config.kedaScalerPort);
     }
   }

@@ -48,7 +48,11 @@ class ScalerError extends Error {
 
 /** KEDA metric names must be DNS-label-like; model names may hold slashes and dots. */
 export function metricNameFor(model: string): string {
-  return `llm-router-${model.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/-+/g, '-').replace(/^-|-$/g, '')}`.slice(0, 63);
+  return `llm-router-${model
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/-+/g, '-')
+    .replace(/^-|-$/g, '')}`.slice(0, 63);
 }
 
 /** Pure: the target per replica from the trigger metadata; a value that is not a positive number is refused. */
@@ -56,14 +60,18 @@ export function parseTarget(meta: Readonly<Record<string, string>> | undefined):
   const raw = meta?.targetValue ?? meta?.target;
   if (raw === undefined || raw.trim() === '') return DEFAULT_TARGET;
   const n = Number(raw.trim());
-  if (!Number.isFinite(n) || n <= 0) throw new ScalerError(grpc.status.INVALID_ARGUMENT, `targetValue ${JSON.stringify(raw)} must be a positive number`);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new ScalerError(grpc.status.INVALID_ARGUMENT, `targetValue ${JSON.stringify(raw)} must be a positive number`);
   return n;
 }
 
 export class KedaScaler {
   private readonly server = new grpc.Server();
   /** open StreamIsActive calls and the function that pushes a change to each */
-  private readonly streams = new Map<grpc.ServerWritableStream<ScaledObjectRef, { result: boolean }>, (totals: Readonly<Record<string, ModelTotals>>) => void>();
+  private readonly streams = new Map<
+    grpc.ServerWritableStream<ScaledObjectRef, { result: boolean }>,
+    (totals: Readonly<Record<string, ModelTotals>>) => void
+  >();
   private timer: NodeJS.Timeout | undefined;
   port = 0;
 
@@ -128,9 +136,16 @@ export class KedaScaler {
     const target = parseTarget(ref?.scalerMetadata);
     const found = this.view.lookup(requested);
     if (found.kind === 'unknown') {
-      throw new ScalerError(grpc.status.NOT_FOUND, `model ${JSON.stringify(requested)} is not declared or served anywhere this router can see (check the trigger's "model")`);
+      throw new ScalerError(
+        grpc.status.NOT_FOUND,
+        `model ${JSON.stringify(requested)} is not declared or served anywhere this router can see (check the trigger's "model")`,
+      );
     }
-    if (found.kind === 'not-synced') throw new ScalerError(grpc.status.UNAVAILABLE, `the router has not listed the cluster yet; cannot tell whether ${JSON.stringify(requested)} exists`);
+    if (found.kind === 'not-synced')
+      throw new ScalerError(
+        grpc.status.UNAVAILABLE,
+        `the router has not listed the cluster yet; cannot tell whether ${JSON.stringify(requested)} exists`,
+      );
     return { model: found.model, target };
   }
 
@@ -143,7 +158,9 @@ export class KedaScaler {
 
   async start(host: string, port: number): Promise<void> {
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) =>
+        err ? reject(err) : resolve(bound),
+      ),
     );
     this.timer = setInterval(() => {
       if (this.streams.size === 0) return;

@@ -39,7 +39,11 @@ export class PeerPods implements PeerList {
     this.pods = new Reflector({
       resource: 'router-pods',
       path: `/api/v1/namespaces/${opts.namespace}/pods`,
-      list: async () => (await core.listNamespacedPod({ namespace: opts.namespace, labelSelector: opts.labelSelector })) as KubernetesListObject<KubernetesObject>,
+      list: async () =>
+        (await core.listNamespacedPod({
+          namespace: opts.namespace,
+          labelSelector: opts.labelSelector,
+        })) as KubernetesListObject<KubernetesObject>,
       kubeConfig: opts.kubeConfig,
       labelSelector: opts.labelSelector,
       resyncMs: opts.resyncMs,

@@ -46,7 +46,12 @@ function peerList(config: RouterConfig, log: Logger): PeerList | undefined {
  * The instance's demand view. Peers are asked only when the KEDA scaler runs (nothing else needs the system's sum).
  * `locals` gives this instance's process snapshots.
  */
-export function instanceDemand(config: RouterConfig, instance: string, locals: () => Promise<ReceivedSnapshot[]>, log: Logger): { view: AggregateDemand; stop: () => void } {
+export function instanceDemand(
+  config: RouterConfig,
+  instance: string,
+  locals: () => Promise<ReceivedSnapshot[]>,
+  log: Logger,
+): { view: AggregateDemand; stop: () => void } {
   const s = config.scaling;
   const list = s.kedaScalerPort !== undefined ? peerList(config, log) : undefined;
   const key = config.security.apiKeys[0];

@@ -37,7 +37,13 @@ export async function metrics(res: ServerResponse, m: RouterMetrics): Promise<vo
 /** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
 function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: number): object | null {
   if (!load) return null;
-  return { running: load.running, waiting: load.waiting, kvUsage: load.kvUsage ?? null, at: new Date(load.at).toISOString(), fresh: isFresh(load, now, statsIntervalMs) };
+  return {
+    running: load.running,
+    waiting: load.waiting,
+    kvUsage: load.kvUsage ?? null,
+    at: new Date(load.at).toISOString(),
+    fresh: isFresh(load, now, statsIntervalMs),
+  };
 }
 
 export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {

@@ -11,7 +11,10 @@ function digest(key: string): Buffer {
 
 /** One key per line; blank lines and lines starting with # are ignored. */
 export function parseKeysFile(text: string): string[] {
-  return text.split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0 && !l.startsWith('#'));
+  return text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0 && !l.startsWith('#'));
 }
 
 /** The key a client presents: `Authorization: Bearer KEY`, or `x-api-key: KEY` (Anthropic-style clients). */
@@ -35,7 +38,7 @@ export class ApiKeys {
     keys: readonly string[],
     private readonly file: string | undefined,
     private readonly log: Logger,
-    private readonly recheckMs = 2_000,
+    recheckMs = 2_000,
   ) {
     this.staticDigests = keys.map(digest);
     if (file) {

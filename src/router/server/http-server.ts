@@ -13,18 +13,34 @@ export interface ServerLimits {
 }
 
 const CLIENT_ERRORS: Record<string, RouterError> = {
-  HPE_HEADER_OVERFLOW: { status: 431, code: 'headers_too_large', type: 'invalid_request_error', message: 'The request head is larger than the limit.' },
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    code: 'headers_too_large',
+    type: 'invalid_request_error',
+    message: 'The request head is larger than the limit.',
+  },
   ERR_HTTP_REQUEST_TIMEOUT: errors.clientTimeout(),
   // llhttp refuses versions other than 0.9, 1.0, 1.1 and 2.0 in a request line; the listener refuses 0.9 and 2.0
   HPE_INVALID_VERSION: errors.httpVersionNotSupported(),
 };
 const EXPECTATION_FAILED: RouterError = {
-  status: 417, code: 'expectation_failed', type: 'invalid_request_error', message: 'Only "Expect: 100-continue" is supported.',
+  status: 417,
+  code: 'expectation_failed',
+  type: 'invalid_request_error',
+  message: 'Only "Expect: 100-continue" is supported.',
 };
 const CONNECT_REFUSED: RouterError = {
-  status: 405, code: 'method_not_allowed', type: 'invalid_request_error', message: 'CONNECT is not supported: this is not a forward proxy.',
+  status: 405,
+  code: 'method_not_allowed',
+  type: 'invalid_request_error',
+  message: 'CONNECT is not supported: this is not a forward proxy.',
 };
-const BAD_REQUEST: RouterError = { status: 400, code: 'bad_request', type: 'invalid_request_error', message: 'The request is not valid HTTP.' };
+const BAD_REQUEST: RouterError = {
+  status: 400,
+  code: 'bad_request',
+  type: 'invalid_request_error',
+  message: 'The request is not valid HTTP.',
+};
 
 /** A whole answer for a connection node:http no longer parses (it is closed after it). */
 function rawAnswer(e: RouterError): string {
@@ -98,7 +114,9 @@ function requestRefusal(req: IncomingMessage): RouterError | undefined {
     if (name.length === 4 && name.toLowerCase() === 'host') hosts++;
   }
   if (hosts === 1) return undefined;
-  return errors.invalidRequest(hosts === 0 ? 'An HTTP/1.1 request needs a Host header.' : 'An HTTP/1.1 request may carry only one Host header.');
+  return errors.invalidRequest(
+    hosts === 0 ? 'An HTTP/1.1 request needs a Host header.' : 'An HTTP/1.1 request may carry only one Host header.',
+  );
 }
 
 export function createHttpServer(limits: ServerLimits, listener: (req: IncomingMessage, res: ServerResponse) => void): http.Server {
@@ -130,7 +148,9 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
     },
   );
   server.on('clientError', answerClientError);
-  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => sendError(res, EXPECTATION_FAILED, { connection: 'close' }));
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) =>
+    sendError(res, EXPECTATION_FAILED, { connection: 'close' }),
+  );
   server.on('connect', (_req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => undefined);
     socket.end(rawAnswer({ ...CONNECT_REFUSED, headers: { allow: 'GET, POST' } }));

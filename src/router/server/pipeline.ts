@@ -21,8 +21,17 @@ import type { InboundRequest, ResponseSink } from '../core/exchange.js';
 
 /** Paths routed by the JSON body's `model`. */
 export const INFERENCE_PATHS: readonly string[] = [
-  '/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank',
-  '/v1/score', '/score', '/tokenize', '/detokenize', '/v1/messages',
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/embeddings',
+  '/v1/responses',
+  '/v1/rerank',
+  '/rerank',
+  '/v1/score',
+  '/score',
+  '/tokenize',
+  '/detokenize',
+  '/v1/messages',
 ];
 
 export interface InferenceDeps {
@@ -72,7 +81,8 @@ export function parseInference(raw: Buffer): Parsed {
   const body = value as Record<string, unknown>;
   const model = body.model;
   if (model === undefined || model === null) return { ok: false, error: errors.modelRequired() };
-  if (typeof model !== 'string' || model.length === 0) return { ok: false, error: errors.modelRequired('"model" must be a non-empty string') };
+  if (typeof model !== 'string' || model.length === 0)
+    return { ok: false, error: errors.modelRequired('"model" must be a non-empty string') };
   return { ok: true, body, model };
 }
 
@@ -118,8 +128,14 @@ class InferenceRecord {
     if (this.deps.log.isLevelEnabled('info')) {
       this.deps.log.info(
         {
-          requestId: this.requestId, path: this.path, model: this.metricModel, endpoint: this.endpoint?.url, status, ms: Math.round(ms),
-          bytesIn: this.bodyBytes, bytesOut: this.req.socket.bytesWritten - this.writtenBefore,
+          requestId: this.requestId,
+          path: this.path,
+          model: this.metricModel,
+          endpoint: this.endpoint?.url,
+          status,
+          ms: Math.round(ms),
+          bytesIn: this.bodyBytes,
+          bytesOut: this.req.socket.bytesWritten - this.writtenBefore,
         },
         'request',
       );
@@ -275,7 +291,13 @@ function answerResult(r: InferenceRecord, result: ForwardResult, requested: stri
  * Answers one inference request. `source` is where the body comes from: node:http's request stream, or the whole
  * body already read (the fast path reads it before calling).
  */
-export async function handleInference(req: InboundRequest, res: ResponseSink, path: string, deps: InferenceDeps, source: IncomingMessage | Buffer): Promise<void> {
+export async function handleInference(
+  req: InboundRequest,
+  res: ResponseSink,
+  path: string,
+  deps: InferenceDeps,
+  source: IncomingMessage | Buffer,
+): Promise<void> {
   const r = new InferenceRecord(req, res, path, deps);
   if (!admit(r, source)) return;
   const raw = await readRequestBody(r, source);

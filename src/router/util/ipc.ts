@@ -58,7 +58,7 @@ export class ClusterHub {
     if (!isMessage(m)) return;
     if (m.kind === 'part') {
       const p = this.pending.get(m.id);
-      if (!p || !p.waiting.delete(worker.id)) return;
+      if (!p?.waiting.delete(worker.id)) return;
       if (m.error === undefined) p.parts.set(worker.id, m.value);
       if (p.waiting.size === 0) p.done();
     } else if (m.kind === 'ask') {

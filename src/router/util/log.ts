@@ -36,7 +36,10 @@ export function createLogger(opts: { level: string; format: 'text' | 'json'; out
     {
       level: opts.level,
       base: undefined,
-      redact: { paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.apiKey', 'apiKey'], censor: '[redacted]' },
+      redact: {
+        paths: ['authorization', 'headers.authorization', 'req.headers.authorization', '*.apiKey', 'apiKey'],
+        censor: '[redacted]',
+      },
     },
     opts.format === 'json' ? (out as DestinationStream) : textDestination(out),
   );

@@ -16,11 +16,23 @@ const DEMO_FLAGS: readonly FlagSpec[] = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address for the router' },
   { name: 'port', kind: 'int', default: 8001, min: 0, help: 'port for the router' },
   { name: 'log-level', kind: 'string', default: 'info', help: 'router log level' },
-  { name: 'idle-seconds', kind: 'number', default: 20, min: 0.1, help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero' },
+  {
+    name: 'idle-seconds',
+    kind: 'number',
+    default: 20,
+    min: 0.1,
+    help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero',
+  },
 ];
 
-export const DEMO_MODELS = { ready: 'demo-chat', alias: 'gpt-4o-mini', embed: 'demo-embed', zero: 'demo-sleeper', wake: 'demo-wakeup', unknown: 'no-such-model' } as const;
-
+export const DEMO_MODELS = {
+  ready: 'demo-chat',
+  alias: 'gpt-4o-mini',
+  embed: 'demo-embed',
+  zero: 'demo-sleeper',
+  wake: 'demo-wakeup',
+  unknown: 'no-such-model',
+} as const;
 
 async function freePort(): Promise<number> {
   const s = net.createServer().listen(0, '127.0.0.1');
@@ -37,9 +49,25 @@ interface Engine {
 }
 
 function startEngine(port: number, model: string, extra: readonly string[]): Engine {
-  const child = spawn(process.execPath, [process.argv[1] as string, 'sim', '--host', '127.0.0.1', '--port', String(port), '--model', model, '--id', `sim-${model}-${port}`, ...extra], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      process.argv[1] as string,
+      'sim',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(port),
+      '--model',
+      model,
+      '--id',
+      `sim-${model}-${port}`,
+      ...extra,
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   return { url: `http://127.0.0.1:${port}`, child };
 }
 
@@ -63,15 +91,37 @@ export interface DemoCase {
 }
 
 export function demoCases(base: string): DemoCase[] {
-  const post = (path: string, body: unknown): string => `curl -si ${base}${path} -H 'content-type: application/json' -d '${JSON.stringify(body)}'`;
-  const chat = (model: string, stream = false): unknown => ({ model, messages: [{ role: 'user', content: 'Hello!' }], max_tokens: 8, ...(stream ? { stream: true } : {}) });
+  const post = (path: string, body: unknown): string =>
+    `curl -si ${base}${path} -H 'content-type: application/json' -d '${JSON.stringify(body)}'`;
+  const chat = (model: string, stream = false): unknown => ({
+    model,
+    messages: [{ role: 'user', content: 'Hello!' }],
+    max_tokens: 8,
+    ...(stream ? { stream: true } : {}),
+  });
   return [
     { title: 'a ready model answers', command: post('/v1/chat/completions', chat(DEMO_MODELS.ready)), expectStatus: 200 },
-    { title: 'streaming passes through chunk by chunk', command: `curl -sNi ${base}/v1/chat/completions -H 'content-type: application/json' -d '${JSON.stringify(chat(DEMO_MODELS.ready, true))}'`, expectStatus: 200 },
+    {
+      title: 'streaming passes through chunk by chunk',
+      command: `curl -sNi ${base}/v1/chat/completions -H 'content-type: application/json' -d '${JSON.stringify(chat(DEMO_MODELS.ready, true))}'`,
+      expectStatus: 200,
+    },
     { title: 'an alias routes to its model', command: post('/v1/chat/completions', chat(DEMO_MODELS.alias)), expectStatus: 200 },
-    { title: 'embeddings route by model too', command: post('/v1/embeddings', { model: DEMO_MODELS.embed, input: 'hello' }), expectStatus: 200 },
-    { title: 'a declared model at zero replicas: 503, Retry-After, x-llm-router-model-state: scaled-to-zero', command: post('/v1/chat/completions', chat(DEMO_MODELS.zero)), expectStatus: 503 },
-    { title: `a model at zero with a cold-start wait: held while the demo autoscaler starts an engine (~4 s), then answered`, command: post('/v1/chat/completions', chat(DEMO_MODELS.wake)), expectStatus: 200 },
+    {
+      title: 'embeddings route by model too',
+      command: post('/v1/embeddings', { model: DEMO_MODELS.embed, input: 'hello' }),
+      expectStatus: 200,
+    },
+    {
+      title: 'a declared model at zero replicas: 503, Retry-After, x-llm-router-model-state: scaled-to-zero',
+      command: post('/v1/chat/completions', chat(DEMO_MODELS.zero)),
+      expectStatus: 503,
+    },
+    {
+      title: `a model at zero with a cold-start wait: held while the demo autoscaler starts an engine (~4 s), then answered`,
+      command: post('/v1/chat/completions', chat(DEMO_MODELS.wake)),
+      expectStatus: 200,
+    },
     { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
     { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
     { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
@@ -93,7 +143,9 @@ async function waitRoutable(base: string, model: string, timeoutMs: number): Pro
 
 export async function runDemo(argv: string[]): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(usage('demo', 'Starts simulated engines and the router, then prints curl lines for each case.', DEMO_FLAGS) + '\n');
+    process.stdout.write(
+      usage('demo', 'Starts simulated engines and the router, then prints curl lines for each case.', DEMO_FLAGS) + '\n',
+    );
     return;
   }
   const flags = new FlagReader(parseFlags(argv, DEMO_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_DEMO_' }));
@@ -101,7 +153,16 @@ export async function runDemo(argv: string[]): Promise<void> {
   const engines = [
     startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12']),
     // a second engine of the same model that takes a while to load: watch it go discovered -> serving-api -> ready in /engines
-    startEngine(p2, DEMO_MODELS.ready, ['--startup-refuse-seconds', '3', '--startup-loading-seconds', '5', '--ttft-ms', '50', '--itl-ms', '40']),
+    startEngine(p2, DEMO_MODELS.ready, [
+      '--startup-refuse-seconds',
+      '3',
+      '--startup-loading-seconds',
+      '5',
+      '--ttft-ms',
+      '50',
+      '--itl-ms',
+      '40',
+    ]),
     startEngine(p3, DEMO_MODELS.embed, []),
   ];
   const stopEngines = (): void => {
@@ -111,15 +172,24 @@ export async function runDemo(argv: string[]): Promise<void> {
 
   const config = loadRouterConfig(
     [
-      '--host', flags.string('host') as string,
-      '--port', String(flags.number('port')),
-      '--static-backends', engines.map((e) => e.url).join(','),
-      '--static-models', [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed].join(','),
-      '--static-aliases', `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
-      '--known-models', DEMO_MODELS.zero,
-      '--cold-start-wait-per-model', `${DEMO_MODELS.wake}=60`,
-      '--scale-to-zero-grace-seconds', String(flags.number('idle-seconds')),
-      '--log-level', flags.string('log-level') as string,
+      '--host',
+      flags.string('host') as string,
+      '--port',
+      String(flags.number('port')),
+      '--static-backends',
+      engines.map((e) => e.url).join(','),
+      '--static-models',
+      [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed].join(','),
+      '--static-aliases',
+      `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
+      '--known-models',
+      DEMO_MODELS.zero,
+      '--cold-start-wait-per-model',
+      `${DEMO_MODELS.wake}=60`,
+      '--scale-to-zero-grace-seconds',
+      String(flags.number('idle-seconds')),
+      '--log-level',
+      flags.string('log-level') as string,
     ],
     {},
   );
@@ -147,7 +217,9 @@ export async function runDemo(argv: string[]): Promise<void> {
     stopping = true;
     autoscaler.stop();
     // exit only once every engine it started is gone: "Ctrl-C stops everything" holds when the demo has exited
-    void Promise.allSettled([app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }), ...engines.map((e) => stopEngine(e.child))]).then(() => process.exit(0));
+    void Promise.allSettled([app.stop({ drainMs: 0, shutdownTimeoutMs: 1_000 }), ...engines.map((e) => stopEngine(e.child))]).then(() =>
+      process.exit(0),
+    );
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

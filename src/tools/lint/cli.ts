@@ -10,10 +10,16 @@ import { SelectorError } from './selector.js';
 export const LINT_FLAGS: readonly FlagSpec[] = [
   { name: 'format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'output format' },
   {
-    name: 'expected-load-seconds', kind: 'number', min: 1,
+    name: 'expected-load-seconds',
+    kind: 'number',
+    min: 1,
     help: `seconds an engine takes to load its model; a workload's llm-router/expected-load-seconds annotation wins (default ${DEFAULT_EXPECTED_LOAD_SECONDS})`,
   },
-  { name: 'selector', kind: 'string', help: "the router's --k8s-label-selector (default: read from an llm-router Deployment in the input, else not checked)" },
+  {
+    name: 'selector',
+    kind: 'string',
+    help: "the router's --k8s-label-selector (default: read from an llm-router Deployment in the input, else not checked)",
+  },
   { name: 'model-label', kind: 'string', default: 'model', help: "the router's --k8s-model-label" },
   { name: 'list-rules', kind: 'boolean', help: 'print the rules with their severity and exit' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
@@ -22,7 +28,7 @@ export const LINT_FLAGS: readonly FlagSpec[] = [
 const SUMMARY = [
   'Reads Kubernetes YAML (files, directories, or - for stdin; multi-document; Deployments, StatefulSets,',
   'LeaderWorkerSets, Pods, helm template output) and reports, per inference-engine container, probes that do not',
-  "mean \"model loaded\", startup budgets shorter than the model's load, probes on the wrong port, and workloads",
+  'mean "model loaded", startup budgets shorter than the model\'s load, probes on the wrong port, and workloads',
   'the router would not see. Exit 1 on any error, 0 with only warnings, 2 when the input cannot be parsed.',
 ].join('\n');
 

@@ -62,7 +62,9 @@ export function parseManifests(text: string, file: string): LoadedObject[] {
     const error = doc.errors[0];
     if (error) {
       const at = error.linePos?.[0] ?? lineCounter.linePos(error.pos[0]);
-      const template = /\{\{.*\}\}/.test(text) ? ' (it looks like an unrendered Helm template: lint the output of helm template instead)' : '';
+      const template = /\{\{.*\}\}/.test(text)
+        ? ' (it looks like an unrendered Helm template: lint the output of helm template instead)'
+        : '';
       throw new LintInputError(`${file}:${at.line}:${at.col}: not valid YAML: ${error.message.split('\n')[0]}${template}`);
     }
     const value: unknown = doc.toJS({ maxAliasCount: 1000 });

@@ -145,7 +145,12 @@ export function podRole(template: PodTemplate, engine: ContainerSpec): Role {
 const DEFAULT_PORT: Record<ManifestEngineKind, number> = { vllm: 8000, sglang: 30000, tgi: 80 };
 
 /** Where the engine listens: its --port (or TGI's PORT env), else the role convention, else the engine's default. */
-export function enginePort(engine: ContainerSpec, kind: ManifestEngineKind, role: Role, hasOtherSidecar: boolean): { port: number; from: string } {
+export function enginePort(
+  engine: ContainerSpec,
+  kind: ManifestEngineKind,
+  role: Role,
+  hasOtherSidecar: boolean,
+): { port: number; from: string } {
   const arg = portFromArgs(containerWords(engine));
   if (arg !== undefined) return { port: arg, from: 'its --port argument' };
   const env = engine.env?.find((e) => e.name === 'PORT')?.value;

@@ -22,11 +22,15 @@ const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' 
 export function formatText(findings: readonly Finding[], summary: Summary): string {
   const lines: string[] = [];
   for (const f of findings) {
-    lines.push(`${f.file}:${f.line}: ${f.severity} ${f.rule}: ${f.object}${f.namespace ? ` in ${f.namespace}` : ''}, container ${f.container}`);
+    lines.push(
+      `${f.file}:${f.line}: ${f.severity} ${f.rule}: ${f.object}${f.namespace ? ` in ${f.namespace}` : ''}, container ${f.container}`,
+    );
     lines.push(`    why: ${f.why}`);
     lines.push(`    fix: ${f.fix}`);
   }
-  lines.push(`${plural(summary.errors, 'error')}, ${plural(summary.warnings, 'warning')} in ${plural(summary.objects, 'object')} from ${plural(summary.files, 'file')}`);
+  lines.push(
+    `${plural(summary.errors, 'error')}, ${plural(summary.warnings, 'warning')} in ${plural(summary.objects, 'object')} from ${plural(summary.files, 'file')}`,
+  );
   return lines.join('\n') + '\n';
 }
 

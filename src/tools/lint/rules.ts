@@ -30,14 +30,46 @@ export interface RuleInfo {
 
 /** Every rule, in the order the report and the docs list them. */
 export const RULES: readonly RuleInfo[] = [
-  { id: 'probe-on-health', severity: 'error', summary: "readiness or startup probe on vLLM's /health (or a bare TCP connect): passes while the model is not served" },
-  { id: 'probe-on-sidecar-port', severity: 'error', summary: "readiness or startup probe on a sidecar's port (e.g. a P/D routing proxy) instead of the engine's" },
-  { id: 'startup-budget-too-short', severity: 'error', summary: 'startupProbe budget (initialDelaySeconds + failureThreshold x periodSeconds) below the expected load time' },
-  { id: 'probe-port-mismatch', severity: 'error', summary: 'probe port is not the port the engine listens on (--port, or the role convention)' },
-  { id: 'no-startup-probe', severity: 'warning', summary: 'no startupProbe, and the livenessProbe would kill the pod before the model has loaded' },
-  { id: 'no-readiness-probe', severity: 'warning', summary: 'engine container without a readinessProbe: the pod is Ready as soon as it starts' },
-  { id: 'missing-served-model-name', severity: 'warning', summary: "the router takes the model's name from the engine's arguments, and there is no --served-model-name" },
-  { id: 'selector-mismatch', severity: 'warning', summary: "the router's label selector (or namespace) does not match this engine workload" },
+  {
+    id: 'probe-on-health',
+    severity: 'error',
+    summary: "readiness or startup probe on vLLM's /health (or a bare TCP connect): passes while the model is not served",
+  },
+  {
+    id: 'probe-on-sidecar-port',
+    severity: 'error',
+    summary: "readiness or startup probe on a sidecar's port (e.g. a P/D routing proxy) instead of the engine's",
+  },
+  {
+    id: 'startup-budget-too-short',
+    severity: 'error',
+    summary: 'startupProbe budget (initialDelaySeconds + failureThreshold x periodSeconds) below the expected load time',
+  },
+  {
+    id: 'probe-port-mismatch',
+    severity: 'error',
+    summary: 'probe port is not the port the engine listens on (--port, or the role convention)',
+  },
+  {
+    id: 'no-startup-probe',
+    severity: 'warning',
+    summary: 'no startupProbe, and the livenessProbe would kill the pod before the model has loaded',
+  },
+  {
+    id: 'no-readiness-probe',
+    severity: 'warning',
+    summary: 'engine container without a readinessProbe: the pod is Ready as soon as it starts',
+  },
+  {
+    id: 'missing-served-model-name',
+    severity: 'warning',
+    summary: "the router takes the model's name from the engine's arguments, and there is no --served-model-name",
+  },
+  {
+    id: 'selector-mismatch',
+    severity: 'warning',
+    summary: "the router's label selector (or namespace) does not match this engine workload",
+  },
 ];
 
 const SEVERITY = new Map(RULES.map((r) => [r.id, r.severity]));
@@ -90,7 +122,10 @@ function httpPath(p: ProbeSpec): string | undefined {
 }
 
 /** The router's selector and namespace, from the options or an llm-router Deployment in the input. */
-function routerView(objects: readonly LoadedObject[], opts: LintOptions): { selector?: Requirement[]; selectorText?: string; namespace?: string } {
+function routerView(
+  objects: readonly LoadedObject[],
+  opts: LintOptions,
+): { selector?: Requirement[]; selectorText?: string; namespace?: string } {
   if (opts.selector !== undefined) return { selector: parseSelector(opts.selector), selectorText: opts.selector };
   for (const { object } of objects) {
     for (const { template } of podTemplates(object)) {
@@ -136,7 +171,8 @@ function report(ctx: Context, container: string, rule: string, why: string, fix:
 }
 
 function expectedLoad(ctx: Context): { seconds: number; from: string } {
-  const raw = ctx.object.metadata?.annotations?.[EXPECTED_LOAD_ANNOTATION] ?? ctx.template.metadata?.annotations?.[EXPECTED_LOAD_ANNOTATION];
+  const raw =
+    ctx.object.metadata?.annotations?.[EXPECTED_LOAD_ANNOTATION] ?? ctx.template.metadata?.annotations?.[EXPECTED_LOAD_ANNOTATION];
   const n = Number(raw);
   if (raw !== undefined && Number.isFinite(n) && n > 0) return { seconds: n, from: `annotation ${EXPECTED_LOAD_ANNOTATION}` };
   if (ctx.opts.expectedLoadSeconds !== undefined) return { seconds: ctx.opts.expectedLoadSeconds, from: '--expected-load-seconds' };
@@ -162,12 +198,24 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
     const what = `${which} ${describeProbe(probe, port)}`;
     const gatesTraffic = which !== 'livenessProbe';
     if (named !== undefined && port === undefined) {
-      report(ctx, name, 'probe-port-mismatch', `${which} uses the port name ${JSON.stringify(named)}, which this container does not declare; the kubelet cannot resolve it`, `use port ${listen.port} (the engine's port, from ${listen.from}) or declare the named port on the container`);
+      report(
+        ctx,
+        name,
+        'probe-port-mismatch',
+        `${which} uses the port name ${JSON.stringify(named)}, which this container does not declare; the kubelet cannot resolve it`,
+        `use port ${listen.port} (the engine's port, from ${listen.from}) or declare the named port on the container`,
+      );
       continue;
     }
     if (port === undefined) {
       if (gatesTraffic && probe.exec && kind !== 'sglang' && kind !== 'tgi' && /\/health\b/.test((probe.exec.command ?? []).join(' '))) {
-        report(ctx, name, 'probe-on-health', `${what} asks vLLM's /health, which answers 200 before the model is served`, modelAwareFix(which, kind, listen.port, probeSidecars.length > 0));
+        report(
+          ctx,
+          name,
+          'probe-on-health',
+          `${what} asks vLLM's /health, which answers 200 before the model is served`,
+          modelAwareFix(which, kind, listen.port, probeSidecars.length > 0),
+        );
       }
       continue;
     }
@@ -175,30 +223,61 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
     if (viaProbeSidecar) {
       const path = httpPath(probe);
       if (gatesTraffic && path === '/live') {
-        report(ctx, name, 'probe-on-health', `${what} asks the probe sidecar's /live, which is 200 while the engine answers at all, loaded or not`, `use path /ready on port ${port}: it is 200 only when the engine lists the model`);
+        report(
+          ctx,
+          name,
+          'probe-on-health',
+          `${what} asks the probe sidecar's /live, which is 200 while the engine answers at all, loaded or not`,
+          `use path /ready on port ${port}: it is 200 only when the engine lists the model`,
+        );
       }
       const target = probeSidecarEnginePort(viaProbeSidecar);
       if (target !== listen.port) {
-        report(ctx, viaProbeSidecar.name ?? '(unnamed)', 'probe-port-mismatch', `the llm-router probe sidecar checks port ${target ?? '(unparsable --engine-url)'}, but engine ${name} listens on ${listen.port} (from ${listen.from})`, `set --engine-url http://127.0.0.1:${listen.port} on the probe sidecar`);
+        report(
+          ctx,
+          viaProbeSidecar.name ?? '(unnamed)',
+          'probe-port-mismatch',
+          `the llm-router probe sidecar checks port ${target ?? '(unparsable --engine-url)'}, but engine ${name} listens on ${listen.port} (from ${listen.from})`,
+          `set --engine-url http://127.0.0.1:${listen.port} on the probe sidecar`,
+        );
       }
       continue;
     }
     if (port !== listen.port) {
       const sidecar = sidecarOf(port);
       if (sidecar && gatesTraffic) {
-        report(ctx, name, 'probe-on-sidecar-port', `${what} reaches sidecar ${sidecar.name ?? '(unnamed)'}, not the engine: a routing proxy answers /health 200 whether or not the engine behind it has loaded (or never becomes ready at all)`, `probe the engine's own port ${listen.port} (from ${listen.from}) with a model-aware check`);
+        report(
+          ctx,
+          name,
+          'probe-on-sidecar-port',
+          `${what} reaches sidecar ${sidecar.name ?? '(unnamed)'}, not the engine: a routing proxy answers /health 200 whether or not the engine behind it has loaded (or never becomes ready at all)`,
+          `probe the engine's own port ${listen.port} (from ${listen.from}) with a model-aware check`,
+        );
       } else {
-        report(ctx, name, 'probe-port-mismatch', `${what} goes to port ${port}${sidecar ? ` (sidecar ${sidecar.name ?? '(unnamed)'})` : ''}, but the engine listens on ${listen.port} (from ${listen.from})`, `set the ${which} port to ${listen.port}`);
+        report(
+          ctx,
+          name,
+          'probe-port-mismatch',
+          `${what} goes to port ${port}${sidecar ? ` (sidecar ${sidecar.name ?? '(unnamed)'})` : ''}, but the engine listens on ${listen.port} (from ${listen.from})`,
+          `set the ${which} port to ${listen.port}`,
+        );
       }
       continue;
     }
     if (!gatesTraffic || kind === 'sglang' || kind === 'tgi') continue;
     const path = httpPath(probe);
     if ((path !== undefined && NOT_MODEL_AWARE_PATHS.has(path)) || probe.tcpSocket) {
-      const harm = which === 'readinessProbe'
-        ? 'so the pod is Ready, and gets traffic, before the model is served'
-        : 'so startup counts as done while the model may still be loading, and the startup budget no longer covers the load';
-      report(ctx, name, 'probe-on-health', `${what} is answered by vLLM's HTTP server whether or not the model is listed, ${harm}`, modelAwareFix(which, kind, listen.port, probeSidecars.length > 0));
+      const harm =
+        which === 'readinessProbe'
+          ? 'so the pod is Ready, and gets traffic, before the model is served'
+          : 'so startup counts as done while the model may still be loading, and the startup budget no longer covers the load';
+      report(
+        ctx,
+        name,
+        'probe-on-health',
+        `${what} is answered by vLLM's HTTP server whether or not the model is listed, ${harm}`,
+        modelAwareFix(which, kind, listen.port, probeSidecars.length > 0),
+      );
     }
   }
 
@@ -207,16 +286,34 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
   if (startup) {
     const b = budget(startup);
     if (b.seconds < load.seconds) {
-      report(ctx, name, 'startup-budget-too-short', `startupProbe allows ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the kubelet restarts the container before the model has loaded, in a loop`, `set startupProbe.failureThreshold to ${failuresFor(load.seconds, startup)} (2 x ${load.seconds} s at periodSeconds ${startup.periodSeconds ?? PROBE_DEFAULTS.periodSeconds})`);
+      report(
+        ctx,
+        name,
+        'startup-budget-too-short',
+        `startupProbe allows ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the kubelet restarts the container before the model has loaded, in a loop`,
+        `set startupProbe.failureThreshold to ${failuresFor(load.seconds, startup)} (2 x ${load.seconds} s at periodSeconds ${startup.periodSeconds ?? PROBE_DEFAULTS.periodSeconds})`,
+      );
     }
   } else if (liveness) {
     const b = budget(liveness);
     if (b.seconds < load.seconds) {
-      report(ctx, name, 'no-startup-probe', `no startupProbe, and livenessProbe gives up after ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the pod is killed while it loads`, `add a startupProbe on the model-aware endpoint with failureThreshold x periodSeconds >= ${2 * load.seconds} s; keep liveness on /health`);
+      report(
+        ctx,
+        name,
+        'no-startup-probe',
+        `no startupProbe, and livenessProbe gives up after ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the pod is killed while it loads`,
+        `add a startupProbe on the model-aware endpoint with failureThreshold x periodSeconds >= ${2 * load.seconds} s; keep liveness on /health`,
+      );
     }
   }
   if (!engine.readinessProbe) {
-    report(ctx, name, 'no-readiness-probe', 'no readinessProbe: the pod counts as Ready (and receives Service traffic) as soon as the container starts, long before the model is loaded', modelAwareFix('readinessProbe', kind, listen.port, probeSidecars.length > 0));
+    report(
+      ctx,
+      name,
+      'no-readiness-probe',
+      'no readinessProbe: the pod counts as Ready (and receives Service traffic) as soon as the container starts, long before the model is loaded',
+      modelAwareFix('readinessProbe', kind, listen.port, probeSidecars.length > 0),
+    );
   }
 }
 
@@ -237,9 +334,21 @@ function checkModelName(ctx: Context, engine: ContainerSpec): void {
   const name = engine.name ?? '(unnamed)';
   const fromArgs = namesFromArgs(words);
   if (fromArgs.length > 0) {
-    report(ctx, name, 'missing-served-model-name', `the router names this model ${JSON.stringify(fromArgs[0])}, the path the engine loads: clients must send exactly that, and moving the weights renames the model`, `add --served-model-name <name> to the engine's arguments, or annotate the workload ${MODELS_ANNOTATION}: <name>`);
+    report(
+      ctx,
+      name,
+      'missing-served-model-name',
+      `the router names this model ${JSON.stringify(fromArgs[0])}, the path the engine loads: clients must send exactly that, and moving the weights renames the model`,
+      `add --served-model-name <name> to the engine's arguments, or annotate the workload ${MODELS_ANNOTATION}: <name>`,
+    );
   } else {
-    report(ctx, name, 'missing-served-model-name', 'the router cannot tell which model this engine serves: no annotation, no model label, no model in the arguments', `annotate the workload ${MODELS_ANNOTATION}: <name>, or pass --served-model-name <name> to the engine`);
+    report(
+      ctx,
+      name,
+      'missing-served-model-name',
+      'the router cannot tell which model this engine serves: no annotation, no model label, no model in the arguments',
+      `annotate the workload ${MODELS_ANNOTATION}: <name>, or pass --served-model-name <name> to the engine`,
+    );
   }
 }
 
@@ -249,16 +358,34 @@ function checkSelector(ctx: Context, engine: ContainerSpec, router: ReturnType<t
   const name = engine.name ?? '(unnamed)';
   const ns = ctx.object.metadata?.namespace;
   if (router.namespace && ns && ns !== router.namespace) {
-    report(ctx, name, 'selector-mismatch', `the router watches namespace ${router.namespace}; this workload is in ${ns}, so its model is unknown there (404)`, `run a router in ${ns}, or set its --k8s-namespace ${ns}`);
+    report(
+      ctx,
+      name,
+      'selector-mismatch',
+      `the router watches namespace ${router.namespace}; this workload is in ${ns}, so its model is unknown there (404)`,
+      `run a router in ${ns}, or set its --k8s-namespace ${ns}`,
+    );
     return;
   }
   const kind = ctx.object.kind ?? '';
   const podLabels = ctx.template.metadata?.labels;
   if (WORKLOAD_KINDS.has(kind) && !matches(router.selector, ctx.object.metadata?.labels)) {
-    report(ctx, name, 'selector-mismatch', `the ${kind}'s own labels do not match the router's selector ${JSON.stringify(router.selectorText)}: at zero replicas its model is unknown (404) instead of scaled-to-zero (503)`, `add labels matching ${JSON.stringify(router.selectorText)} to the ${kind}'s metadata.labels`);
+    report(
+      ctx,
+      name,
+      'selector-mismatch',
+      `the ${kind}'s own labels do not match the router's selector ${JSON.stringify(router.selectorText)}: at zero replicas its model is unknown (404) instead of scaled-to-zero (503)`,
+      `add labels matching ${JSON.stringify(router.selectorText)} to the ${kind}'s metadata.labels`,
+    );
   }
   if (!matches(router.selector, podLabels)) {
-    report(ctx, name, 'selector-mismatch', `the pod labels do not match the router's selector ${JSON.stringify(router.selectorText)}: its pods never become endpoints`, `add labels matching ${JSON.stringify(router.selectorText)} to the pod template`);
+    report(
+      ctx,
+      name,
+      'selector-mismatch',
+      `the pod labels do not match the router's selector ${JSON.stringify(router.selectorText)}: its pods never become endpoints`,
+      `add labels matching ${JSON.stringify(router.selectorText)} to the pod template`,
+    );
   }
 }
 

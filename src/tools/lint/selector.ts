@@ -28,7 +28,15 @@ function terms(selector: string): string[] {
 export function parseSelector(selector: string): Requirement[] {
   return terms(selector).map((term) => {
     let m = /^([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)$/.exec(term);
-    if (m) return { op: m[2] as 'in' | 'notin', key: m[1] as string, values: (m[3] as string).split(',').map((v) => v.trim()).filter(Boolean) };
+    if (m)
+      return {
+        op: m[2] as 'in' | 'notin',
+        key: m[1] as string,
+        values: (m[3] as string)
+          .split(',')
+          .map((v) => v.trim())
+          .filter(Boolean),
+      };
     m = /^([\w./-]+)\s*(!=|==|=)\s*([\w.-]*)$/.exec(term);
     if (m) return { op: m[2] === '!=' ? 'ne' : 'eq', key: m[1] as string, value: m[3] as string };
     m = /^(!?)\s*([\w./-]+)$/.exec(term);
@@ -40,7 +48,7 @@ export function parseSelector(selector: string): Requirement[] {
 export function matches(requirements: readonly Requirement[], labels: Readonly<Record<string, string>> | undefined): boolean {
   const l = labels ?? {};
   return requirements.every((r) => {
-    const has = Object.prototype.hasOwnProperty.call(l, r.key);
+    const has = Object.hasOwn(l, r.key);
     const v = l[r.key];
     switch (r.op) {
       case 'eq':
@@ -55,6 +63,8 @@ export function matches(requirements: readonly Requirement[], labels: Readonly<R
         return has;
       case 'absent':
         return !has;
+      default:
+        return false;
     }
   });
 }

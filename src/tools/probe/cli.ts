@@ -6,13 +6,40 @@ import { createLogger } from '../../router/util/log.js';
 import { PROBE_CONTRACT, startProbeSidecar } from './sidecar.js';
 
 export const PROBE_FLAGS: readonly FlagSpec[] = [
-  { name: 'engine-url', kind: 'string', default: 'http://127.0.0.1:8000', help: 'the engine in this pod (its own port: 8200 for a decode engine behind a routing sidecar)' },
-  { name: 'model', kind: 'list', aliases: ['models'], help: 'model names the engine must list before /ready is 200, comma separated (required)' },
-  { name: 'engine-kind', kind: 'string', default: 'vllm', choices: ENGINE_KINDS, help: 'how to tell that the engine has loaded its model (the same rules as the router)' },
+  {
+    name: 'engine-url',
+    kind: 'string',
+    default: 'http://127.0.0.1:8000',
+    help: 'the engine in this pod (its own port: 8200 for a decode engine behind a routing sidecar)',
+  },
+  {
+    name: 'model',
+    kind: 'list',
+    aliases: ['models'],
+    help: 'model names the engine must list before /ready is 200, comma separated (required)',
+  },
+  {
+    name: 'engine-kind',
+    kind: 'string',
+    default: 'vllm',
+    choices: ENGINE_KINDS,
+    help: 'how to tell that the engine has loaded its model (the same rules as the router)',
+  },
   { name: 'host', kind: 'string', default: '0.0.0.0', help: 'address to listen on' },
   { name: 'port', kind: 'int', default: 8090, min: 0, help: 'port to listen on (0 = any free port)' },
-  { name: 'timeout', kind: 'number', default: 2, min: 0.05, help: "seconds one check of the engine may take; keep it below the kubelet probe's timeoutSeconds" },
-  { name: 'warmup', kind: 'boolean', default: false, help: 'also require one generated token before /ready is 200 (once per engine start)' },
+  {
+    name: 'timeout',
+    kind: 'number',
+    default: 2,
+    min: 0.05,
+    help: "seconds one check of the engine may take; keep it below the kubelet probe's timeoutSeconds",
+  },
+  {
+    name: 'warmup',
+    kind: 'boolean',
+    default: false,
+    help: 'also require one generated token before /ready is 200 (once per engine start)',
+  },
   { name: 'warmup-timeout', kind: 'number', default: 60, min: 0.05, help: 'seconds the warm-up request may take' },
   { name: 'engine-api-key', kind: 'string', env: ['VLLM_API_KEY'], help: 'API key sent to the engine as Authorization: Bearer' },
   { name: 'log-level', kind: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'silent'], help: 'log level' },

@@ -45,7 +45,11 @@ export interface ProbeSidecar {
   close(): Promise<void>;
 }
 
-type Warm = { readonly state: 'cold' } | { readonly state: 'warming' } | { readonly state: 'warm' } | { readonly state: 'failed'; readonly detail: string };
+type Warm =
+  | { readonly state: 'cold' }
+  | { readonly state: 'warming' }
+  | { readonly state: 'warm' }
+  | { readonly state: 'failed'; readonly detail: string };
 
 export async function startProbeSidecar(opts: ProbeSidecarOptions): Promise<ProbeSidecar> {
   const dispatcher = new Agent({ keepAliveTimeout: 10_000, connect: { timeout: opts.timeoutMs } });
@@ -66,7 +70,15 @@ export async function startProbeSidecar(opts: ProbeSidecarOptions): Promise<Prob
 
   const answer = (result: ProbeResult): ProbeAnswer => {
     const make = (ready: boolean, live: boolean, state: ProbeAnswer['state'], reason: string): ProbeAnswer => ({
-      contract: PROBE_CONTRACT, ready, live, state, reason, engine: target.url, engineKind: opts.kind, models: opts.models, checkedAt: new Date().toISOString(),
+      contract: PROBE_CONTRACT,
+      ready,
+      live,
+      state,
+      reason,
+      engine: target.url,
+      engineKind: opts.kind,
+      models: opts.models,
+      checkedAt: new Date().toISOString(),
     });
     if (result.verdict !== 'ready') {
       // the engine restarted or dropped the model: the next ready engine is warmed up again
@@ -123,7 +135,8 @@ export async function startProbeSidecar(opts: ProbeSidecarOptions): Promise<Prob
     }
     check().then(
       (a) => send(res, (path === '/ready' ? a.ready : a.live) ? 200 : 503, a, head),
-      (err: unknown) => send(res, 503, { contract: PROBE_CONTRACT, ready: false, live: false, state: 'unreachable', reason: String(err) }, head),
+      (err: unknown) =>
+        send(res, 503, { contract: PROBE_CONTRACT, ready: false, live: false, state: 'unreachable', reason: String(err) }, head),
     );
   });
   server.keepAliveTimeout = 30_000;

@@ -26,7 +26,9 @@ export async function answerControl(engine: SimEngine, req: http.IncomingMessage
     if (fault.mode === 'refuse') {
       // answer first, on a connection that closes after this response, then stop listening
       res.on('close', () => {
-        engine.setFault(fault).catch((err: unknown) => process.stderr.write(`sim ${engine.id}: refuse failed: ${(err as Error).message}\n`));
+        engine
+          .setFault(fault)
+          .catch((err: unknown) => process.stderr.write(`sim ${engine.id}: refuse failed: ${(err as Error).message}\n`));
       });
       return sendJson(res, 200, { ...fault, phase: 'refusing' }, { connection: 'close' });
     }

@@ -73,7 +73,10 @@ class SimServer implements SimEngine, EngineContext {
     const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => this.onRequest(req, res);
     const tls = options.tls;
     this.server = tls
-      ? https.createServer({ cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) }, onRequest)
+      ? https.createServer(
+          { cert: tls.cert, key: tls.key, ...(tls.clientCa ? { ca: tls.clientCa, requestCert: true, rejectUnauthorized: true } : {}) },
+          onRequest,
+        )
       : http.createServer(onRequest);
     this.server.on('connection', (socket: net.Socket) => {
       this.sockets.add(socket);
@@ -171,14 +174,18 @@ class SimServer implements SimEngine, EngineContext {
     const q = url.indexOf('?');
     const path = q >= 0 ? url.slice(0, q) : url;
     if (path.startsWith('/_sim/')) {
-      answerControl(this, req, res, path).catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));
+      answerControl(this, req, res, path).catch((err: unknown) =>
+        sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)),
+      );
       return;
     }
     const byPath = this.requests.counters.byPath;
     byPath[path] = (byPath[path] ?? 0) + 1;
     if (INFERENCE_PATHS.has(path)) {
       if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });
-      answerInference(this, req, res, path).catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));
+      answerInference(this, req, res, path).catch((err: unknown) =>
+        sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)),
+      );
       return;
     }
     if (this.currentFault.mode === 'hang' && this.currentFault.scope === 'all') return;

@@ -26,12 +26,14 @@ function optionalNumber(body: Record<string, unknown>, key: string, integer: boo
 
 /** Turns a decoded JSON body into a Fault; throws FaultError with a one-line reason. */
 export function parseFault(body: unknown): Fault {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new FaultError('body must be a JSON object like {"mode":"none"}');
+  if (typeof body !== 'object' || body === null || Array.isArray(body))
+    throw new FaultError('body must be a JSON object like {"mode":"none"}');
   const record = body as Record<string, unknown>;
   const mode = record.mode;
   if (!isFaultMode(mode)) throw new FaultError(`"mode" must be one of ${FAULT_MODES.join(', ')}; got ${JSON.stringify(mode)}`);
   const scope = record.scope;
-  if (scope !== undefined && scope !== 'inference' && scope !== 'all') throw new FaultError(`"scope" must be "inference" or "all", got ${JSON.stringify(scope)}`);
+  if (scope !== undefined && scope !== 'inference' && scope !== 'all')
+    throw new FaultError(`"scope" must be "inference" or "all", got ${JSON.stringify(scope)}`);
   const fault: { -readonly [K in keyof Fault]: Fault[K] } = { mode };
   const seconds = optionalNumber(record, 'seconds', false);
   const delayMs = optionalNumber(record, 'delayMs', false);

@@ -5,7 +5,17 @@ import type http from 'node:http';
 import type { EngineContext } from './context.js';
 import { DEFAULT_RESET_AFTER_CHUNKS } from './faults.js';
 import { sendJson } from './http-io.js';
-import { SSE_DONE, completionBody, newGeneration, roleChunk, sseEvent, tokenChunk, usage, usageChunk, type GenerationApi } from './openai.js';
+import {
+  SSE_DONE,
+  completionBody,
+  newGeneration,
+  roleChunk,
+  sseEvent,
+  tokenChunk,
+  usage,
+  usageChunk,
+  type GenerationApi,
+} from './openai.js';
 import { resetSocket, type Exchange, type SuccessRecord } from './request-stats.js';
 import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
 
@@ -24,11 +34,14 @@ export function answerLater(
 ): void {
   let timer: NodeJS.Timeout | undefined;
   const lease = engine.queue.admit(() => {
-    timer = setTimeout(() => {
-      lease.release();
-      engine.requests.recordSuccess(record);
-      sendJson(res, 200, build());
-    }, typeof delayMs === 'number' ? delayMs : delayMs());
+    timer = setTimeout(
+      () => {
+        lease.release();
+        engine.requests.recordSuccess(record);
+        sendJson(res, 200, build());
+      },
+      typeof delayMs === 'number' ? delayMs : delayMs(),
+    );
   });
   exchange.cleanup.push(() => {
     clearTimeout(timer);

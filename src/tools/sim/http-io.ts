@@ -40,7 +40,8 @@ export async function readJsonObject(req: http.IncomingMessage): Promise<Record<
   } catch (err) {
     throw new BodyError(400, `Invalid JSON body: ${(err as Error).message}`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new BodyError(400, 'The request body must be a JSON object.');
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new BodyError(400, 'The request body must be a JSON object.');
   return parsed as Record<string, unknown>;
 }
 

@@ -27,7 +27,12 @@ export const INFERENCE_PATHS: ReadonlySet<string> = new Set([
 ]);
 
 /** Answers a POST to one of INFERENCE_PATHS; counted in the stats from arrival to its end. */
-export async function answerInference(engine: EngineContext, req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
+export async function answerInference(
+  engine: EngineContext,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+): Promise<void> {
   engine.requests.counters.received++;
   const exchange = engine.requests.track(res);
   if (engine.fault().mode === 'hang') return;
@@ -49,14 +54,20 @@ export async function answerInference(engine: EngineContext, req: http.IncomingM
   if (!engine.models.includes(model)) return sendJson(res, 404, modelNotFound(model));
 
   const fault = engine.fault();
-  if (fault.mode === 'error500') return sendJson(res, 500, errorBody('Internal server error (simulated engine fault).', 'InternalServerError', 500));
+  if (fault.mode === 'error500')
+    return sendJson(res, 500, errorBody('Internal server error (simulated engine fault).', 'InternalServerError', 500));
   // a per-request failure, as an engine bug triggered by one client's input would give
   const forced = Number(req.headers['x-sim-status']);
   if (Number.isInteger(forced) && forced >= 400 && forced <= 599) {
     return sendJson(res, forced, errorBody(`Simulated failure for this request (x-sim-status ${forced}).`, 'InternalServerError', forced));
   }
   if (fault.mode === 'overloaded') {
-    return sendJson(res, 503, errorBody('The engine is overloaded: too many requests waiting; retry later.', 'ServiceUnavailableError', 503), { 'retry-after': '1' });
+    return sendJson(
+      res,
+      503,
+      errorBody('The engine is overloaded: too many requests waiting; retry later.', 'ServiceUnavailableError', 503),
+      { 'retry-after': '1' },
+    );
   }
   const api = GENERATION_PATHS.get(path);
   const stream = api !== undefined && body.stream === true;
@@ -73,7 +84,16 @@ export async function answerInference(engine: EngineContext, req: http.IncomingM
   const generates = ECHO_GENERATION_PATHS.has(path);
   const outputTokens = generates ? budget.tokens : 0;
   const build = (): object =>
-    echoBody({ path, model, body, promptTokens: prompt, outputText: fillerText(outputTokens), outputTokens, id: newId(), maxModelLen: engine.maxModelLen });
+    echoBody({
+      path,
+      model,
+      body,
+      promptTokens: prompt,
+      outputText: fillerText(outputTokens),
+      outputTokens,
+      id: newId(),
+      maxModelLen: engine.maxModelLen,
+    });
   if (TOKENIZER_PATHS.has(path)) return sendJson(res, 200, build());
   const delay = generates ? engine.timing.ttftMs + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1) : engine.timing.ttftMs;
   answerLater(engine, res, exchange, delay, { finishReason: 'stop', prompt, generated: outputTokens }, build);

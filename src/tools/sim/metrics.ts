@@ -51,12 +51,19 @@ export function renderMetrics(kind: EngineKind, modelName: string, s: MetricsSna
     'vllm:request_success_total',
     'counter',
     'Count of successfully processed requests.',
-    (reasons.length > 0 ? reasons : [['stop', 0] as [string, number]]).map(([reason, n]) => [`finished_reason="${escapeLabel(reason)}",${model}`, n]),
+    (reasons.length > 0 ? reasons : [['stop', 0] as [string, number]]).map(([reason, n]) => [
+      `finished_reason="${escapeLabel(reason)}",${model}`,
+      n,
+    ]),
   );
   family(lines, 'vllm:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', [[model, s.promptTokens]]);
   family(lines, 'vllm:generation_tokens_total', 'counter', 'Number of generation tokens processed.', [[model, s.generationTokens]]);
-  family(lines, 'vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', [[model, s.prefixCacheQueries ?? 0]]);
-  family(lines, 'vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [[model, s.prefixCacheHits ?? 0]]);
+  family(lines, 'vllm:prefix_cache_queries_total', 'counter', 'Prefix cache queries, in terms of number of queried tokens.', [
+    [model, s.prefixCacheQueries ?? 0],
+  ]);
+  family(lines, 'vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [
+    [model, s.prefixCacheHits ?? 0],
+  ]);
   if (kind === 'tgi') {
     lines.push('# TYPE tgi_queue_size gauge', `tgi_queue_size ${num(s.waiting)}`);
     lines.push('# TYPE tgi_batch_current_size gauge', `tgi_batch_current_size ${num(s.running)}`);

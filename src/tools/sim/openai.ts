@@ -60,7 +60,15 @@ export function completionBody(g: Generation, text: string, finishReason: string
       object: 'chat.completion',
       created: g.created,
       model: g.model,
-      choices: [{ index: 0, message: { role: 'assistant', content: text, tool_calls: [] }, logprobs: null, finish_reason: finishReason, stop_reason: null }],
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: text, tool_calls: [] },
+          logprobs: null,
+          finish_reason: finishReason,
+          stop_reason: null,
+        },
+      ],
       usage: u,
     };
   }
@@ -79,7 +87,9 @@ export function embeddingInputs(input: unknown): Array<string | number[]> {
   if (typeof input === 'string') return [input];
   if (!Array.isArray(input) || input.length === 0) return [];
   if (input.every((v) => typeof v === 'number')) return [input as number[]];
-  return input.map((v) => (typeof v === 'string' ? v : Array.isArray(v) ? (v.filter((n) => typeof n === 'number') as number[]) : JSON.stringify(v)));
+  return input.map((v) =>
+    typeof v === 'string' ? v : Array.isArray(v) ? (v.filter((n) => typeof n === 'number') as number[]) : JSON.stringify(v),
+  );
 }
 
 /** A unit vector that depends only on the input, so the same text always embeds the same way. */
@@ -106,12 +116,27 @@ function base64Floats(vector: readonly number[]): string {
   return Buffer.from(new Float32Array(vector).buffer).toString('base64');
 }
 
-export function embeddingsBody(model: string, input: unknown, dim: number, encodingFormat: unknown, promptTokens: number, id: string, nowMs = Date.now()): object {
+export function embeddingsBody(
+  model: string,
+  input: unknown,
+  dim: number,
+  encodingFormat: unknown,
+  promptTokens: number,
+  id: string,
+  nowMs = Date.now(),
+): object {
   const data = embeddingInputs(input).map((item, index) => {
     const vector = embeddingVector(item, dim);
     return { object: 'embedding', index, embedding: encodingFormat === 'base64' ? base64Floats(vector) : vector };
   });
-  return { id: `embd-${id}`, object: 'list', created: Math.floor(nowMs / 1000), model, data, usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0 } };
+  return {
+    id: `embd-${id}`,
+    object: 'list',
+    created: Math.floor(nowMs / 1000),
+    model,
+    data,
+    usage: { prompt_tokens: promptTokens, total_tokens: promptTokens, completion_tokens: 0 },
+  };
 }
 
 /** OpenAI-shaped error body, as vLLM answers it. */
@@ -146,7 +171,15 @@ export function echoBody(e: EchoInput): object {
         model: e.model,
         path: e.path,
         status: 'completed',
-        output: [{ type: 'message', id: `msg_${e.id}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: e.outputText, annotations: [] }] }],
+        output: [
+          {
+            type: 'message',
+            id: `msg_${e.id}`,
+            role: 'assistant',
+            status: 'completed',
+            content: [{ type: 'output_text', text: e.outputText, annotations: [] }],
+          },
+        ],
         usage: { input_tokens: e.promptTokens, output_tokens: e.outputTokens, total_tokens: e.promptTokens + e.outputTokens },
       };
     case '/v1/messages':
@@ -164,17 +197,36 @@ export function echoBody(e: EchoInput): object {
     case '/v1/rerank':
     case '/rerank': {
       const documents = Array.isArray(e.body.documents) ? e.body.documents : [];
-      const results = documents.map((document, index) => ({ index, document: typeof document === 'string' ? { text: document } : document, relevance_score: 1 / (index + 1) }));
+      const results = documents.map((document, index) => ({
+        index,
+        document: typeof document === 'string' ? { text: document } : document,
+        relevance_score: 1 / (index + 1),
+      }));
       return { id: `rerank-${e.id}`, model: e.model, path: e.path, usage: { total_tokens: e.promptTokens }, results };
     }
     case '/v1/score':
     case '/score': {
       const seconds = Array.isArray(e.body.text_2) ? e.body.text_2 : [e.body.text_2];
       const data = seconds.map((_, index) => ({ index, object: 'score', score: 1 / (index + 2) }));
-      return { id: `score-${e.id}`, object: 'list', created, model: e.model, path: e.path, data, usage: { prompt_tokens: e.promptTokens, total_tokens: e.promptTokens } };
+      return {
+        id: `score-${e.id}`,
+        object: 'list',
+        created,
+        model: e.model,
+        path: e.path,
+        data,
+        usage: { prompt_tokens: e.promptTokens, total_tokens: e.promptTokens },
+      };
     }
     case '/tokenize':
-      return { model: e.model, path: e.path, count: e.promptTokens, max_model_len: e.maxModelLen, tokens: Array.from({ length: e.promptTokens }, (_, i) => i + 1), token_strs: null };
+      return {
+        model: e.model,
+        path: e.path,
+        count: e.promptTokens,
+        max_model_len: e.maxModelLen,
+        tokens: Array.from({ length: e.promptTokens }, (_, i) => i + 1),
+        token_strs: null,
+      };
     case '/detokenize':
       return { model: e.model, path: e.path, prompt: fillerTextOf(e.body.tokens) };
     default:

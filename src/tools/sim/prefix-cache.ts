@@ -30,7 +30,8 @@ function contentText(content: unknown): string {
   let text = '';
   for (const part of content as unknown[]) {
     if (typeof part === 'string') text += part;
-    else if (typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string') text += (part as { text: string }).text;
+    else if (typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string')
+      text += (part as { text: string }).text;
   }
   return text;
 }

@@ -58,7 +58,24 @@ export function outputBudget(body: Record<string, unknown>, engineDefault: numbe
   return { tokens, finishReason: limited ? 'length' : 'stop' };
 }
 
-const FILLER = ['The', 'quick', 'brown', 'fox', 'jumps', 'over', 'the', 'lazy', 'dog', 'while', 'the', 'simulator', 'streams', 'tokens', 'to', 'you'];
+const FILLER = [
+  'The',
+  'quick',
+  'brown',
+  'fox',
+  'jumps',
+  'over',
+  'the',
+  'lazy',
+  'dog',
+  'while',
+  'the',
+  'simulator',
+  'streams',
+  'tokens',
+  'to',
+  'you',
+];
 
 /** The i-th generated token; tokens after the first carry a leading space so they concatenate into text. */
 export function fillerToken(i: number): string {

@@ -1,16 +1,6 @@
 // Shared vocabulary of the engine simulator: engine kinds, fault modes, phases and stats.
 
-
-export const FAULT_MODES = [
-  'none',
-  'refuse',
-  'hang',
-  'error500',
-  'reset-mid-stream',
-  'slow-chunks',
-  'overloaded',
-  'loading',
-] as const;
+export const FAULT_MODES = ['none', 'refuse', 'hang', 'error500', 'reset-mid-stream', 'slow-chunks', 'overloaded', 'loading'] as const;
 export type FaultMode = (typeof FAULT_MODES)[number];
 
 export interface Fault {

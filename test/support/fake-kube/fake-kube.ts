@@ -146,8 +146,9 @@ export class FakeKube {
     if (pod === undefined) throw notFound(PODS, name);
     const status = (pod.status ?? {}) as JsonObject;
     const value = ready ? 'True' : 'False';
-    const others = (Array.isArray(status.conditions) ? status.conditions : [])
-      .filter((c) => !(c !== null && typeof c === 'object' && !Array.isArray(c) && (c.type === 'Ready' || c.type === 'ContainersReady')));
+    const others = (Array.isArray(status.conditions) ? status.conditions : []).filter(
+      (c) => !(c !== null && typeof c === 'object' && !Array.isArray(c) && (c.type === 'Ready' || c.type === 'ContainersReady')),
+    );
     const lastTransitionTime = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
     const conditions = [
       ...others,
@@ -241,10 +242,12 @@ export class FakeKube {
     try {
       await this.route(req, res);
     } catch (err) {
-      const apiError = err instanceof ApiError ? err
-        : err instanceof SelectorError || err instanceof PatchError || err instanceof SyntaxError
-          ? new ApiError(400, 'BadRequest', err.message)
-          : new ApiError(500, 'InternalError', `Internal error occurred: ${String(err)}`);
+      const apiError =
+        err instanceof ApiError
+          ? err
+          : err instanceof SelectorError || err instanceof PatchError || err instanceof SyntaxError
+            ? new ApiError(400, 'BadRequest', err.message)
+            : new ApiError(500, 'InternalError', `Internal error occurred: ${String(err)}`);
       if (!res.headersSent) sendJson(res, apiError.code, apiError.toStatus());
       else res.destroy();
     }
@@ -284,7 +287,8 @@ export class FakeKube {
       }
       if (method === 'POST') {
         this.authorize('create', type, namespace);
-        if (type.namespaced && namespace === undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+        if (type.namespaced && namespace === undefined)
+          throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
         const body = asObject(await readJson(req));
         const meta = (body.metadata ?? {}) as JsonObject;
         checkKind(type, body);
@@ -335,7 +339,8 @@ export class FakeKube {
         const body = asObject(await readJson(req));
         checkKind(type, body);
         const meta = (body.metadata ?? {}) as JsonObject;
-        if (meta.name !== undefined && meta.name !== name) throw new ApiError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
+        if (meta.name !== undefined && meta.name !== name)
+          throw new ApiError(400, 'BadRequest', 'the name of the object does not match the name on the URL');
         body.metadata = { ...meta, name, ...(type.namespaced ? { namespace: ns } : {}) };
         sendJson(res, 200, this.store.update(type, body as KubeObject, 'http', statusOnly, dryRun));
         return;
@@ -364,7 +369,8 @@ export class FakeKube {
         const raw = await readBody(req);
         const opts = raw.trim() === '' ? {} : asObject(JSON.parse(raw) as Json);
         const graceQuery = q.get('gracePeriodSeconds');
-        const grace = graceQuery !== null ? Number(graceQuery) : typeof opts.gracePeriodSeconds === 'number' ? opts.gracePeriodSeconds : undefined;
+        const grace =
+          graceQuery !== null ? Number(graceQuery) : typeof opts.gracePeriodSeconds === 'number' ? opts.gracePeriodSeconds : undefined;
         // kubectl sends DeleteOptions.dryRun in the body rather than the query
         const bodyDryRun = Array.isArray(opts.dryRun) && opts.dryRun.includes('All');
         sendJson(res, 200, this.deleteObject(type, ns, name, { gracePeriodSeconds: grace }, dryRun || bodyDryRun));
@@ -373,11 +379,28 @@ export class FakeKube {
     }
   }
 
-  private deleteObject(type: ResourceType, ns: string, name: string, opts: { gracePeriodSeconds?: number | undefined }, dryRun: boolean): KubeObject {
+  private deleteObject(
+    type: ResourceType,
+    ns: string,
+    name: string,
+    opts: { gracePeriodSeconds?: number | undefined },
+    dryRun: boolean,
+  ): KubeObject {
     const setting = this.options.gracefulPodDeletion ?? false;
     const graceful = setting !== false;
-    const result = this.store.delete(type, ns, name, { graceful, ...(opts.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: opts.gracePeriodSeconds } : {}) }, dryRun);
-    if (!dryRun && type === PODS && typeof setting === 'object' && this.store.get(PODS, ns, name)?.metadata.deletionTimestamp !== undefined) {
+    const result = this.store.delete(
+      type,
+      ns,
+      name,
+      { graceful, ...(opts.gracePeriodSeconds !== undefined ? { gracePeriodSeconds: opts.gracePeriodSeconds } : {}) },
+      dryRun,
+    );
+    if (
+      !dryRun &&
+      type === PODS &&
+      typeof setting === 'object' &&
+      this.store.get(PODS, ns, name)?.metadata.deletionTimestamp !== undefined
+    ) {
       const uid = result.metadata.uid;
       const timer = setTimeout(() => {
         this.pendingDeletions.delete(timer);
@@ -388,7 +411,15 @@ export class FakeKube {
     return result;
   }
 
-  private async scale(req: IncomingMessage, res: ServerResponse, verb: string, type: ResourceType, ns: string, name: string, dryRun: boolean): Promise<void> {
+  private async scale(
+    req: IncomingMessage,
+    res: ServerResponse,
+    verb: string,
+    type: ResourceType,
+    ns: string,
+    name: string,
+    dryRun: boolean,
+  ): Promise<void> {
     if (!type.scalable) throw new ApiError(404, 'NotFound', 'the server could not find the requested resource');
     const current = this.store.get(type, ns, name);
     if (current === undefined) throw notFound(type, name);
@@ -406,13 +437,23 @@ export class FakeKube {
     }
     const replicas = (asObject(wanted).spec as JsonObject | undefined)?.replicas;
     if (typeof replicas !== 'number' || replicas < 0 || !Number.isInteger(replicas)) {
-      throw new ApiError(422, 'Invalid', `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be a non-negative integer`);
+      throw new ApiError(
+        422,
+        'Invalid',
+        `Scale.autoscaling "${name}" is invalid: spec.replicas: Invalid value: ${JSON.stringify(replicas)}: must be a non-negative integer`,
+      );
     }
     const next = { ...current, spec: { ...((current.spec ?? {}) as JsonObject), replicas } };
     sendJson(res, 200, scaleOf(this.store.update(type, next, 'http', undefined, dryRun)));
   }
 
-  private listResponse(req: IncomingMessage, res: ServerResponse, type: ResourceType, namespace: string | undefined, q: URLSearchParams): void {
+  private listResponse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    type: ResourceType,
+    namespace: string | undefined,
+    q: URLSearchParams,
+  ): void {
     const labels = labelSelector(q.get('labelSelector') ?? undefined);
     const fields = fieldSelector(q.get('fieldSelector') ?? undefined);
     const rv = this.store.currentResourceVersion();
@@ -485,9 +526,12 @@ export class FakeKube {
     if (count) this.count(verb, type.plural);
     if (!this.forbidden.get(type.plural)?.has(verb)) return;
     const where = namespace === undefined ? 'at the cluster scope' : `in the namespace "${namespace}"`;
-    throw new ApiError(403, 'Forbidden',
+    throw new ApiError(
+      403,
+      'Forbidden',
       `${type.group === '' ? type.plural : `${type.plural}.${type.group}`} is forbidden: User "system:serviceaccount:default:llm-router" cannot ${verb} resource "${type.plural}" in API group "${type.group}" ${where}`,
-      { ...(type.group ? { group: type.group } : {}), kind: type.plural });
+      { ...(type.group ? { group: type.group } : {}), kind: type.plural },
+    );
   }
 
   private count(verb: string, resource: string): void {
@@ -500,7 +544,11 @@ export class FakeKube {
     if (pathname === '/version') return VERSION_INFO;
     if (pathname === '/openapi/v2' || pathname === '/openapi/v3' || pathname.startsWith('/openapi/')) return null;
     if (segs[0] === 'api' && segs.length === 1) {
-      return { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: `127.0.0.1:${this.port}` }] };
+      return {
+        kind: 'APIVersions',
+        versions: ['v1'],
+        serverAddressByClientCIDRs: [{ clientCIDR: '0.0.0.0/0', serverAddress: `127.0.0.1:${this.port}` }],
+      };
     }
     if (segs[0] === 'api' && segs.length === 2) return this.registry.resourceList('', segs[1]!) ?? null;
     if (segs[0] === 'apis' && segs.length === 1) return this.registry.groupList();
@@ -538,7 +586,7 @@ export class FakeKube {
 
   private typeOf(obj: object): ResourceType {
     const { apiVersion, kind } = obj as { apiVersion?: string; kind?: string };
-    if (typeof kind !== 'string') throw new ApiError(400, 'BadRequest', 'Object \'Kind\' is missing');
+    if (typeof kind !== 'string') throw new ApiError(400, 'BadRequest', "Object 'Kind' is missing");
     const type = this.registry.byKind(apiVersion, kind);
     if (type === undefined) throw new ApiError(404, 'NotFound', `no matches for kind "${kind}" in version "${apiVersion ?? ''}"`);
     return type;
@@ -586,7 +634,11 @@ function expired(requested: string, oldest: number): JsonObject {
 
 function sendJson(res: ServerResponse, code: number, body: object): void {
   const text = JSON.stringify(body);
-  res.writeHead(code, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-cache, private' });
+  res.writeHead(code, {
+    'Content-Type': 'application/json',
+    'Content-Length': Buffer.byteLength(text),
+    'Cache-Control': 'no-cache, private',
+  });
   res.end(text);
 }
 
@@ -605,13 +657,18 @@ async function readJson(req: IncomingMessage): Promise<Json> {
   const raw = await readBody(req);
   const contentType = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
   if (contentType === 'application/vnd.kubernetes.protobuf') {
-    throw new ApiError(415, 'UnsupportedMediaType', 'fake-kube does not decode protobuf bodies (kubectl create namespace/deployment, kubectl run send them): use kubectl create -f or apply -f with YAML or JSON');
+    throw new ApiError(
+      415,
+      'UnsupportedMediaType',
+      'fake-kube does not decode protobuf bodies (kubectl create namespace/deployment, kubectl run send them): use kubectl create -f or apply -f with YAML or JSON',
+    );
   }
   return (contentType.endsWith('yaml') ? parseYaml(raw) : JSON.parse(raw)) as Json;
 }
 
 function asObject(v: Json): JsonObject {
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new ApiError(400, 'BadRequest', 'the request body must be a JSON object');
+  if (v === null || typeof v !== 'object' || Array.isArray(v))
+    throw new ApiError(400, 'BadRequest', 'the request body must be a JSON object');
   return v;
 }
 
@@ -620,7 +677,11 @@ function checkKind(type: ResourceType, body: JsonObject): void {
     throw new ApiError(400, 'BadRequest', `the kind in the data (${String(body.kind)}) does not match the expected kind (${type.kind})`);
   }
   if (body.apiVersion !== undefined && body.apiVersion !== apiVersionOf(type)) {
-    throw new ApiError(400, 'BadRequest', `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`);
+    throw new ApiError(
+      400,
+      'BadRequest',
+      `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`,
+    );
   }
 }
 
@@ -642,7 +703,9 @@ function scaleOf(obj: KubeObject): JsonObject {
     spec: { replicas: spec.replicas ?? 0 },
     status: {
       replicas: status.replicas ?? 0,
-      selector: Object.entries(matchLabels).map(([k, v]) => `${k}=${v}`).join(','),
+      selector: Object.entries(matchLabels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(','),
     },
   };
 }
@@ -660,8 +723,11 @@ function patchDocument(contentType: string, current: Json, raw: string, strategi
     case 'application/json-patch+json':
       return jsonPatch(current, JSON.parse(raw));
   }
-  throw new ApiError(415, 'UnsupportedMediaType',
-    `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml${strategic ? ', application/strategic-merge-patch+json' : ''}`);
+  throw new ApiError(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml${strategic ? ', application/strategic-merge-patch+json' : ''}`,
+  );
 }
 
 function wantsTable(req: IncomingMessage): boolean {
@@ -676,8 +742,10 @@ function table(type: ResourceType, items: KubeObject[], rv: number): JsonObject 
   };
   const column = (name: string, format = ''): JsonObject => ({ name, type: 'string', format, description: '', priority: 0 });
   const status = (o: KubeObject): string => {
-    if (type === PODS) return o.metadata.deletionTimestamp !== undefined ? 'Terminating' : String((o.status as JsonObject | undefined)?.phase ?? '');
-    if (type.scalable) return `${String((o.status as JsonObject | undefined)?.readyReplicas ?? 0)}/${String((o.spec as JsonObject | undefined)?.replicas ?? 0)}`;
+    if (type === PODS)
+      return o.metadata.deletionTimestamp !== undefined ? 'Terminating' : String((o.status as JsonObject | undefined)?.phase ?? '');
+    if (type.scalable)
+      return `${String((o.status as JsonObject | undefined)?.readyReplicas ?? 0)}/${String((o.spec as JsonObject | undefined)?.replicas ?? 0)}`;
     return String((o.status as JsonObject | undefined)?.phase ?? '');
   };
   const statusColumn = type === PODS || type === NAMESPACES ? 'Status' : type.scalable ? 'Ready' : 'Status';

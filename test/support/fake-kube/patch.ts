@@ -21,9 +21,18 @@ export function mergePatch(target: Json, patch: Json): Json {
 
 // Merge keys of the list fields in pod templates and statuses (from the Kubernetes API types' patchMergeKey).
 const MERGE_KEYS: Record<string, string> = {
-  containers: 'name', initContainers: 'name', ephemeralContainers: 'name', volumes: 'name', env: 'name',
-  imagePullSecrets: 'name', ports: 'containerPort', volumeMounts: 'mountPath', volumeDevices: 'devicePath',
-  conditions: 'type', hostAliases: 'ip', topologySpreadConstraints: 'topologyKey',
+  containers: 'name',
+  initContainers: 'name',
+  ephemeralContainers: 'name',
+  volumes: 'name',
+  env: 'name',
+  imagePullSecrets: 'name',
+  ports: 'containerPort',
+  volumeMounts: 'mountPath',
+  volumeDevices: 'devicePath',
+  conditions: 'type',
+  hostAliases: 'ip',
+  topologySpreadConstraints: 'topologyKey',
 };
 
 /** Strategic merge patch for our shapes: maps merge like a merge patch, keyed lists merge by key, `$patch`/`$setElementOrder` honoured. */
@@ -78,7 +87,10 @@ function mergeKeyedList(current: Json[], patch: Json[], key: string, order: Json
     const i = order.findIndex((o) => isObject(o) && isObject(x) && o[key] === x[key]);
     return i < 0 ? order.length : i;
   };
-  return out.map((x, i) => ({ x, i })).sort((a, b) => rank(a.x) - rank(b.x) || a.i - b.i).map(({ x }) => x);
+  return out
+    .map((x, i) => ({ x, i }))
+    .sort((a, b) => rank(a.x) - rank(b.x) || a.i - b.i)
+    .map(({ x }) => x);
 }
 
 function stripDirectives(v: Json): Json {
@@ -89,12 +101,20 @@ function stripDirectives(v: Json): Json {
   return out;
 }
 
-interface JsonPatchOp { op: string; path: string; value?: Json; from?: string }
+interface JsonPatchOp {
+  op: string;
+  path: string;
+  value?: Json;
+  from?: string;
+}
 
 function pointer(path: string): string[] {
   if (path === '') return [];
   if (!path.startsWith('/')) throw new PatchError(`invalid JSON pointer "${path}"`);
-  return path.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return path
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function locate(doc: Json, tokens: string[], path: string): { parent: JsonObject | Json[]; last: string } {
@@ -151,15 +171,28 @@ export function jsonPatch(target: Json, ops: unknown): Json {
   let doc = clone(target);
   for (const op of ops as JsonPatchOp[]) {
     switch (op.op) {
-      case 'add': doc = add(doc, op.path, op.value ?? null, false); break;
-      case 'replace': doc = add(doc, op.path, op.value ?? null, true); break;
-      case 'remove': remove(doc, op.path); break;
-      case 'move': { const v = remove(doc, op.from ?? ''); doc = add(doc, op.path, v, false); break; }
-      case 'copy': doc = add(doc, op.path, read(doc, op.from ?? ''), false); break;
+      case 'add':
+        doc = add(doc, op.path, op.value ?? null, false);
+        break;
+      case 'replace':
+        doc = add(doc, op.path, op.value ?? null, true);
+        break;
+      case 'remove':
+        remove(doc, op.path);
+        break;
+      case 'move': {
+        const v = remove(doc, op.from ?? '');
+        doc = add(doc, op.path, v, false);
+        break;
+      }
+      case 'copy':
+        doc = add(doc, op.path, read(doc, op.from ?? ''), false);
+        break;
       case 'test':
         if (JSON.stringify(read(doc, op.path)) !== JSON.stringify(op.value)) throw new PatchError(`testing value ${op.path} failed`);
         break;
-      default: throw new PatchError(`unexpected kind: ${String(op.op)}`);
+      default:
+        throw new PatchError(`unexpected kind: ${String(op.op)}`);
     }
   }
   return doc;

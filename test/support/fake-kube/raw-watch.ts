@@ -3,7 +3,12 @@ import http from 'node:http';
 
 export interface RawEvent {
   readonly type: string;
-  readonly object: { kind?: string; code?: number; reason?: string; metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> } };
+  readonly object: {
+    kind?: string;
+    code?: number;
+    reason?: string;
+    metadata?: { name?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  };
 }
 
 export interface RawWatch {
@@ -28,8 +33,7 @@ export function rawWatch(url: string, timeoutMs = 5000): Promise<RawWatch> {
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         buffer += chunk;
-        let nl: number;
-        while ((nl = buffer.indexOf('\n')) >= 0) {
+        for (let nl = buffer.indexOf('\n'); nl >= 0; nl = buffer.indexOf('\n')) {
           const line = buffer.slice(0, nl);
           buffer = buffer.slice(nl + 1);
           if (line.trim() !== '') events.push(JSON.parse(line) as RawEvent);

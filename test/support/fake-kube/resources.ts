@@ -19,19 +19,54 @@ export const apiVersionOf = (type: ResourceType): string => (type.group === '' ?
 const VERBS = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
 export const PODS: ResourceType = {
-  group: '', version: 'v1', plural: 'pods', singular: 'pod', kind: 'Pod', namespaced: true, shortNames: ['po'], scalable: false,
+  group: '',
+  version: 'v1',
+  plural: 'pods',
+  singular: 'pod',
+  kind: 'Pod',
+  namespaced: true,
+  shortNames: ['po'],
+  scalable: false,
 };
 export const NAMESPACES: ResourceType = {
-  group: '', version: 'v1', plural: 'namespaces', singular: 'namespace', kind: 'Namespace', namespaced: false, shortNames: ['ns'], scalable: false,
+  group: '',
+  version: 'v1',
+  plural: 'namespaces',
+  singular: 'namespace',
+  kind: 'Namespace',
+  namespaced: false,
+  shortNames: ['ns'],
+  scalable: false,
 };
 export const DEPLOYMENTS: ResourceType = {
-  group: 'apps', version: 'v1', plural: 'deployments', singular: 'deployment', kind: 'Deployment', namespaced: true, shortNames: ['deploy'], scalable: true,
+  group: 'apps',
+  version: 'v1',
+  plural: 'deployments',
+  singular: 'deployment',
+  kind: 'Deployment',
+  namespaced: true,
+  shortNames: ['deploy'],
+  scalable: true,
 };
 export const STATEFULSETS: ResourceType = {
-  group: 'apps', version: 'v1', plural: 'statefulsets', singular: 'statefulset', kind: 'StatefulSet', namespaced: true, shortNames: ['sts'], scalable: true,
+  group: 'apps',
+  version: 'v1',
+  plural: 'statefulsets',
+  singular: 'statefulset',
+  kind: 'StatefulSet',
+  namespaced: true,
+  shortNames: ['sts'],
+  scalable: true,
 };
 export const LEADER_WORKER_SETS: ResourceType = {
-  group: 'leaderworkerset.x-k8s.io', version: 'v1', plural: 'leaderworkersets', singular: 'leaderworkerset', kind: 'LeaderWorkerSet', namespaced: true, shortNames: ['lws'], scalable: true,
+  group: 'leaderworkerset.x-k8s.io',
+  version: 'v1',
+  plural: 'leaderworkersets',
+  singular: 'leaderworkerset',
+  kind: 'LeaderWorkerSet',
+  namespaced: true,
+  shortNames: ['lws'],
+  scalable: true,
 };
 
 export class ResourceRegistry {
@@ -66,13 +101,28 @@ export class ResourceRegistry {
     const resources: object[] = [];
     for (const t of types) {
       resources.push({
-        name: t.plural, singularName: t.singular, namespaced: t.namespaced, kind: t.kind, verbs: VERBS,
+        name: t.plural,
+        singularName: t.singular,
+        namespaced: t.namespaced,
+        kind: t.kind,
+        verbs: VERBS,
         shortNames: t.shortNames,
       });
-      resources.push({ name: `${t.plural}/status`, singularName: '', namespaced: t.namespaced, kind: t.kind, verbs: ['get', 'patch', 'update'] });
+      resources.push({
+        name: `${t.plural}/status`,
+        singularName: '',
+        namespaced: t.namespaced,
+        kind: t.kind,
+        verbs: ['get', 'patch', 'update'],
+      });
       if (t.scalable) {
         resources.push({
-          name: `${t.plural}/scale`, singularName: '', namespaced: t.namespaced, group: 'autoscaling', version: 'v1', kind: 'Scale',
+          name: `${t.plural}/scale`,
+          singularName: '',
+          namespaced: t.namespaced,
+          group: 'autoscaling',
+          version: 'v1',
+          kind: 'Scale',
           verbs: ['get', 'patch', 'update'],
         });
       }

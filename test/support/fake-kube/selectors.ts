@@ -64,12 +64,18 @@ export function parseLabelSelector(text: string): Requirement[] {
 
 export function matchesRequirements(requirements: readonly Requirement[], labels: Readonly<Record<string, string>>): boolean {
   return requirements.every((r) => {
-    const has = Object.prototype.hasOwnProperty.call(labels, r.key);
+    const has = Object.hasOwn(labels, r.key);
     switch (r.op) {
-      case 'exists': return has;
-      case 'notexists': return !has;
-      case 'in': return has && r.values.includes(labels[r.key]!);
-      case 'notin': return !has || !r.values.includes(labels[r.key]!);
+      case 'exists':
+        return has;
+      case 'notexists':
+        return !has;
+      case 'in':
+        return has && r.values.includes(labels[r.key]!);
+      case 'notin':
+        return !has || !r.values.includes(labels[r.key]!);
+      default:
+        return false;
     }
   });
 }

@@ -45,12 +45,28 @@ export interface StoreEvent {
 }
 
 export type StatusReason =
-  | 'NotFound' | 'AlreadyExists' | 'Conflict' | 'Forbidden' | 'Expired' | 'Gone' | 'BadRequest' | 'Invalid'
-  | 'MethodNotAllowed' | 'UnsupportedMediaType' | 'NotAcceptable' | 'InternalError' | 'ServiceUnavailable';
+  | 'NotFound'
+  | 'AlreadyExists'
+  | 'Conflict'
+  | 'Forbidden'
+  | 'Expired'
+  | 'Gone'
+  | 'BadRequest'
+  | 'Invalid'
+  | 'MethodNotAllowed'
+  | 'UnsupportedMediaType'
+  | 'NotAcceptable'
+  | 'InternalError'
+  | 'ServiceUnavailable';
 
 /** An error the API server answers with a Status body. */
 export class ApiError extends Error {
-  constructor(readonly code: number, readonly reason: StatusReason, message: string, readonly details?: JsonObject) {
+  constructor(
+    readonly code: number,
+    readonly reason: StatusReason,
+    message: string,
+    readonly details?: JsonObject,
+  ) {
     super(message);
   }
 
@@ -143,13 +159,14 @@ export class ObjectStore {
     obj.kind = type.kind;
     obj.apiVersion = apiVersionOf(type);
     const meta = obj.metadata;
-    const namespace = type.namespaced ? (metaString(obj, 'namespace') || 'default') : '';
+    const namespace = type.namespaced ? metaString(obj, 'namespace') || 'default' : '';
     if (type.namespaced) meta.namespace = namespace;
     else delete meta.namespace;
     let name = metaString(obj, 'name');
     const generateName = metaString(obj, 'generateName');
     if (!name && generateName) name = generateName + randomUUID().replace(/-/g, '').slice(0, 5);
-    if (!name) throw new ApiError(422, 'Invalid', `${type.kind} "" is invalid: metadata.name: Required value: name or generateName is required`);
+    if (!name)
+      throw new ApiError(422, 'Invalid', `${type.kind} "" is invalid: metadata.name: Required value: name or generateName is required`);
     meta.name = name;
     if (type.namespaced && this.get(NAMESPACES, '', namespace) === undefined) {
       if (writer === 'http') throw notFound(NAMESPACES, namespace);
@@ -174,15 +191,18 @@ export class ObjectStore {
    * resource written over HTTP keeps the stored status, as with the real API server.
    */
   update(type: ResourceType, input: KubeObject, writer: Writer, subresource?: 'status', dryRun = false): KubeObject {
-    const namespace = type.namespaced ? (metaString(input, 'namespace') || 'default') : '';
+    const namespace = type.namespaced ? metaString(input, 'namespace') || 'default' : '';
     const name = metaString(input, 'name') ?? '';
     const current = this.get(type, namespace, name);
     if (current === undefined) throw notFound(type, name);
     const wantedRv = metaString(input, 'resourceVersion');
     if (writer === 'http' && wantedRv && wantedRv !== metaString(current, 'resourceVersion')) {
-      throw new ApiError(409, 'Conflict',
+      throw new ApiError(
+        409,
+        'Conflict',
         `Operation cannot be fulfilled on ${qualified(type)} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
-        details(type, name));
+        details(type, name),
+      );
     }
     let next: KubeObject;
     if (subresource === 'status') {
@@ -215,7 +235,13 @@ export class ObjectStore {
    * Deletes an object. With finalizers, or for a pod deleted gracefully, it first gets a
    * deletionTimestamp (MODIFIED) and goes away when `finalize` is called (DELETED).
    */
-  delete(type: ResourceType, namespace: string, name: string, opts: { gracePeriodSeconds?: number; graceful: boolean }, dryRun = false): KubeObject {
+  delete(
+    type: ResourceType,
+    namespace: string,
+    name: string,
+    opts: { gracePeriodSeconds?: number; graceful: boolean },
+    dryRun = false,
+  ): KubeObject {
     const current = this.get(type, namespace, name);
     if (current === undefined) throw notFound(type, name);
     const graceful = opts.graceful && type === PODS && opts.gracePeriodSeconds !== 0;
@@ -257,7 +283,14 @@ export class ObjectStore {
     const key = this.key(resource, namespace, name);
     if (type === 'DELETED') this.bucket(resource).delete(key);
     else this.bucket(resource).set(key, stored);
-    const event: StoreEvent = { type, rv: this.rv, resource, namespace, object: this.withType(resource, stored), ...(previous ? { previous } : {}) };
+    const event: StoreEvent = {
+      type,
+      rv: this.rv,
+      resource,
+      namespace,
+      object: this.withType(resource, stored),
+      ...(previous ? { previous } : {}),
+    };
     this.history.push(event);
     if (this.history.length > this.options.historyLimit) {
       const dropped = this.history.splice(0, this.history.length - this.options.historyLimit);
@@ -299,6 +332,7 @@ function initialStatus(type: ResourceType): JsonObject {
 
 function applyDefaults(type: ResourceType, obj: KubeObject): void {
   if (!type.scalable) return;
-  const spec = (obj.spec ?? (obj.spec = {})) as JsonObject;
+  obj.spec ??= {};
+  const spec = obj.spec as JsonObject;
   if (spec.replicas === undefined) spec.replicas = 1;
 }

@@ -64,8 +64,7 @@ export class WatchStream {
     const f = this.filter;
     if (event.resource !== f.resource) return;
     if (f.namespace !== undefined && f.resource.namespaced && event.namespace !== f.namespace) return;
-    const matches = (o: KubeObject | undefined): boolean =>
-      o !== undefined && f.labels(labelsOf(o)) && f.fields(o);
+    const matches = (o: KubeObject | undefined): boolean => o !== undefined && f.labels(labelsOf(o)) && f.fields(o);
     const now = matches(event.object);
     if (event.type === 'ADDED') {
       if (now) this.send('ADDED', event.object);

@@ -32,7 +32,10 @@ export interface DeclaredNames {
 }
 
 function commaList(value: string | undefined): string[] {
-  return (value ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (value ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** Splits a shell command line into words, honouring simple quotes; enough for `sh -c "vllm serve ..."`. */

@@ -158,7 +158,11 @@ export class Reflector<T extends KubernetesObject> {
       this.markSynced('forbidden');
       delay = jittered(30_000);
     } else if (status === 404) {
-      if (this.state !== 'absent') this.opts.log.info({ resource: this.opts.resource }, `${this.opts.resource} is not served by this cluster (CRD not installed?); checking again later`);
+      if (this.state !== 'absent')
+        this.opts.log.info(
+          { resource: this.opts.resource },
+          `${this.opts.resource} is not served by this cluster (CRD not installed?); checking again later`,
+        );
       this.store.clear();
       this.opts.onChange();
       this.markSynced('absent');
@@ -168,7 +172,10 @@ export class Reflector<T extends KubernetesObject> {
       delay = jittered(this.backoffMs);
       this.state = this.syncedOnce ? 'erroring' : 'syncing';
       this.opts.onError?.(this.opts.resource, status !== undefined ? `http-${status}` : 'connection');
-      this.opts.log.warn({ resource: this.opts.resource, error: message, retryInMs: delay }, 'kubernetes list/watch failed; watching again from the last resourceVersion after a pause');
+      this.opts.log.warn(
+        { resource: this.opts.resource, error: message, retryInMs: delay },
+        'kubernetes list/watch failed; watching again from the last resourceVersion after a pause',
+      );
     }
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;

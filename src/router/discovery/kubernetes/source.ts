@@ -3,8 +3,12 @@
 // that computes the desired set from scratch and hands it to the catalog whole.
 import { readFileSync } from 'node:fs';
 import {
-  AppsV1Api, CoreV1Api, CustomObjectsApi, KubeConfig,
-  type KubernetesListObject, type KubernetesObject,
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
 } from '@kubernetes/client-node';
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Logger } from '../../util/log.js';
@@ -77,7 +81,11 @@ export class KubernetesSource {
     const custom = kc.makeApiClient(CustomObjectsApi);
     const selector = opts.labelSelector || undefined;
     const sel = selector ? { labelSelector: selector } : {};
-    const make = (resource: string, path: string, list: () => Promise<KubernetesListObject<KubernetesObject>>): Reflector<KubernetesObject> =>
+    const make = (
+      resource: string,
+      path: string,
+      list: () => Promise<KubernetesListObject<KubernetesObject>>,
+    ): Reflector<KubernetesObject> =>
       new Reflector({
         resource,
         path,
@@ -92,10 +100,22 @@ export class KubernetesSource {
       });
     this.pods = make('pods', `/api/v1/namespaces/${ns}/pods`, async () => asList(await core.listNamespacedPod({ namespace: ns, ...sel })));
     this.workloads = [
-      make('deployments', `/apis/apps/v1/namespaces/${ns}/deployments`, async () => asList(await apps.listNamespacedDeployment({ namespace: ns, ...sel }))),
-      make('statefulsets', `/apis/apps/v1/namespaces/${ns}/statefulsets`, async () => asList(await apps.listNamespacedStatefulSet({ namespace: ns, ...sel }))),
+      make('deployments', `/apis/apps/v1/namespaces/${ns}/deployments`, async () =>
+        asList(await apps.listNamespacedDeployment({ namespace: ns, ...sel })),
+      ),
+      make('statefulsets', `/apis/apps/v1/namespaces/${ns}/statefulsets`, async () =>
+        asList(await apps.listNamespacedStatefulSet({ namespace: ns, ...sel })),
+      ),
       make('leaderworkersets', `/apis/leaderworkerset.x-k8s.io/v1/namespaces/${ns}/leaderworkersets`, async () =>
-        asList(await custom.listNamespacedCustomObject({ group: 'leaderworkerset.x-k8s.io', version: 'v1', namespace: ns, plural: 'leaderworkersets', ...sel })),
+        asList(
+          await custom.listNamespacedCustomObject({
+            group: 'leaderworkerset.x-k8s.io',
+            version: 'v1',
+            namespace: ns,
+            plural: 'leaderworkersets',
+            ...sel,
+          }),
+        ),
       ),
     ];
     this.reflectors = [this.pods, ...this.workloads];
@@ -138,11 +158,18 @@ export class KubernetesSource {
     if (this.pendingSync.size > 0) return;
     const workloads: WorkloadLike[] = [];
     for (const r of this.workloads) workloads.push(...(r.objects() as WorkloadLike[]));
-    const desired = desiredState(this.pods.objects() as PodLike[], workloads, { port: this.opts.port, scheme: this.opts.scheme, modelLabel: this.opts.modelLabel });
+    const desired = desiredState(this.pods.objects() as PodLike[], workloads, {
+      port: this.opts.port,
+      scheme: this.opts.scheme,
+      modelLabel: this.opts.modelLabel,
+    });
     for (const name of desired.unnamed) {
       if (this.warnedUnnamed.has(name)) continue;
       this.warnedUnnamed.add(name);
-      this.log.warn({ object: name }, `${name} matches the selector but names no model: add the llm-router/models annotation, the model label, or --served-model-name`);
+      this.log.warn(
+        { object: name },
+        `${name} matches the selector but names no model: add the llm-router/models annotation, the model label, or --served-model-name`,
+      );
     }
     this.catalog.setDeclarations(SOURCE, desired.declarations);
     this.catalog.setEndpoints(SOURCE, desired.endpoints);

@@ -52,7 +52,8 @@ class PoolCore implements ConnectionOwner {
 
   constructor(origin: string, opts: H1PoolOptions) {
     const url = new URL(origin);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`H1Pool speaks http and https, not ${url.protocol} (${origin})`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new Error(`H1Pool speaks http and https, not ${url.protocol} (${origin})`);
     this.host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const https = url.protocol === 'https:';
     this.port = url.port === '' ? (https ? 443 : 80) : Number(url.port);
@@ -61,7 +62,9 @@ class PoolCore implements ConnectionOwner {
     this.keepAliveMs = opts.keepAliveTimeoutMs;
     this.maxConnections = opts.maxConnections;
     // SNI names a host, never an address; certificates for addresses are checked against their IP SANs
-    this.tls = https ? { ...tlsConnectOptions(opts.tls), ...(isIP(this.host) === 0 ? { servername: this.host } : {}), ALPNProtocols: ['http/1.1'] } : undefined;
+    this.tls = https
+      ? { ...tlsConnectOptions(opts.tls), ...(isIP(this.host) === 0 ? { servername: this.host } : {}), ALPNProtocols: ['http/1.1'] }
+      : undefined;
   }
 
   dispatch(opts: H1DispatchOptions, handler: H1Handler): void {
@@ -69,7 +72,10 @@ class PoolCore implements ConnectionOwner {
     handler.onConnect(req.abort);
     if (req.phase === P_DONE) return; // aborted at once
     let err: Error | undefined;
-    if (this.closing) err = this.destroyed ? new H1ClientError('the pool was destroyed', 'UND_ERR_DESTROYED') : new H1ClientError('the pool is closed', 'UND_ERR_CLOSED');
+    if (this.closing)
+      err = this.destroyed
+        ? new H1ClientError('the pool was destroyed', 'UND_ERR_DESTROYED')
+        : new H1ClientError('the pool is closed', 'UND_ERR_CLOSED');
     else err = prepare(req, this.hostHeader);
     if (err !== undefined) {
       req.phase = P_DONE;
@@ -84,8 +90,7 @@ class PoolCore implements ConnectionOwner {
     const idle = this.idle;
     if (idle.length > 0) {
       const now = Date.now();
-      let conn: Conn | undefined;
-      while ((conn = idle.pop()) !== undefined) {
+      for (let conn = idle.pop(); conn !== undefined; conn = idle.pop()) {
         conn.idle = false;
         if (conn.idleDeadline > now && !conn.ended && !conn.socket.destroyed) {
           conn.send(req, true);

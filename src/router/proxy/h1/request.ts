@@ -79,7 +79,8 @@ export class Req {
 export function prepare(req: Req, host: string): Error | undefined {
   const { method, path, headers, body } = req.opts;
   if (!TOKEN_RE.test(method)) return new H1ClientError(`invalid request method ${JSON.stringify(method)}`, 'UND_ERR_INVALID_ARG');
-  if (path.length === 0 || BAD_PATH_RE.test(path)) return new H1ClientError(`invalid request path ${JSON.stringify(path)}`, 'UND_ERR_INVALID_ARG');
+  if (path.length === 0 || BAD_PATH_RE.test(path))
+    return new H1ClientError(`invalid request path ${JSON.stringify(path)}`, 'UND_ERR_INVALID_ARG');
   if (headers.length % 2 !== 0) return new H1ClientError('headers must be name/value pairs', 'UND_ERR_INVALID_ARG');
   let head = method + ' ' + path + ' HTTP/1.1\r\nhost: ' + host + '\r\n';
   for (let i = 0; i < headers.length; i += 2) {

@@ -150,7 +150,7 @@ export class ResponseParser {
       if (state === S_CHUNK_DATA || state === S_BODY_LENGTH) {
         if (pos >= len) return len;
         const available = len - pos;
-        const n = this.remaining < available ? this.remaining : available;
+        const n = Math.min(this.remaining, available);
         const chunk = pos === 0 && n === len ? data : data.subarray(pos, pos + n);
         pos += n;
         this.remaining -= n;
@@ -317,10 +317,17 @@ export class ResponseParser {
     if (buf[lineEnd + 1] !== LF) fail('bare CR in the status line');
     if (
       lineEnd - start < 12 ||
-      buf[start] !== 72 || buf[start + 1] !== 84 || buf[start + 2] !== 84 || buf[start + 3] !== 80 ||
-      buf[start + 4] !== 47 || buf[start + 5] !== 49 || buf[start + 6] !== 46 || buf[start + 8] !== 32 ||
+      buf[start] !== 72 ||
+      buf[start + 1] !== 84 ||
+      buf[start + 2] !== 84 ||
+      buf[start + 3] !== 80 ||
+      buf[start + 4] !== 47 ||
+      buf[start + 5] !== 49 ||
+      buf[start + 6] !== 46 ||
+      buf[start + 8] !== 32 ||
       (lineEnd > start + 12 && buf[start + 12] !== 32)
-    ) fail('invalid status line');
+    )
+      fail('invalid status line');
     const minor = (buf[start + 7] as number) - 48;
     const d0 = (buf[start + 9] as number) - 48;
     const d1 = (buf[start + 10] as number) - 48;
@@ -414,7 +421,8 @@ export class ResponseParser {
     } else if (isName(buf, ns, ne, 'connection')) {
       if (ve - vs === 5 && isName(buf, vs, ve, 'close')) this.connectionClose = true;
       else if (!(ve - vs === 10 && isName(buf, vs, ve, 'keep-alive'))) {
-        for (const token of buf.toString('latin1', vs, ve).split(',')) if (token.trim().toLowerCase() === 'close') this.connectionClose = true;
+        for (const token of buf.toString('latin1', vs, ve).split(','))
+          if (token.trim().toLowerCase() === 'close') this.connectionClose = true;
       }
     } else if (isName(buf, ns, ne, 'keep-alive')) {
       for (const param of buf.toString('latin1', vs, ve).split(',')) {

@@ -39,6 +39,7 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  * control characters, tab included; CR and LF are gone after the split, so any left means bare CR or LF. llhttp takes
  * a tab as white space in some places and refuses it in others (after a Content-Length's digits): no tab is simplest.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what a head may not hold
 const CTL = /[\x00-\x1f\x7f]/;
 const DIGITS = /^[0-9]{1,15}$/;
 /**

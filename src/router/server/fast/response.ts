@@ -68,7 +68,8 @@ export class FastResponse extends EventEmitter implements ResponseSink {
 
   setHeader(name: string, value: string | number): this {
     if (this.head !== undefined || this.headersSent) throw new Error('headers already sent');
-    const fields = (this.fields ??= []);
+    this.fields ??= [];
+    const fields = this.fields;
     const lower = name.toLowerCase();
     for (let i = 0; i < fields.length; i += 2) {
       if ((fields[i] as string).toLowerCase() === lower) {
@@ -130,7 +131,8 @@ export class FastResponse extends EventEmitter implements ResponseSink {
     for (let i = 0; i < fields.length; i += 2) {
       const name = fields[i] as string;
       const value = fields[i + 1] as string;
-      if (INVALID_CHAR.test(name) || INVALID_CHAR.test(value)) throw Object.assign(new TypeError(`Invalid character in header "${name}"`), { code: 'ERR_INVALID_CHAR' });
+      if (INVALID_CHAR.test(name) || INVALID_CHAR.test(value))
+        throw Object.assign(new TypeError(`Invalid character in header "${name}"`), { code: 'ERR_INVALID_CHAR' });
       switch (name.length) {
         case 4:
           if (name.toLowerCase() === 'date') dated = true;
@@ -211,6 +213,7 @@ function mergeFields(set: readonly string[], given: readonly string[]): string[]
   const out = [...given];
   const names = new Set<string>();
   for (let i = 0; i < given.length; i += 2) names.add((given[i] as string).toLowerCase());
-  for (let i = 0; i < set.length; i += 2) if (!names.has((set[i] as string).toLowerCase())) out.push(set[i] as string, set[i + 1] as string);
+  for (let i = 0; i < set.length; i += 2)
+    if (!names.has((set[i] as string).toLowerCase())) out.push(set[i] as string, set[i + 1] as string);
   return out;
 }
