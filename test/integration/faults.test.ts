@@ -13,7 +13,7 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { addReady, deployment, enginePod } from '../support/kube-objects.js';
 import { allReady, call, chat, engines, metric, setFault, simStats, startRouter, startSim, type Running } from '../support/router.js';
-import { describeSockets, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
+import { describeSockets, orphanedInbound, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
 import { until, within } from '../support/within.js';
 
 const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
@@ -88,13 +88,8 @@ async function assertSettled(router: Running, expect: SettleExpectation): Promis
   let problems: string[] = [];
   const check = (): boolean => {
     const census = socketCensus(pid, router.port);
-    const mine = new Set(
-      tcpSockets(process.pid)
-        .filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED')
-        .map((s) => s.localPort),
-    );
     problems = [];
-    const orphans = census.inbound.filter((s) => !mine.has(s.remotePort));
+    const orphans = orphanedInbound(census, router.port);
     if (orphans.length) problems.push(`inbound connections without a client: ${describeSockets(orphans)}`);
     if (census.closeWait.length) problems.push(`CLOSE_WAIT: ${describeSockets(census.closeWait)}`);
     for (const [port, sockets] of census.outbound) {

@@ -129,6 +129,11 @@ export class RawClient {
     return this.ended;
   }
 
+  /** the local port of this connection (the server sees it as the remote port) */
+  get localPort(): number {
+    return this.socket.localPort as number;
+  }
+
   /** every byte received so far */
   get received(): Buffer {
     return this.buf;
@@ -169,6 +174,14 @@ export class RawClient {
         };
       });
     }
+  }
+
+  /** The next answer, which must come: rejects when the connection closes without one, or after `timeoutMs`. */
+  async answer(timeoutMs = 10_000): Promise<RawAnswer> {
+    const a = await this.next(timeoutMs);
+    if (a === undefined)
+      throw new Error(`the connection closed without an answer (unread: ${JSON.stringify(this.unread.toString('latin1'))})`);
+    return a;
   }
 
   /** Resolves true once the server closed the connection, false if it is still open after `timeoutMs`. */

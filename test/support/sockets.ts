@@ -131,6 +131,19 @@ export function socketCensus(pid: number, listenPort: number): SocketCensus {
   return { inbound, outbound, closeWait: all.filter((s) => s.state === 'CLOSE_WAIT'), listening };
 }
 
+/**
+ * The server's accepted connections (from `socketCensus(pid, listenPort)`) whose client, this test process, no longer
+ * holds the other end: a connection the server kept after its client went away is a leak, even in ESTABLISHED state.
+ */
+export function orphanedInbound(census: SocketCensus, listenPort: number): TcpSocket[] {
+  const mine = new Set(
+    tcpSockets(process.pid)
+      .filter((s) => s.remotePort === listenPort && s.state === 'ESTABLISHED')
+      .map((s) => s.localPort),
+  );
+  return census.inbound.filter((s) => !mine.has(s.remotePort));
+}
+
 /** A one-line summary for assertion messages. */
 export function describeSockets(sockets: readonly TcpSocket[]): string {
   return sockets.map((s) => `${s.localAddress}:${s.localPort}->${s.remoteAddress}:${s.remotePort} ${s.state}`).join(', ') || 'none';
