@@ -275,7 +275,7 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
       kube.patch('pods', 'default', 's1', { metadata: { labels: { app: 'gone' } } });
       kube.remove('pods', 'default', 's1');
       const events = await w.waitForEvents(3);
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 50)); // a bounded wait on purpose: no fourth event may follow
       assert.deepEqual(
         events.map((e) => e.type),
         ['ADDED', 'MODIFIED', 'DELETED'],

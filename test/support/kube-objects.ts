@@ -51,7 +51,10 @@ export function enginePod(
 }
 
 /** Creates the pod, gives it the IP 127.0.0.1 and marks it Ready, as the kubelet would once it runs. */
-export function addReady(kube: FakeKube, pod: { metadata: { name: string; namespace?: string } }): void {
+export function addReady(
+  kube: FakeKube,
+  pod: { metadata: { name: string; namespace?: string; [key: string]: unknown }; [key: string]: unknown },
+): void {
   const namespace = pod.metadata.namespace ?? 'default';
   kube.create(pod);
   kube.setPodIP(namespace, pod.metadata.name, '127.0.0.1');
