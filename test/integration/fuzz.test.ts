@@ -12,24 +12,12 @@ import { parseInference } from '../../src/router/server/pipeline.js';
 import { rewriteModel } from '../../src/router/proxy/rewrite-model.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { INFERENCE_PATHS } from '../support/http-corpus.js';
 import { exchange, type ExchangeOptions, type RawAnswer } from '../support/raw-http.js';
 import { describeSockets, orphanedInbound, socketCensus } from '../support/sockets.js';
 import { eventually } from '../support/within.js';
 
 const MAX_BODY = 1_000_000;
-const INFERENCE_PATHS = [
-  '/v1/chat/completions',
-  '/v1/completions',
-  '/v1/embeddings',
-  '/v1/responses',
-  '/v1/rerank',
-  '/rerank',
-  '/v1/score',
-  '/score',
-  '/tokenize',
-  '/detokenize',
-  '/v1/messages',
-] as const;
 const ADMIN_GETS = new Set(['/v1/models', '/health', '/ready', '/metrics', '/engines']);
 /** served by the simulator; `fzalias` is a router alias of it */
 const MODEL = 'fz';

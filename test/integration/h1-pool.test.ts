@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/router/proxy/h1/pool.js';
 import { DEFAULT_ENGINE_TLS } from '../../src/router/config/engine-tls.js';
+import { readRequests } from '../support/raw-http.js';
 import { until, within } from '../support/within.js';
 
 const WAIT_MS = 5_000;
@@ -44,23 +45,14 @@ async function rawServer(t: TestContext, onRequest: (socket: net.Socket, req: Se
     state.accepted.push(socket);
     socket.on('error', () => undefined);
     socket.on('close', () => state.closed++);
-    let buffered = Buffer.alloc(0);
-    let n = 0;
     socket.on('data', (data: Buffer) => {
       if (state.firstData[conn] === undefined) state.firstData[conn] = data;
-      buffered = Buffer.concat([buffered, data]);
-      for (;;) {
-        const end = buffered.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buffered.subarray(0, end).toString('latin1');
-        const m = /\r\ncontent-length: *(\d+)/i.exec(head);
-        const length = m ? Number(m[1]) : 0;
-        if (buffered.length < end + 4 + length) return;
-        const req: SeenRequest = { head, body: buffered.subarray(end + 4, end + 4 + length), conn, n: n++ };
-        buffered = buffered.subarray(end + 4 + length);
-        state.requests.push(req);
-        onRequest(socket, req);
-      }
+    });
+    let n = 0;
+    readRequests(socket, (head, body) => {
+      const req: SeenRequest = { head, body, conn, n: n++ };
+      state.requests.push(req);
+      onRequest(socket, req);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

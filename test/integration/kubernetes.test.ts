@@ -8,11 +8,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
-import { call, chat, engines, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, engines, startRouter, startSim, streamOn, waitModelStatus, type Running } from '../support/router.js';
 import { until } from '../support/within.js';
 
 const exec = promisify(execFile);
@@ -168,17 +167,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
       const r = await startRouter(routerArgs, env);
       await until('both ready', async () => (await engines(r.url)).filter((e) => e.state === 'ready').length === 2);
 
-      let stream: Awaited<ReturnType<typeof request>> | undefined;
-      for (let i = 0; i < 4 && !stream; i++) {
-        const res = await request(`${r.url}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: chat('d', { stream: true, max_tokens: 20 }),
-        });
-        if (res.headers['x-sim-engine'] === 'old') stream = res;
-        else await res.body.dump();
-      }
-      assert.ok(stream);
+      const stream = await streamOn(r.url, 'd', 'old', { max_tokens: 20 });
       const body = stream.body.text();
       kube2.remove('pods', 'default', 'd-old', { graceful: true });
       await until('old pod draining', async () => (await engines(r.url)).some((e) => e.state === 'draining'));

@@ -2,9 +2,19 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
 import { freePort, stopAll } from '../support/process.js';
-import { allReady, call, chat, endpointState, engines, simStats, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import {
+  allReady,
+  call,
+  chat,
+  endpointState,
+  engines,
+  simStats,
+  startRouter,
+  startSim,
+  streamOn,
+  waitModelStatus,
+} from '../support/router.js';
 import { until } from '../support/within.js';
 
 const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
@@ -128,18 +138,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     ]);
     await allReady(router.url, 2);
 
-    // find a stream that lands on engine a
-    let stream: Awaited<ReturnType<typeof request>> | undefined;
-    for (let i = 0; i < 4 && !stream; i++) {
-      const res = await request(`${router.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: chat('k', { stream: true, max_tokens: 40 }),
-      });
-      if (res.headers['x-sim-engine'] === 'a') stream = res;
-      else await res.body.dump();
-    }
-    assert.ok(stream, 'a stream on engine a');
+    const stream = await streamOn(router.url, 'k', 'a', { max_tokens: 40 });
     const it = stream.body[Symbol.asyncIterator]();
     const first = await it.next();
     assert.ok(!first.done);

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { request } from 'undici';
+import { INFERENCE_PATHS } from '../support/http-corpus.js';
 import { startCli, stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 import { eventually, until } from '../support/within.js';
@@ -186,17 +187,8 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   });
 
   test('every OpenAI path is routed by model, and engine errors pass through unchanged', async () => {
-    for (const path of [
-      '/v1/embeddings',
-      '/v1/responses',
-      '/v1/rerank',
-      '/rerank',
-      '/v1/score',
-      '/score',
-      '/tokenize',
-      '/detokenize',
-      '/v1/messages',
-    ]) {
+    // chat and text completions have their own tests above
+    for (const path of INFERENCE_PATHS.filter((p) => p !== '/v1/chat/completions' && p !== '/v1/completions')) {
       const res = await call(`${routerA.url}${path}`, {
         body: JSON.stringify({
           model: 'chat-model',

@@ -3,6 +3,24 @@
 // (test/integration/http-differential.test.ts). Plain data: what each case means is in its name.
 
 export const MODEL = 'diff';
+
+/**
+ * The inference paths of OpenAI-compatible clients (and the engines' own: rerank, score, tokenize, Anthropic messages),
+ * which the router routes by the body's model: the tests' own list, so that one the router dropped would show.
+ */
+export const INFERENCE_PATHS = [
+  '/v1/chat/completions',
+  '/v1/completions',
+  '/v1/embeddings',
+  '/v1/responses',
+  '/v1/rerank',
+  '/rerank',
+  '/v1/score',
+  '/score',
+  '/tokenize',
+  '/detokenize',
+  '/v1/messages',
+] as const;
 const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
 
 export interface InboundCase {
@@ -79,18 +97,7 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('a plain request', post()),
     one('a plain request with a request id', post({ id: 'client-id-1' })),
     one('a query string', post({ path: '/v1/chat/completions?x=1&y=%20' })),
-    ...[
-      '/v1/completions',
-      '/v1/embeddings',
-      '/v1/responses',
-      '/v1/rerank',
-      '/rerank',
-      '/v1/score',
-      '/score',
-      '/tokenize',
-      '/detokenize',
-      '/v1/messages',
-    ].map((p) => one(`path ${p}`, post({ path: p }))),
+    ...INFERENCE_PATHS.filter((p) => p !== '/v1/chat/completions').map((p) => one(`path ${p}`, post({ path: p }))),
     one('Connection: close', post({ extra: ['Connection: close'] })),
     one('Connection: keep-alive', post({ extra: ['Connection: keep-alive'] })),
     one('Connection: Keep-Alive, close', post({ extra: ['Connection: Keep-Alive, close'] })),

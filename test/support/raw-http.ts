@@ -90,6 +90,27 @@ export function readAnswer(
   }
 }
 
+/**
+ * The server side of a raw connection: calls `onRequest` for each request that arrives on the socket (a head, then a
+ * body of its Content-Length, one after another as an HTTP/1.1 server reads them).
+ */
+export function readRequests(socket: net.Socket, onRequest: (head: string, body: Buffer) => void): void {
+  let buffered: Buffer = Buffer.alloc(0);
+  socket.on('data', (data: Buffer) => {
+    buffered = Buffer.concat([buffered, data]);
+    for (;;) {
+      const end = buffered.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buffered.subarray(0, end).toString('latin1');
+      const length = Number(/\r\ncontent-length:[ \t]*(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buffered.length < end + 4 + length) return;
+      const body = buffered.subarray(end + 4, end + 4 + length);
+      buffered = buffered.subarray(end + 4 + length);
+      onRequest(head, body);
+    }
+  });
+}
+
 /** One client connection: write bytes, read answers in order, see whether the server closed it. */
 export class RawClient {
   private buf: Buffer = Buffer.alloc(0);

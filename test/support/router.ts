@@ -1,5 +1,5 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
-import { request } from 'undici';
+import { request, type Dispatcher } from 'undici';
 import { startCli, type Started } from './process.js';
 import { eventually } from './within.js';
 import type { SimStats } from '../../src/tools/sim/types.js';
@@ -74,6 +74,29 @@ export async function call(
 
 export function chat(model: string, extra: Record<string, unknown> = {}): string {
   return JSON.stringify({ model, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 4, ...extra });
+}
+
+/**
+ * Opens chat streams for `model` until one is served by the simulator named `engine` (its x-sim-engine header; round
+ * robin spreads them), reading the others to their end. Resolves to that stream, its body unread; rejects after `tries`.
+ */
+export async function streamOn(
+  router: string,
+  model: string,
+  engine: string,
+  extra: Record<string, unknown> = {},
+  tries = 4,
+): Promise<Dispatcher.ResponseData> {
+  for (let i = 0; i < tries; i++) {
+    const res = await request(`${router}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chat(model, { stream: true, ...extra }),
+    });
+    if (res.headers['x-sim-engine'] === engine) return res;
+    await res.body.dump();
+  }
+  throw new Error(`none of ${tries} streams for ${model} was served by ${engine}`);
 }
 
 /** Polls until the router's /v1/models shows `model` with `status`. */
