@@ -12,11 +12,21 @@ import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { addReady, deployment, enginePod } from '../support/kube-objects.js';
-import { allReady, call, chat, engines, metric, setFault, simStats, startRouter, startSim, type Running } from '../support/router.js';
+import {
+  allReady,
+  call,
+  chat,
+  engines,
+  FAST_PROBES,
+  metric,
+  setFault,
+  simStats,
+  startRouter,
+  startSim,
+  type Running,
+} from '../support/router.js';
 import { describeSockets, orphanedInbound, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
 import { until, within } from '../support/within.js';
-
-const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 /**
  * Connections the router may keep to an engine that is still up once it is idle. Its prober and its engine-stats

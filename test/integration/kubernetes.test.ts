@@ -11,19 +11,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
-import { call, chat, engines, startRouter, startSim, streamOn, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, engines, FAST_PROBES, startRouter, startSim, streamOn, waitModelStatus, type Running } from '../support/router.js';
 import { until } from '../support/within.js';
 
 const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
-const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 describe('kubernetes discovery', { timeout: 120_000 }, () => {
   let kube: FakeKube;
   let kubectlDir: string;
   const kubectl = async (...args: string[]): Promise<string> =>
     (await exec('kubectl', ['--kubeconfig', kube.kubeconfigPath, '--cache-dir', kubectlDir, ...args], { timeout: 20_000 })).stdout;
-  const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST];
+  const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST_PROBES];
   const startK8sRouter = (extra: string[] = []): Promise<Running> =>
     startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 

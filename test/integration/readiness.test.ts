@@ -9,6 +9,7 @@ import {
   chat,
   endpointState,
   engines,
+  FAST_PROBES,
   simStats,
   startRouter,
   startSim,
@@ -16,8 +17,6 @@ import {
   waitModelStatus,
 } from '../support/router.js';
 import { until } from '../support/within.js';
-
-const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 /** Sends requests at a steady pace until stopped; records every status and the engine that answered. */
 function steadyTraffic(router: string, model: string, everyMs: number) {

@@ -7,17 +7,26 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { kedaClient } from '../support/keda.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
-import { call, chat, kedaPort, metric, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import {
+  call,
+  chat,
+  FAST_PROBES,
+  kedaPort,
+  metric,
+  simStats,
+  startRouter,
+  startSim,
+  waitModelStatus,
+  type Running,
+} from '../support/router.js';
 import { until } from '../support/within.js';
-
-const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 const deploymentOf = (name: string, model: string, replicas: number) => deployment(name, replicas, { labels: { model } });
 const held = (router: string, model: string): Promise<number> => metric(router, 'llm_router_model_requests_held', { model });
 
 describe('scale from zero', { timeout: 120_000 }, () => {
   let kube: FakeKube;
-  const k8s = ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', ...FAST];
+  const k8s = ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', ...FAST_PROBES];
   const startK8sRouter = (extra: string[]): Promise<Running> => startRouter([...k8s, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 
   before(async () => {

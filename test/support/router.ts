@@ -4,6 +4,9 @@ import { startCli, type Started } from './process.js';
 import { eventually } from './within.js';
 import type { SimStats } from '../../src/tools/sim/types.js';
 
+/** Probe flags for tests: an engine's state changes show within a second (the router's defaults are for production). */
+export const FAST_PROBES: readonly string[] = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+
 export interface Running {
   readonly url: string;
   readonly port: number;
