@@ -8,11 +8,10 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import fc from 'fast-check';
-import { parseInference } from '../../src/router/server/pipeline.js';
+import { INFERENCE_PATHS, parseInference } from '../../src/router/server/pipeline.js';
 import { rewriteModel } from '../../src/router/proxy/rewrite-model.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
-import { INFERENCE_PATHS } from '../support/http-corpus.js';
 import { exchange, type ExchangeOptions, type RawAnswer } from '../support/raw-http.js';
 import { describeSockets, orphanedInbound, socketCensus } from '../support/sockets.js';
 import { eventually } from '../support/within.js';
@@ -438,7 +437,7 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
         const what = `${m} ${target}`;
         // HEAD is answered like GET (without a body)
         const v = judge(a, what, { head: m === 'HEAD', adminGet: (m === 'GET' || m === 'HEAD') && ADMIN_GETS.has(p) });
-        if (m === 'POST' && (INFERENCE_PATHS as readonly string[]).includes(p)) assert.equal(v.kind, 'forwarded', what);
+        if (m === 'POST' && INFERENCE_PATHS.includes(p)) assert.equal(v.kind, 'forwarded', what);
         else assert.notEqual(v.kind, 'forwarded', `${what} must not reach an engine`);
       }),
       { numRuns: 150 },

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { request } from 'undici';
-import { INFERENCE_PATHS } from '../support/http-corpus.js';
+import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
 import { startCli, stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 import { eventually, until } from '../support/within.js';

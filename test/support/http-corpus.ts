@@ -1,26 +1,9 @@
 // The differential corpus of issue 14: request bytes a client may send the router, and response bytes an engine may
 // send it, each run against the router's own parser and the reference parser on the same bytes
 // (test/integration/http-differential.test.ts). Plain data: what each case means is in its name.
+import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
 
 export const MODEL = 'diff';
-
-/**
- * The inference paths of OpenAI-compatible clients (and the engines' own: rerank, score, tokenize, Anthropic messages),
- * which the router routes by the body's model: the tests' own list, so that one the router dropped would show.
- */
-export const INFERENCE_PATHS = [
-  '/v1/chat/completions',
-  '/v1/completions',
-  '/v1/embeddings',
-  '/v1/responses',
-  '/v1/rerank',
-  '/rerank',
-  '/v1/score',
-  '/score',
-  '/tokenize',
-  '/detokenize',
-  '/v1/messages',
-] as const;
 const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
 
 export interface InboundCase {
