@@ -5,16 +5,10 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '@kubernetes/client-node';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { labelledPod as pod } from '../support/kube-objects.js';
 import { eventually } from '../support/within.js';
 
 type Seen = { readonly verb: string; readonly name: string; readonly detail?: string };
-
-const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace: 'default', labels },
-  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
-});
 
 /** An informer on default/pods with labelSelector app=x, recording everything it emits. */
 function podInformer(kube: FakeKube) {

@@ -3,15 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { labelledPod as pod } from '../support/kube-objects.js';
 import { parseLabelSelector, labelSelector } from '../support/fake-kube/selectors.js';
 import { rawWatch } from '../support/fake-kube/raw-watch.js';
-
-const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace: 'default', labels },
-  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
-});
 
 async function call(kube: FakeKube, method: string, path: string, body?: unknown, contentType = 'application/json') {
   const res = await request(`${kube.url}${path}`, {

@@ -50,6 +50,16 @@ export function enginePod(
   };
 }
 
+/** A bare Pod with these labels (no port, no model): for tests of the fake API server and of informers. */
+export function labelledPod(name: string, labels: Record<string, string> = { app: 'x' }) {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: 'default', labels },
+    spec: { containers: [{ name: 'engine', image: 'vllm' }] },
+  };
+}
+
 /** Creates the pod, gives it the IP 127.0.0.1 and marks it Ready, as the kubelet would once it runs. */
 export function addReady(
   kube: FakeKube,
