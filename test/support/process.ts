@@ -51,7 +51,8 @@ function binds(port: number): Promise<boolean> {
  * (/proc/sys/net/ipv4/ip_local_port_range), where every port-0 listener and every outgoing connection of every test
  * gets its port, so nothing can take it between this call and the listener that binds it later. Test files run in
  * parallel processes: each walks the range from its own starting point (spread by pid), never hands out a port twice,
- * and skips a port that does not bind (another file's listener holds it).
+ * and skips a port that does not bind (another file's listener holds it). What is left is two files' walks meeting on
+ * one port between its check and its use: each file takes a handful of ports from a range of thousands, far apart.
  */
 export async function freePort(): Promise<number> {
   const { low, size } = fixedRange();
