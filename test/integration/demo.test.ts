@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
-import { freePort, startCli, stopAll } from '../support/process.js';
+import { startCli, stopAll } from '../support/process.js';
+import { eventually } from '../support/within.js';
 
 const exec = promisify(execFile);
 
@@ -26,9 +27,9 @@ function running(pid: number): boolean {
 }
 
 test('llm-router demo: every printed curl case answers as printed; SIGINT stops router and engines', { timeout: 60_000 }, async () => {
-  const port = await freePort();
-  const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn', '--idle-seconds', '2']);
+  const demo = startCli(['demo', '--port', '0', '--log-level', 'warn', '--idle-seconds', '2']);
   await demo.waitForOutput('Press Ctrl-C', 30_000);
+  const port = Number(/llm-router demo is up at http:\/\/127\.0\.0\.1:(\d+)/.exec(demo.output())?.[1]);
   const lines = demo
     .output()
     .split('\n')
@@ -58,9 +59,7 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
     ((await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as { data: { id: string; status: string }[] }).data.find(
       (m) => m.id === 'demo-wakeup',
     )?.status;
-  const deadline = Date.now() + 15_000;
-  while ((await wakeup()) !== 'scaled-to-zero' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
-  assert.equal(await wakeup(), 'scaled-to-zero');
+  await eventually('demo-wakeup back at zero', wakeup, (status) => status === 'scaled-to-zero', 15_000, 200);
   const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as { endpoints: { url: string }[] };
   const enginePids = childrenOf(demo.child.pid as number);
   assert.ok(enginePids.length >= 3, `the demo runs its engines as child processes: ${enginePids.join(', ')}`);

@@ -6,11 +6,12 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from 'undici';
 import { startFakeKube } from '../support/fake-kube/index.js';
-import { startCli, stopAll, freePort, type Started } from '../support/process.js';
+import { addReadyPod } from '../support/kube-objects.js';
+import { stopAll } from '../support/process.js';
 import { call, chat, engines, startRouter, startSim, waitModelStatus, type EngineView, type Running } from '../support/router.js';
+import { eventually, until } from '../support/within.js';
 
 const MODEL = 'tls-model';
 
@@ -44,40 +45,21 @@ function selfSigned(dir: string, name: string): { cert: string; key: string } {
   return { cert, key };
 }
 
-/** `llm-router sim` serving https; resolves once it listens. */
-async function startTlsSim(args: readonly string[]): Promise<{ proc: Started; url: string }> {
-  const port = await freePort();
-  const proc = startCli([
-    'sim',
-    '--host',
-    '127.0.0.1',
-    '--port',
-    String(port),
-    '--model',
-    MODEL,
-    '--ttft-ms',
-    '0',
-    '--itl-ms',
-    '1',
-    '--output-tokens',
-    '3',
-    ...args,
-  ]);
-  await proc.waitForOutput(`sim listening on https://127.0.0.1:${port}`);
-  return { proc, url: `https://127.0.0.1:${port}` };
+/** `llm-router sim` serving https (the URL it logs says so); resolves once it listens. */
+function startTlsSim(args: readonly string[]): Promise<Running> {
+  return startSim(['--model', MODEL, '--ttft-ms', '0', '--itl-ms', '1', '--output-tokens', '3', ...args]);
 }
 
 /** Polls /engines until the one endpoint's last probe says something; returns that view. */
 async function probed(router: Running): Promise<EngineView & { lastProbe: { ok: boolean; detail: string } | null }> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const [view] = (await call(`${router.url}/engines`)).json<{
-      endpoints: (EngineView & { lastProbe: { ok: boolean; detail: string } | null })[];
-    }>().endpoints;
-    if (view?.lastProbe) return view;
-    if (Date.now() > deadline) assert.fail('no probe result within 10 s');
-    await sleep(50);
-  }
+  type ProbedView = EngineView & { lastProbe: { ok: boolean; detail: string } | null };
+  const view = await eventually(
+    'a probe result',
+    async () => (await call(`${router.url}/engines`)).json<{ endpoints: ProbedView[] }>().endpoints[0],
+    (v) => Boolean(v?.lastProbe),
+    10_000,
+  );
+  return view as ProbedView;
 }
 
 async function assertServes(router: Running, what: string): Promise<void> {
@@ -104,8 +86,8 @@ describe('https engines', { timeout: 120_000 }, () => {
   let dir: string;
   let server: { cert: string; key: string };
   let client: { cert: string; key: string };
-  let sim: { proc: Started; url: string };
-  let mtlsSim: { proc: Started; url: string };
+  let sim: Running;
+  let mtlsSim: Running;
   /** the simulator's own view, over https with its certificate trusted */
   let trusting: Agent;
 
@@ -140,13 +122,11 @@ describe('https engines', { timeout: 120_000 }, () => {
       await waitModelStatus(router.url, MODEL, 'ready');
       await assertServes(router, engineClient);
       // the stats scraper reaches /metrics over TLS too: the engine's load shows in /engines
-      const deadline = Date.now() + 10_000;
-      let load: unknown = null;
-      while (load === null && Date.now() < deadline) {
-        load = (await call(`${router.url}/engines`)).json<{ endpoints: { load: unknown }[] }>().endpoints[0]?.load ?? null;
-        if (load === null) await sleep(50);
-      }
-      assert.notEqual(load, null, `${engineClient}: engine load scraped over https`);
+      await until(
+        `${engineClient}: engine load scraped over https`,
+        async () => ((await call(`${router.url}/engines`)).json<{ endpoints: { load: unknown }[] }>().endpoints[0]?.load ?? null) !== null,
+        10_000,
+      );
       await router.stop();
     }
     const counts = await simCounts();
@@ -234,25 +214,8 @@ describe('https engines', { timeout: 120_000 }, () => {
     const kube = await startFakeKube();
     try {
       const plain = await startSim(['--model', 'plain-model', '--ttft-ms', '0', '--itl-ms', '1', '--output-tokens', '3']);
-      const pod = (name: string, model: string, port: number, annotations: Record<string, string> = {}) => ({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {
-          name,
-          namespace: 'default',
-          labels: { app: 'llm', model },
-          annotations: { 'llm-router/port': String(port), ...annotations },
-        },
-        spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
-      });
-      for (const [name, model, port, annotations] of [
-        ['tls-pod', MODEL, Number(new URL(sim.url).port), {}],
-        ['plain-pod', 'plain-model', plain.port, { 'llm-router/scheme': 'http' }],
-      ] as const) {
-        kube.create(pod(name, model, port, annotations));
-        kube.setPodIP('default', name, '127.0.0.1');
-        kube.setPodReady('default', name, true);
-      }
+      addReadyPod(kube, 'tls-pod', MODEL, sim.port);
+      addReadyPod(kube, 'plain-pod', 'plain-model', plain.port, { annotations: { 'llm-router/scheme': 'http' } });
       const router = await startRouter(
         ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', '--k8s-engine-scheme', 'https', '--probe-interval', '0.2'],
         { KUBECONFIG: kube.kubeconfigPath, NODE_EXTRA_CA_CERTS: server.cert },

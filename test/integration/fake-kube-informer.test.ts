@@ -5,15 +5,10 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as k8s from '@kubernetes/client-node';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { labelledPod as pod } from '../support/kube-objects.js';
+import { eventually } from '../support/within.js';
 
 type Seen = { readonly verb: string; readonly name: string; readonly detail?: string };
-
-const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace: 'default', labels },
-  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
-});
 
 /** An informer on default/pods with labelSelector app=x, recording everything it emits. */
 function podInformer(kube: FakeKube) {
@@ -74,15 +69,17 @@ const has =
   (verb: string, name = '') =>
   (seen: Seen[]) =>
     seen.some((s) => s.verb === verb && s.name === name);
-const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
+/** A bounded pause for checks that something does NOT happen (a reconnect, another list) within it. */
+const quietFor = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Waits until the fake has exactly n open watches (the informer re-watching after a reconnect). */
-async function watching(kube: FakeKube, n = 1, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (kube.openWatches() !== n) {
-    if (Date.now() > deadline) throw new Error(`expected ${n} open watches, have ${kube.openWatches()}`);
-    await settle(10);
-  }
-}
+const watching = (kube: FakeKube, n = 1): Promise<number> =>
+  eventually(
+    `${n} open watches`,
+    () => kube.openWatches(),
+    (open) => open === n,
+    5_000,
+    10,
+  );
 
 describe('client-node 1.4 informer against fake-kube', { timeout: 25_000 }, () => {
   let kube: FakeKube;
@@ -149,7 +146,7 @@ describe('client-node 1.4 informer against fake-kube', { timeout: 25_000 }, () =
     kube.dropWatches();
     await probe.waitFor(has('error'));
     assert.equal(probe.seen.find((s) => s.verb === 'error')?.detail, 'ERR_STREAM_PREMATURE_CLOSE');
-    await settle();
+    await quietFor(150);
     assert.equal(kube.openWatches(), 0, 'client-node does not reconnect by itself after an error');
 
     // while nobody watches: a delete, an update, an add, and the history that could replay them is gone
@@ -177,7 +174,8 @@ describe('client-node 1.4 informer against fake-kube', { timeout: 25_000 }, () =
       kube.failWatchesWith410(1, mode);
       kube.dropWatches({ graceful: true });
       await watching(kube);
-      await settle(300);
+      await quietFor(300); // no second relist, no further watch
+
       assert.equal(kube.requests['list pods'], lists + 1, `${mode}: one relist`);
       assert.equal(kube.requests['watch pods'], watches + 2, `${mode}: the failed watch and one more`);
     }
@@ -231,7 +229,6 @@ describe('client-node 1.4 informer against fake-kube', { timeout: 25_000 }, () =
     stopped.add(probe);
     await probe.waitFor(has('error'));
     assert.equal(probe.seen.find((s) => s.verb === 'error')?.detail, 'AbortError');
-    await settle();
-    assert.equal(kube.openWatches(), 0);
+    await watching(kube, 0);
   });
 });

@@ -3,15 +3,9 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { labelledPod as pod } from '../support/kube-objects.js';
 import { parseLabelSelector, labelSelector } from '../support/fake-kube/selectors.js';
 import { rawWatch } from '../support/fake-kube/raw-watch.js';
-
-const pod = (name: string, labels: Record<string, string> = { app: 'x' }) => ({
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name, namespace: 'default', labels },
-  spec: { containers: [{ name: 'engine', image: 'vllm' }] },
-});
 
 async function call(kube: FakeKube, method: string, path: string, body?: unknown, contentType = 'application/json') {
   const res = await request(`${kube.url}${path}`, {
@@ -275,7 +269,7 @@ describe('fake-kube protocol', { timeout: 20_000 }, () => {
       kube.patch('pods', 'default', 's1', { metadata: { labels: { app: 'gone' } } });
       kube.remove('pods', 'default', 's1');
       const events = await w.waitForEvents(3);
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 50)); // a bounded wait on purpose: no fourth event may follow
       assert.deepEqual(
         events.map((e) => e.type),
         ['ADDED', 'MODIFIED', 'DELETED'],

@@ -2,112 +2,10 @@
 // everything else is handed with its connection to node:http, and both answer alike.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
-import { once } from 'node:events';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { stopAll } from '../support/process.js';
 import { call, chat, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
-import { tcpSockets } from '../support/sockets.js';
-
-interface RawAnswer {
-  readonly status: number;
-  readonly headers: Record<string, string>;
-  readonly body: string;
-}
-
-/** A client connection that writes raw bytes and reads answers one by one (Content-Length or chunked). */
-class RawConnection {
-  private data = Buffer.alloc(0);
-  ended = false;
-  private constructor(private readonly socket: net.Socket) {
-    socket.on('data', (d: Buffer) => (this.data = Buffer.concat([this.data, d])));
-    socket.on('close', () => (this.ended = true));
-    socket.on('error', () => undefined);
-  }
-
-  static async open(port: number): Promise<RawConnection> {
-    const socket = net.connect(port, '127.0.0.1');
-    await once(socket, 'connect');
-    return new RawConnection(socket);
-  }
-
-  write(text: string | Buffer): void {
-    this.socket.write(text);
-  }
-
-  /** The next whole answer, waiting up to `timeoutMs`. */
-  async answer(timeoutMs = 10_000): Promise<RawAnswer> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const parsed = this.take();
-      if (parsed) return parsed;
-      if (this.ended) throw new Error(`connection closed; unparsed: ${JSON.stringify(this.data.toString('latin1'))}`);
-      if (Date.now() > deadline)
-        throw new Error(`no whole answer in ${timeoutMs} ms; have: ${JSON.stringify(this.data.toString('latin1'))}`);
-      await sleep(10);
-    }
-  }
-
-  async closed(timeoutMs = 10_000): Promise<boolean> {
-    const deadline = Date.now() + timeoutMs;
-    while (!this.ended && Date.now() < deadline) await sleep(10);
-    return this.ended;
-  }
-
-  destroy(): void {
-    this.socket.destroy();
-  }
-
-  /**
-   * Resolves once the router process has accepted this connection and read everything sent on it so far (its
-   * receive queue is empty), so that what is written next reaches it in another read, however busy the machine.
-   */
-  async readByRouter(router: Running, timeoutMs = 10_000): Promise<void> {
-    const pid = router.proc.child.pid as number;
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const mine = tcpSockets(pid).find((s) => s.localPort === router.port && s.remotePort === this.socket.localPort);
-      if (mine !== undefined && mine.rxQueue === 0) return;
-      if (Date.now() > deadline) throw new Error(`the router did not read what was sent within ${timeoutMs} ms: ${JSON.stringify(mine)}`);
-      await sleep(10);
-    }
-  }
-
-  private take(): RawAnswer | undefined {
-    const text = this.data.toString('latin1');
-    const end = text.indexOf('\r\n\r\n');
-    if (end < 0) return undefined;
-    const [statusLine, ...lines] = text.slice(0, end).split('\r\n');
-    const headers: Record<string, string> = {};
-    for (const l of lines) headers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
-    let rest = text.slice(end + 4);
-    let body = '';
-    let used: number;
-    if (headers['content-length'] !== undefined) {
-      const n = Number(headers['content-length']);
-      if (rest.length < n) return undefined;
-      body = rest.slice(0, n);
-      used = end + 4 + n;
-    } else if (headers['transfer-encoding'] === 'chunked') {
-      let consumed = 0;
-      for (;;) {
-        const eol = rest.indexOf('\r\n');
-        if (eol < 0) return undefined;
-        const size = parseInt(rest.slice(0, eol), 16);
-        if (rest.length < eol + 2 + size + 2) return undefined;
-        body += rest.slice(eol + 2, eol + 2 + size);
-        consumed += eol + 2 + size + 2;
-        rest = rest.slice(eol + 2 + size + 2);
-        if (size === 0) break;
-      }
-      used = end + 4 + consumed;
-    } else {
-      return undefined;
-    }
-    this.data = this.data.subarray(used);
-    return { status: Number((statusLine as string).split(' ')[1]), headers, body };
-  }
-}
+import { RawClient, type RawAnswer } from '../support/raw-http.js';
+import { readByServer } from '../support/sockets.js';
 
 /** llm_router_fast_path_total: requests the fast path answered, connections it handed to node:http */
 async function fastPathCounts(r: Running): Promise<{ answered: number; handedOver: number }> {
@@ -145,7 +43,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   test('keep-alive, pipelining, a body in pieces, then a hand-over to node:http on the same connection', async () => {
     const r = await router();
     const before = await fastPathCounts(r);
-    const c = await RawConnection.open(r.port);
+    const c = await RawClient.connect(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m')));
       const first = await c.answer();
@@ -153,7 +51,7 @@ describe('fast path', { timeout: 120_000 }, () => {
       assert.equal(first.headers.connection, 'keep-alive');
       assert.match(first.headers['x-request-id'] ?? '', /^[0-9a-f-]{36}$/);
       assert.ok(first.headers.date, 'a Date header');
-      assert.equal(JSON.parse(first.body).object, 'chat.completion');
+      assert.equal(JSON.parse(String(first.body)).object, 'chat.completion');
 
       // two requests in one write: answered in order
       c.write(
@@ -161,16 +59,17 @@ describe('fast path', { timeout: 120_000 }, () => {
       );
       const [a, b] = [await c.answer(), await c.answer()];
       assert.deepEqual([a.status, a.headers['x-request-id'], b.status, b.headers['x-request-id']], [200, 'one', 404, 'two']);
-      assert.equal(JSON.parse(b.body).error.code, 'model_not_found');
+      assert.equal(JSON.parse(String(b.body)).error.code, 'model_not_found');
 
       // the head first, the body in three pieces
       const body = chat('m');
       const whole = post('/v1/chat/completions', body);
       const split = whole.length - body.length;
-      c.write(whole.slice(0, split));
+      await c.write(whole.slice(0, split));
+      // each piece is sent once the router has read what came before: three reads, however busy the machine
       for (const piece of [body.slice(0, 5), body.slice(5, 20), body.slice(20)]) {
-        await sleep(20);
-        c.write(piece);
+        await readByServer(r.proc.child.pid as number, r.port, c.localPort);
+        await c.write(piece);
       }
       assert.equal((await c.answer()).status, 200);
 
@@ -181,7 +80,7 @@ describe('fast path', { timeout: 120_000 }, () => {
       c.write('GET /v1/models HTTP/1.1\r\nHost: router\r\n\r\n');
       const models = await c.answer();
       assert.equal(models.status, 200);
-      assert.equal(JSON.parse(models.body).data[0].id, 'm');
+      assert.equal(JSON.parse(String(models.body)).data[0].id, 'm');
       c.write(post('/v1/chat/completions', chat('m')));
       assert.equal((await c.answer()).status, 200);
       // node:http answered the last one: the connection stays where it was handed
@@ -193,7 +92,7 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('300 pipelined requests in one write (about 120 KB) are answered once each, in order', async () => {
     const r = await router();
-    const c = await RawConnection.open(r.port);
+    const c = await RawClient.connect(r.port);
     try {
       const n = 300;
       const body = chat('not-declared', { padding: 'x'.repeat(200) });
@@ -213,7 +112,7 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('streams are chunked SSE; Connection: close ends the connection after the answer', async () => {
     const r = await router();
-    const c = await RawConnection.open(r.port);
+    const c = await RawClient.connect(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m', { stream: true, max_tokens: 5 }), ['Connection: close']));
       const answer = await c.answer();
@@ -221,8 +120,8 @@ describe('fast path', { timeout: 120_000 }, () => {
       assert.equal(answer.headers['transfer-encoding'], 'chunked');
       assert.equal(answer.headers.connection, 'close');
       assert.match(answer.headers['content-type'] ?? '', /^text\/event-stream/);
-      assert.ok(answer.body.trimEnd().endsWith('data: [DONE]'), answer.body);
-      assert.equal(await c.closed(), true, 'the router closed the connection');
+      assert.ok(String(answer.body).trimEnd().endsWith('data: [DONE]'), String(answer.body));
+      assert.equal(await c.closesWithin(10_000), true, 'the router closed the connection');
     } finally {
       c.destroy();
     }
@@ -232,9 +131,9 @@ describe('fast path', { timeout: 120_000 }, () => {
     const r = await router();
     const before = await fastPathCounts(r);
     const body = chat('m');
-    const chunked = await RawConnection.open(r.port);
-    const splitHead = await RawConnection.open(r.port);
-    const bad = await RawConnection.open(r.port);
+    const chunked = await RawClient.connect(r.port);
+    const splitHead = await RawClient.connect(r.port);
+    const bad = await RawClient.connect(r.port);
     try {
       chunked.write(
         `POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nTransfer-Encoding: chunked\r\n\r\n${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`,
@@ -245,7 +144,7 @@ describe('fast path', { timeout: 120_000 }, () => {
       splitHead.write(whole.slice(0, 12));
       // a head split over two reads: the rest is sent only once the router has read the first piece (a fixed pause
       // was not enough on a busy machine, where both pieces could arrive before the router read either)
-      await splitHead.readByRouter(r);
+      await readByServer(r.proc.child.pid as number, r.port, splitHead.localPort);
       splitHead.write(whole.slice(12));
       assert.equal((await splitHead.answer()).status, 200);
 
@@ -253,7 +152,7 @@ describe('fast path', { timeout: 120_000 }, () => {
       bad.write('POST /v1/chat/completions HTTP/1.1\r\nHost: r\r\nX-A: a\r\n folded\r\nContent-Length: 2\r\n\r\n{}');
       const refused = await bad.answer();
       assert.equal(refused.status, 400);
-      assert.equal(JSON.parse(refused.body).error.code, 'bad_request');
+      assert.equal(JSON.parse(String(refused.body)).error.code, 'bad_request');
       const after = await fastPathCounts(r);
       assert.equal(after.answered, before.answered, 'none of them was answered by the fast path');
       assert.ok(after.handedOver - before.handedOver >= 3, `three connections handed over, saw ${after.handedOver - before.handedOver}`);
@@ -264,14 +163,14 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('a body that stops arriving gets 408 client_timeout and the connection is closed', async () => {
     const r = await router();
-    const c = await RawConnection.open(r.port);
+    const c = await RawClient.connect(r.port);
     try {
       const whole = post('/v1/chat/completions', chat('m'));
       c.write(whole.slice(0, whole.length - 3));
       const answer = await c.answer(10_000);
       assert.equal(answer.status, 408);
-      assert.equal(JSON.parse(answer.body).error.code, 'client_timeout');
-      assert.equal(await c.closed(), true);
+      assert.equal(JSON.parse(String(answer.body)).error.code, 'client_timeout');
+      assert.equal(await c.closesWithin(10_000), true);
     } finally {
       c.destroy();
     }
@@ -279,12 +178,12 @@ describe('fast path', { timeout: 120_000 }, () => {
 
   test('the API-key gate holds on the fast path', async () => {
     const r = await router(['--api-key', 'k']);
-    const c = await RawConnection.open(r.port);
+    const c = await RawClient.connect(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m')));
       const refused = await c.answer();
       assert.equal(refused.status, 401);
-      assert.equal(JSON.parse(refused.body).error.code, 'invalid_api_key');
+      assert.equal(JSON.parse(String(refused.body)).error.code, 'invalid_api_key');
       c.write(post('/v1/chat/completions', chat('m'), ['Authorization: Bearer k']));
       assert.equal((await c.answer()).status, 200);
     } finally {
@@ -306,12 +205,12 @@ describe('fast path', { timeout: 120_000 }, () => {
     const comparable = (a: RawAnswer) => {
       const { date: _date, 'keep-alive': _ka, ...headers } = a.headers;
       // the simulator's completion ids and timestamps differ per answer
-      return { status: a.status, headers, body: a.body.replace(/"(id|created)":("[^"]*"|\d+)/g, '"$1":0') };
+      return { status: a.status, headers, body: String(a.body).replace(/"(id|created)":("[^"]*"|\d+)/g, '"$1":0') };
     };
     for (const text of requests) {
       const answers: ReturnType<typeof comparable>[] = [];
       for (const r of [fast, slow]) {
-        const c = await RawConnection.open(r.port);
+        const c = await RawClient.connect(r.port);
         try {
           c.write(text);
           answers.push(comparable(await c.answer()));

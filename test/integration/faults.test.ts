@@ -11,11 +11,22 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
-import { call, chat, engines, simStats, startRouter, startSim, type Running } from '../support/router.js';
-import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js';
-import { within } from '../support/within.js';
-
-const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+import { addReady, deployment, enginePod } from '../support/kube-objects.js';
+import {
+  allReady,
+  call,
+  chat,
+  engines,
+  FAST_PROBES,
+  metric,
+  setFault,
+  simStats,
+  startRouter,
+  startSim,
+  type Running,
+} from '../support/router.js';
+import { describeSockets, orphanedInbound, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
+import { until, within } from '../support/within.js';
 
 /**
  * Connections the router may keep to an engine that is still up once it is idle. Its prober and its engine-stats
@@ -27,15 +38,6 @@ const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5',
 const MAX_IDLE_SOCKETS_PER_LIVE_ENGINE = 3;
 /** how long the keep-alive of forwarding connections may take to expire, plus slack for a busy machine */
 const SOCKET_SETTLE_MS = 12_000;
-
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 10_000, everyMs = 50): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await sleep(everyMs);
-  }
-  assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
 
 /** Sum of `llm_router_endpoint_in_flight` per endpoint, from /metrics. */
 async function metricInFlight(router: string): Promise<Record<string, number>> {
@@ -96,13 +98,8 @@ async function assertSettled(router: Running, expect: SettleExpectation): Promis
   let problems: string[] = [];
   const check = (): boolean => {
     const census = socketCensus(pid, router.port);
-    const mine = new Set(
-      tcpSockets(process.pid)
-        .filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED')
-        .map((s) => s.localPort),
-    );
     problems = [];
-    const orphans = census.inbound.filter((s) => !mine.has(s.remotePort));
+    const orphans = orphanedInbound(census, router.port);
     if (orphans.length) problems.push(`inbound connections without a client: ${describeSockets(orphans)}`);
     if (census.closeWait.length) problems.push(`CLOSE_WAIT: ${describeSockets(census.closeWait)}`);
     for (const [port, sockets] of census.outbound) {
@@ -141,18 +138,6 @@ async function ok(router: string, model: string): Promise<void> {
   assert.equal(res.status, 200, `a normal request still succeeds: ${res.text}`);
 }
 
-async function setFault(sim: Running, fault: Record<string, unknown>): Promise<void> {
-  const res = await call(`${sim.url}/_sim/fault`, { body: JSON.stringify(fault) });
-  assert.equal(res.status, 200, res.text);
-}
-
-async function allReady(router: string, n: number): Promise<void> {
-  await until(`${n} ready endpoints`, async () => {
-    const e = await engines(router);
-    return e.length === n && e.every((x) => x.state === 'ready');
-  });
-}
-
 describe('engine faults', { timeout: 120_000 }, () => {
   after(stopAll);
 
@@ -161,7 +146,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
     const b = await startSim(['--model', 'r', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '20', '--output-tokens', '8']);
     const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'r,r', ...FAST_PROBES]);
     await allReady(router.url, 2);
-    await setFault(a, { mode: 'reset-mid-stream', afterChunks: 2 });
+    await setFault(a.url, { mode: 'reset-mid-stream', afterChunks: 2 });
 
     // streams: round robin puts half of them on a; each of those is cut after 2 chunks
     const streams = await within(
@@ -209,7 +194,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
     const failures = new RegExp(`^llm_router_upstream_failures_total\\{endpoint="${a.url}",kind="reset"\\} ([1-9]\\d*)$`, 'm');
     assert.match(exposition, failures, 'the failed attempts on a are counted by endpoint and kind');
 
-    await setFault(a, { mode: 'none' });
+    await setFault(a.url, { mode: 'none' });
     const [sa, sb] = [await simStats(a.url), await simStats(b.url)];
     assert.equal(sa.running + sb.running, 0, 'nothing left running on the engines');
     await ok(router.url, 'r');
@@ -234,7 +219,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
     ]);
     await allReady(router.url, 1);
 
-    await setFault(sim, { mode: 'hang' });
+    await setFault(sim.url, { mode: 'hang' });
     const timedOut = await within(
       10_000,
       '4 requests to a hung engine',
@@ -247,7 +232,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
     // the router gave up on those requests, so the engine must see their connections close (a kept socket is a leak)
     await until('the hung engine saw 4 aborts', async () => (await simStats(sim.url)).aborted === 4, 5_000);
 
-    await setFault(sim, { mode: 'slow-chunks', delayMs: 1_500 });
+    await setFault(sim.url, { mode: 'slow-chunks', delayMs: 1_500 });
     await allReady(router.url, 1); // timeouts count against it (passive health) until a probe brings it back
     const stalled = await within(
       10_000,
@@ -264,7 +249,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
     }
     await until('the stalled streams aborted on the engine', async () => (await simStats(sim.url)).aborted === 6, 5_000);
 
-    await setFault(sim, { mode: 'none' });
+    await setFault(sim.url, { mode: 'none' });
     await allReady(router.url, 1);
     await ok(router.url, 'hg');
     assert.equal((await simStats(sim.url)).running, 0);
@@ -368,11 +353,12 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
     const inFlightOf = async (url: string): Promise<number> => (await engines(router.url)).find((e) => e.url === url)?.inFlight ?? -1;
     const received = async (): Promise<number[]> => Promise.all([stream, hung, slow].map(async (s) => (await simStats(s.url)).received));
     const receivedBefore = await received();
+    const routerPid = router.proc.child.pid as number;
 
     // 1. during the request headers
     const s1 = await rawConnect(router.port);
     s1.write('POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty');
-    await sleep(100);
+    await readByServer(routerPid, router.port, s1.localPort as number);
     s1.destroy();
 
     // 2. mid-body: Content-Length promises more than is sent
@@ -380,7 +366,7 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
     s2.write(
       'POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"c","messages":[',
     );
-    await sleep(100);
+    await readByServer(routerPid, router.port, s2.localPort as number);
     s2.destroy();
     await ok(router.url, 'c');
     assert.deepEqual(
@@ -405,13 +391,12 @@ describe('a client that disconnects at every stage of a request', { timeout: 120
     }
 
     // 4. while held for a model at zero (cold start): it leaves the queue
-    const held = async (): Promise<string> =>
-      /^llm_router_model_requests_held\{model="z"\} (\S+)$/m.exec((await call(`${router.url}/metrics`)).text)?.[1] ?? 'absent';
+    const held = (): Promise<number> => metric(router.url, 'llm_router_model_requests_held', { model: 'z' });
     const sz = await rawConnect(router.port);
     sz.write(rawPost('z'));
-    await until('the request for z held', async () => (await held()) === '1');
+    await until('the request for z held', async () => (await held()) === 1);
     sz.destroy();
-    await until('the held request gone', async () => (await held()) === '0', 5_000);
+    await until('the held request gone', async () => (await held()) === 0, 5_000);
 
     // 5. mid-stream
     const s5 = await rawConnect(router.port);
@@ -447,19 +432,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     await kube.close();
   });
 
-  function pod(name: string, port: number) {
-    return {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name, namespace: 'default', labels: { app: 'llm', model: 'storm' }, annotations: { 'llm-router/port': String(port) } },
-      spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
-    };
-  }
-  function addReadyPod(name: string, port: number): void {
-    kube.create(pod(name, port));
-    kube.setPodIP('default', name, '127.0.0.1');
-    kube.setPodReady('default', name, true);
-  }
+  const addReadyPod = (name: string, port: number): void => addReady(kube, enginePod(name, 'storm', port));
   const lists = (): number =>
     Object.entries(kube.requests)
       .filter(([k]) => k.startsWith('list '))
@@ -470,19 +443,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
       [1, 2, 3].map((i) => startSim(['--model', 'storm', '--id', `s${i}`, '--ttft-ms', '2', '--itl-ms', '1'])),
     );
     const [s1, s2, s3] = sims as [Running, Running, Running];
-    kube.create({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: 'storm', namespace: 'default', labels: { app: 'llm' } },
-      spec: {
-        replicas: 2,
-        selector: { matchLabels: { app: 'llm', model: 'storm' } },
-        template: {
-          metadata: { labels: { app: 'llm', model: 'storm' } },
-          spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
-        },
-      },
-    });
+    kube.create(deployment('storm', 2, { labels: { model: 'storm' } }));
     addReadyPod('p1', s1.port);
     addReadyPod('p2', s2.port);
     const router = await startRouter(
@@ -506,7 +467,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
           text: err.message,
         }));
         answers.push(res.status === 200 ? { status: 200 } : { status: res.status, code: res.text.slice(0, 200) });
-        await sleep(20);
+        await sleep(20); // the pace of the traffic, not a wait for anything
       }
     })();
 
@@ -515,6 +476,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     let drops = 0;
     let injected410 = 0;
     for (let round = 0; round < ROUNDS; round++) {
+      const answered = answers.length;
       kube.failWatchesWith410(3, round % 2 === 0 ? 'event' : 'http');
       injected410 += 3;
       // alternate clean ends (the informer re-watches and meets the 410s) and abrupt cuts (the router restarts it)
@@ -533,7 +495,8 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
         kube.dropWatches(); // twice in a row: hits informers in the middle of their restart
         drops++;
       }
-      await sleep(150);
+      // each round lasts until a request was answered in it (traffic runs through the storm) and the watches are back
+      await until(`round ${round}: a request answered`, () => answers.length > answered, 20_000);
       await until(`round ${round}: the watches back`, () => kube.openWatches() === 4, 20_000);
     }
     // cancel the 410s the last round left unconsumed, so that the quiet check below sees none
@@ -547,6 +510,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
     const bound = 4 * drops + injected410 + 4;
     assert.ok(storm >= 1 && storm <= bound, `${storm} lists during the storm (bound ${bound}): ${JSON.stringify(kube.requests)}`);
     kube.resetRequests();
+    // a bounded wait on purpose: it asserts that nothing happens (no list, no watch) within 2 s
     await sleep(2_000);
     assert.deepEqual(
       Object.entries(kube.requests).filter(([k]) => k.startsWith('list ') || k.startsWith('watch ')),

@@ -8,27 +8,15 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import fc from 'fast-check';
-import { parseInference } from '../../src/router/server/pipeline.js';
+import { INFERENCE_PATHS, parseInference } from '../../src/router/server/pipeline.js';
 import { rewriteModel } from '../../src/router/proxy/rewrite-model.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
 import { exchange, type ExchangeOptions, type RawAnswer } from '../support/raw-http.js';
-import { describeSockets, socketCensus, tcpSockets } from '../support/sockets.js';
+import { describeSockets, orphanedInbound, socketCensus } from '../support/sockets.js';
+import { eventually } from '../support/within.js';
 
 const MAX_BODY = 1_000_000;
-const INFERENCE_PATHS = [
-  '/v1/chat/completions',
-  '/v1/completions',
-  '/v1/embeddings',
-  '/v1/responses',
-  '/v1/rerank',
-  '/rerank',
-  '/v1/score',
-  '/score',
-  '/tokenize',
-  '/detokenize',
-  '/v1/messages',
-] as const;
 const ADMIN_GETS = new Set(['/v1/models', '/health', '/ready', '/metrics', '/engines']);
 /** served by the simulator; `fzalias` is a router alias of it */
 const MODEL = 'fz';
@@ -449,7 +437,7 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
         const what = `${m} ${target}`;
         // HEAD is answered like GET (without a body)
         const v = judge(a, what, { head: m === 'HEAD', adminGet: (m === 'GET' || m === 'HEAD') && ADMIN_GETS.has(p) });
-        if (m === 'POST' && (INFERENCE_PATHS as readonly string[]).includes(p)) assert.equal(v.kind, 'forwarded', what);
+        if (m === 'POST' && INFERENCE_PATHS.includes(p)) assert.equal(v.kind, 'forwarded', what);
         else assert.notEqual(v.kind, 'forwarded', `${what} must not reach an engine`);
       }),
       { numRuns: 150 },
@@ -468,20 +456,16 @@ describe('bad input against the router process', { timeout: 120_000 }, () => {
     assert.equal((await simStats(sim.url)).running, 0);
     // every raw connection above is closed: the router must not hold one whose client is gone
     const pid = router.proc.child.pid as number;
-    let orphans = '';
-    const deadline = Date.now() + 5_000;
-    do {
-      const mine = new Set(
-        tcpSockets(process.pid)
-          .filter((s) => s.remotePort === router.port && s.state === 'ESTABLISHED')
-          .map((s) => s.localPort),
-      );
-      const census = socketCensus(pid, router.port);
-      orphans = describeSockets([...census.inbound.filter((s) => !mine.has(s.remotePort)), ...census.closeWait]);
-      if (orphans === 'none') break;
-      await new Promise((r) => setTimeout(r, 100));
-    } while (Date.now() < deadline);
-    assert.equal(orphans, 'none', 'no connection left open after its client went away');
+    await eventually(
+      'no connection left open after its client went away',
+      () => {
+        const census = socketCensus(pid, router.port);
+        return describeSockets([...orphanedInbound(census, router.port), ...census.closeWait]);
+      },
+      (orphans) => orphans === 'none',
+      5_000,
+      100,
+    );
   });
 
   // ---- findings: protocol-level answers that are not OpenAI-shaped, and bad input that hurts other clients ----

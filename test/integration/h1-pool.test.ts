@@ -8,19 +8,10 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/router/proxy/h1/pool.js';
 import { DEFAULT_ENGINE_TLS } from '../../src/router/config/engine-tls.js';
-import { within } from '../support/within.js';
+import { readRequests } from '../support/raw-http.js';
+import { until, within } from '../support/within.js';
 
 const WAIT_MS = 5_000;
-
-async function until(what: string, check: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (check()) return;
-    await sleep(10);
-  }
-  assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
 /** A request the server side parsed: head text and body. */
 interface SeenRequest {
   readonly head: string;
@@ -54,23 +45,14 @@ async function rawServer(t: TestContext, onRequest: (socket: net.Socket, req: Se
     state.accepted.push(socket);
     socket.on('error', () => undefined);
     socket.on('close', () => state.closed++);
-    let buffered = Buffer.alloc(0);
-    let n = 0;
     socket.on('data', (data: Buffer) => {
       if (state.firstData[conn] === undefined) state.firstData[conn] = data;
-      buffered = Buffer.concat([buffered, data]);
-      for (;;) {
-        const end = buffered.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buffered.subarray(0, end).toString('latin1');
-        const m = /\r\ncontent-length: *(\d+)/i.exec(head);
-        const length = m ? Number(m[1]) : 0;
-        if (buffered.length < end + 4 + length) return;
-        const req: SeenRequest = { head, body: buffered.subarray(end + 4, end + 4 + length), conn, n: n++ };
-        buffered = buffered.subarray(end + 4 + length);
-        state.requests.push(req);
-        onRequest(socket, req);
-      }
+    });
+    let n = 0;
+    readRequests(socket, (head, body) => {
+      const req: SeenRequest = { head, body, conn, n: n++ };
+      state.requests.push(req);
+      onRequest(socket, req);
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -353,7 +335,7 @@ test('chunked streams from Node http: all events arrive in order, the connection
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     for (const e of events) {
       res.write(e);
-      if (e.length % 7 === 0) await sleep(1);
+      if (e.length % 7 === 0) await sleep(1); // the server's pace: some events in separate writes
     }
     res.end('data: [DONE]\n\n');
   });
@@ -459,6 +441,7 @@ test('headers timeout: the server says nothing; the socket is closed', async (t)
   assert.equal(pool.connections, 0);
   // on a reused connection whose timer already ran out idly after the previous request
   await ok(pool, { path: '/quick', headersTimeout: 100 });
+  // time is the subject (the pool has no injectable clock): idle longer than the 100 ms headers timeout
   await sleep(250);
   const again = await run(pool, { headersTimeout: 100 });
   assert.equal(again.error?.code, 'UND_ERR_HEADERS_TIMEOUT');
@@ -532,6 +515,7 @@ test('back-pressure: no data while paused, all of it after resume; paused silenc
   rec.onHeadersResult = () => false;
   pool.dispatch(options({ path: '/length', bodyTimeout: 100 }), rec);
   await until('the head', () => rec.heads.length === 1);
+  // a bounded wait on purpose: no body timeout may fire within 4 body timeouts while paused
   await sleep(400);
   assert.deepEqual(rec.errors, []);
   assert.equal(rec.chunks.length, 0);
@@ -634,6 +618,7 @@ test('close() waits for requests in flight and refuses new ones; destroy() fails
   assert.equal(refused.error?.code, 'UND_ERR_CLOSED');
   // the idle one closes at once, the busy one stays
   await until('the idle connection to close', () => server.closed === 1 && pool.connections === 1);
+  // a bounded wait on purpose: close() must not resolve while a request is in flight
   await sleep(50);
   assert.equal(closed, false);
   assert.equal(first.done, false);

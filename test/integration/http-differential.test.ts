@@ -32,6 +32,7 @@ import { stopAll } from '../support/process.js';
 import { isForwarded, RawEngine, type EngineRequest } from '../support/raw-engine.js';
 import { RawClient, type RawAnswer } from '../support/raw-http.js';
 import { startRouter, waitModelStatus, type Running } from '../support/router.js';
+import { until } from '../support/within.js';
 
 /** every wait of this file is bounded by this */
 const WAIT_MS = 5_000;
@@ -85,13 +86,12 @@ function describeEngineRequest(r: EngineRequest): string {
   return `${lines[0]} | ${headers.join(' | ')} | body ${sha(r.body)}`;
 }
 
-async function until(check: () => boolean, timeoutMs = WAIT_MS): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) return false;
-    await sleep(5);
-  }
-  return true;
+/** Whether `check` comes true within WAIT_MS (polled every 5 ms: the cases are many and each waits once or twice). */
+function comesTrue(what: string, check: () => boolean): Promise<boolean> {
+  return until(what, check, WAIT_MS, 5).then(
+    () => true,
+    () => false,
+  );
 }
 
 // ---- inbound ----
@@ -407,13 +407,13 @@ describe('differential: the router’s HTTP code against node:http and undici on
 
   /** Waits for the engine to have written the whole case; with bytes it sent after a whole answer, for the connection to close. */
   async function settled(engine: RawEngine, id: string, c: EngineCase): Promise<void> {
-    const wrote = await until(() => written.get(id) === true);
+    const wrote = await comesTrue('the engine wrote its answer', () => written.get(id) === true);
     check(wrote, () => `${c.name}: the engine wrote its answer`);
     const req = engine.requests.find((r) => r.headers['x-request-id'] === id);
     if (req && c.pieces.length > 1 && c.name.includes('later write')) {
       // bytes after a complete answer, on an idle connection: its client must close it (else they would be read as
       // the answer to the next request on it)
-      const closed = await until(() => engine.connections[req.conn]?.closed === true);
+      const closed = await comesTrue('the connection closed', () => engine.connections[req.conn]?.closed === true);
       check(closed, () => `${c.name}: the connection the stray bytes came on is closed`);
     }
   }
@@ -429,7 +429,8 @@ describe('differential: the router’s HTTP code against node:http and undici on
       if (got.summary !== ref.outcome.summary) {
         // allowed only when ours refused what undici took, and closed the connection it came on
         const req = inProcessEngine.requests.find((r) => r.headers['x-request-id'] === oursId);
-        const closed = req !== undefined && (await until(() => inProcessEngine.connections[req.conn]?.closed === true));
+        const closed =
+          req !== undefined && (await comesTrue('the connection closed', () => inProcessEngine.connections[req.conn]?.closed === true));
         check(
           !got.ok && ref.outcome.ok && closed,
           () => `${c.name}: our engine client ${got.summary}, undici ${ref.outcome.summary}${closed ? '' : ' (connection not closed)'}`,
@@ -473,7 +474,7 @@ describe('differential: the router’s HTTP code against node:http and undici on
             `${c.name}: the router answered ${answer ? describeAnswer(answer) : 'nothing'} ${JSON.stringify(text.slice(0, 120))}; undici: ${ref.outcome.summary}`,
         );
         if (seen !== undefined) {
-          const closed = await until(engineConnClosed);
+          const closed = await comesTrue('the engine connection closed', engineConnClosed);
           check(closed, () => `${c.name}: the router closed the engine connection`);
         }
       }

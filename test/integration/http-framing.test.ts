@@ -5,11 +5,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import type net from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { stopAll } from '../support/process.js';
 import { RawEngine, type EngineRequest } from '../support/raw-engine.js';
 import { RawClient, type RawAnswer } from '../support/raw-http.js';
 import { engines, startRouter, waitModelStatus, type Running } from '../support/router.js';
+import { until } from '../support/within.js';
 
 const MODEL = 'raw';
 const WAIT_MS = 5_000;
@@ -36,14 +36,6 @@ function assertEcho(a: RawAnswer | undefined, id: string, what: string): void {
   assert.equal(a.truncated, false, what);
   assert.equal((JSON.parse(a.body.toString('utf8')) as { id: string }).id, id, `${what}: the answer is its own`);
   assert.equal(a.headers['x-request-id'], id, what);
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = WAIT_MS): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 const HEAD_JSON = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n';
@@ -335,9 +327,10 @@ describe('--max-connections-per-engine', { timeout: 60_000 }, () => {
         const clients = await Promise.all(Array.from({ length: 5 }, () => RawClient.connect(router.port)));
         for (const [i, c] of clients.entries()) {
           await c.write(request({ id: `capped-${i}`, kase: 'hold' }));
-          // one at a time, so that the arrival order is known
-          if (i < 2) await until(`request ${i} at the engine`, () => held.length === i + 1);
-          else await sleep(20);
+          // one at a time, so that the arrival order is known: each is forwarded (counted in flight, waiting for an
+          // engine connection beyond the first two) before the next is sent
+          await until(`request ${i} forwarded`, async () => (await engines(router.url))[0]?.inFlight === i + 1, WAIT_MS);
+          if (i < 2) await until(`request ${i} at the engine`, () => held.length === i + 1, WAIT_MS);
         }
         const answers: string[] = [];
         while (answers.length < 5) {

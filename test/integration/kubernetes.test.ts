@@ -8,65 +8,21 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
-import { call, chat, engines, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { addReadyPod, deployment } from '../support/kube-objects.js';
+import { call, chat, engines, FAST_PROBES, startRouter, startSim, streamOn, waitModelStatus, type Running } from '../support/router.js';
+import { until } from '../support/within.js';
 
 const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
-const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
-
-function deployment(
-  name: string,
-  replicas: number,
-  template: { labels?: Record<string, string>; annotations?: Record<string, string>; args?: string[] } = {},
-  annotations?: Record<string, string>,
-) {
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: 'default', labels: { app: 'llm' }, ...(annotations ? { annotations } : {}) },
-    spec: {
-      replicas,
-      selector: { matchLabels: { app: 'llm', deploy: name } },
-      template: {
-        metadata: {
-          labels: { app: 'llm', deploy: name, ...template.labels },
-          ...(template.annotations ? { annotations: template.annotations } : {}),
-        },
-        spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai', args: template.args ?? [] }] },
-      },
-    },
-  };
-}
-
-function pod(name: string, model: string, port: number, extra: { labels?: Record<string, string> } = {}) {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name,
-      namespace: 'default',
-      labels: { app: 'llm', model, ...extra.labels },
-      annotations: { 'llm-router/port': String(port) },
-    },
-    spec: { containers: [{ name: 'vllm', image: 'vllm/vllm-openai' }] },
-  };
-}
-
-async function addReadyPod(kube: FakeKube, name: string, model: string, port: number): Promise<void> {
-  kube.create(pod(name, model, port));
-  kube.setPodIP('default', name, '127.0.0.1');
-  kube.setPodReady('default', name, true);
-}
 
 describe('kubernetes discovery', { timeout: 120_000 }, () => {
   let kube: FakeKube;
   let kubectlDir: string;
   const kubectl = async (...args: string[]): Promise<string> =>
     (await exec('kubectl', ['--kubeconfig', kube.kubeconfigPath, '--cache-dir', kubectlDir, ...args], { timeout: 20_000 })).stdout;
-  const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST];
+  const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST_PROBES];
   const startK8sRouter = (extra: string[] = []): Promise<Running> =>
     startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 
@@ -87,15 +43,6 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
         return `${res.status} ${code} ${res.headers['x-llm-router-model-state'] ?? ''}`.trim();
       }),
     );
-  }
-
-  async function until(what: string, check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (await check()) return;
-      await sleep(50);
-    }
-    assert.fail(`timed out waiting for ${what}`);
   }
 
   async function allAnswer(routers: Running[], model: string, expected: string): Promise<void> {
@@ -119,7 +66,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     await kubectl('scale', 'deployment', 'x', '--replicas=1');
     await allAnswer([a], 'model-x', '503 model_unavailable loading');
     const sim = await startSim(['--model', 'model-x', '--id', 'pod-x-1']);
-    await addReadyPod(kube, 'x-1', 'model-x', sim.port);
+    addReadyPod(kube, 'x-1', 'model-x', sim.port);
     const b = await startK8sRouter();
     await allAnswer([a, b], 'model-x', '200');
     assert.deepEqual(await answers([a, b], 'model-y'), ['404 model_not_found', '404 model_not_found']);
@@ -180,7 +127,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
   test('a pod deleted while the watch was down is gone within one re-list; 410 triggers a re-list, not a loop', async () => {
     const sim = await startSim(['--model', 'w']);
     kube.create(deployment('w', 1, { labels: { model: 'w' } }));
-    await addReadyPod(kube, 'w-1', 'w', sim.port);
+    addReadyPod(kube, 'w-1', 'w', sim.port);
     const r = await startK8sRouter(['--k8s-resync-seconds', '60']);
     await until('pod routable', async () => (await engines(r.url)).some((e) => e.state === 'ready'));
 
@@ -193,8 +140,9 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     kube.resetRequests();
     kube.failWatchesWith410(3, 'event');
     kube.dropWatches({ graceful: true }); // watches end cleanly; their resumption meets the 410s
-    await addReadyPod(kube, 'w-2', 'w', sim.port);
+    addReadyPod(kube, 'w-2', 'w', sim.port);
     await until('new pod routable', async () => (await answers([r], 'w'))[0] === '200', 15_000);
+    // a bounded wait on purpose: a re-list loop would show as more lists within it
     await sleep(1_500);
     const lists = Object.entries(kube.requests)
       .filter(([k]) => k.startsWith('list '))
@@ -213,22 +161,12 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
       const slow = await startSim(['--model', 'd', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '20']);
       const other = await startSim(['--model', 'd', '--id', 'new']);
       kube2.create(deployment('d', 2, { labels: { model: 'd' } }));
-      await addReadyPod(kube2, 'd-old', 'd', slow.port);
-      await addReadyPod(kube2, 'd-new', 'd', other.port);
+      addReadyPod(kube2, 'd-old', 'd', slow.port);
+      addReadyPod(kube2, 'd-new', 'd', other.port);
       const r = await startRouter(routerArgs, env);
       await until('both ready', async () => (await engines(r.url)).filter((e) => e.state === 'ready').length === 2);
 
-      let stream: Awaited<ReturnType<typeof request>> | undefined;
-      for (let i = 0; i < 4 && !stream; i++) {
-        const res = await request(`${r.url}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: chat('d', { stream: true, max_tokens: 20 }),
-        });
-        if (res.headers['x-sim-engine'] === 'old') stream = res;
-        else await res.body.dump();
-      }
-      assert.ok(stream);
+      const stream = await streamOn(r.url, 'd', 'old', { max_tokens: 20 });
       const body = stream.body.text();
       kube2.remove('pods', 'default', 'd-old', { graceful: true });
       await until('old pod draining', async () => (await engines(r.url)).some((e) => e.state === 'draining'));
@@ -267,7 +205,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     const down = await startK8sRouter(['--known-models', 'static-one', '--sync-wait-seconds', '0.5']);
     let pending: Promise<string[]> | undefined;
     try {
-      await sleep(500);
+      await down.proc.waitForOutput('kubernetes list/watch failed');
       assert.equal((await call(`${down.url}/ready`)).status, 503);
       assert.deepEqual(await answers([down], 'static-one'), ['503 model_unavailable scaled-to-zero']);
       // not listed yet: never a fatal 404 for a model that may exist

@@ -2,9 +2,9 @@
 // connections, 503 while it loads, 200 once it lists the model, 503 when it lists another; /live; JSON reasons; --warmup.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, startCli, stopAll, type Started } from '../support/process.js';
 import { call, simStats, startSim } from '../support/router.js';
+import { eventually } from '../support/within.js';
 
 interface ProbeBody {
   contract: string;
@@ -28,15 +28,13 @@ async function get(url: string): Promise<{ status: number; body: ProbeBody; cont
 }
 
 /** Polls /ready until its state is `state`; returns that answer. */
-async function until(url: string, state: string, timeoutMs = 10_000): Promise<{ status: number; body: ProbeBody }> {
-  const deadline = Date.now() + timeoutMs;
-  let last: { status: number; body: ProbeBody } | undefined;
-  while (Date.now() < deadline) {
-    last = await get(`${url}/ready`);
-    if (last.body.state === state) return last;
-    await sleep(50);
-  }
-  throw new Error(`probe did not reach ${state} in ${timeoutMs} ms; last ${JSON.stringify(last)}`);
+function readyState(url: string, state: string): Promise<{ status: number; body: ProbeBody }> {
+  return eventually(
+    `the probe to say ${state}`,
+    () => get(`${url}/ready`),
+    (r) => r.body.state === state,
+    10_000,
+  );
 }
 
 describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
@@ -60,20 +58,20 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
     assert.match(refusing.body.reason, /ECONNREFUSED/);
     assert.equal((await get(`${probe.url}/live`)).status, 503);
 
-    const loading = await until(probe.url, 'loading');
+    const loading = await readyState(probe.url, 'loading');
     assert.equal(loading.status, 503);
     assert.equal(loading.body.live, true);
     assert.match(loading.body.reason, /\/v1\/models answered 503/);
     assert.equal((await get(`${probe.url}/live`)).status, 200, 'the engine answers while it loads');
 
-    const ready = await until(probe.url, 'ready');
+    const ready = await readyState(probe.url, 'ready');
     assert.equal(ready.status, 200);
     assert.deepEqual(ready.body.models, ['llama-3-8b']);
     assert.match(ready.body.reason, /lists llama-3-8b/);
 
     // the engine goes away: not ready, not live
     await sim.stop();
-    const gone = await until(probe.url, 'unreachable');
+    const gone = await readyState(probe.url, 'unreachable');
     assert.equal(gone.status, 503);
     await probe.proc.stop();
   });
@@ -99,7 +97,7 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
     assert.match(first.body.reason, /warm-up token requested/);
     const again = await get(`${probe.url}/ready`);
     assert.match(again.body.reason, /warm-up token in progress/);
-    const ready = await until(probe.url, 'ready');
+    const ready = await readyState(probe.url, 'ready');
     assert.equal(ready.status, 200);
     const stats = await simStats(sim.url);
     assert.equal(stats.completed, 1);

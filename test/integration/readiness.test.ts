@@ -2,11 +2,21 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from 'undici';
 import { freePort, stopAll } from '../support/process.js';
-import { call, chat, engines, startRouter, startSim, waitModelStatus, type EngineView } from '../support/router.js';
-
-const FAST_PROBES = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
+import {
+  allReady,
+  call,
+  chat,
+  endpointState,
+  engines,
+  FAST_PROBES,
+  simStats,
+  startRouter,
+  startSim,
+  streamOn,
+  waitModelStatus,
+} from '../support/router.js';
+import { until } from '../support/within.js';
 
 /** Sends requests at a steady pace until stopped; records every status and the engine that answered. */
 function steadyTraffic(router: string, model: string, everyMs: number) {
@@ -34,7 +44,7 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
         entry.state = res.headers['x-llm-router-model-state'] as string | undefined;
       }
       results.push(entry);
-      await sleep(everyMs);
+      await sleep(everyMs); // the pace of the traffic, not a wait for anything
     }
   })();
   return {
@@ -68,19 +78,9 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     );
     await fresh.proc.waitForOutput('sim listening on', 10_000);
     const engineReadyAt = Date.now() + 2_000; // the end of its loading phase
-    // wait until the new engine is ready, then a bit more than two probe intervals
-    const deadline = Date.now() + 15_000;
-    let readyAt = 0;
-    while (Date.now() < deadline) {
-      const e = (await engines(router.url)).find((x) => x.url.endsWith(`:${newPort}`));
-      if (e?.state === 'ready') {
-        readyAt = Date.now();
-        break;
-      }
-      await sleep(50);
-    }
-    assert.ok(readyAt > 0, 'the new engine became ready');
-    await sleep(1_000);
+    await endpointState(router.url, fresh.url, 'ready');
+    // then until the new engine has answered a few of the steady requests
+    await until('the new engine serving', () => traffic.results.filter((r) => r.engine === 'new').length >= 3);
     const results = await traffic.stop();
     const failures = results.filter((r) => r.status !== 200);
     assert.deepEqual(failures, [], 'not one client request failed');
@@ -105,7 +105,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     const traffic = steadyTraffic(router.url, 'slow', 50);
     await sim.proc.waitForOutput('sim listening on', 10_000);
     await waitModelStatus(router.url, 'slow', 'ready', 15_000);
-    await sleep(300);
+    await until('a few requests answered once it is ready', () => traffic.results.filter((r) => r.status === 200).length >= 3);
     const results = await traffic.stop();
     const firstOk = results.findIndex((r) => r.status === 200);
     assert.ok(firstOk > 0, 'some requests came before the engine was ready');
@@ -135,21 +135,9 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
       '--probe-ready-interval',
       '300',
     ]);
-    await waitModelStatus(router.url, 'k', 'ready');
-    while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
+    await allReady(router.url, 2);
 
-    // find a stream that lands on engine a
-    let stream: Awaited<ReturnType<typeof request>> | undefined;
-    for (let i = 0; i < 4 && !stream; i++) {
-      const res = await request(`${router.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: chat('k', { stream: true, max_tokens: 40 }),
-      });
-      if (res.headers['x-sim-engine'] === 'a') stream = res;
-      else await res.body.dump();
-    }
-    assert.ok(stream, 'a stream on engine a');
+    const stream = await streamOn(router.url, 'k', 'a', { max_tokens: 40 });
     const it = stream.body[Symbol.asyncIterator]();
     const first = await it.next();
     assert.ok(!first.done);
@@ -169,13 +157,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     // The window starts before the kill and covers the process exit, the stream and the 6 requests above, which a
     // busy machine slows down: a generous deadline. What it proves does not depend on it: the next scheduled probe
     // is 300 s away, so 'failed' comes from the passive failures (and the probe they trigger) or not at all.
-    let state = '';
-    while (Date.now() - killedAt < 10_000) {
-      state = (await engines(router.url)).find((e) => e.url === a.url)?.state ?? '';
-      if (state === 'failed') break;
-      await sleep(25);
-    }
-    assert.equal(state, 'failed', 'failed soon after the kill, before any scheduled probe');
+    await endpointState(router.url, a.url, 'failed', Math.max(1, 10_000 - (Date.now() - killedAt)));
   });
 
   test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
@@ -219,8 +201,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     const busy = await startSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']);
     const free = await startSim(['--model', 'o', '--id', 'free']);
     const router = await startRouter(['--static-backends', `${busy.url},${free.url}`, '--static-models', 'o,o', ...FAST_PROBES]);
-    await waitModelStatus(router.url, 'o', 'ready');
-    while ((await engines(router.url)).some((e) => e.state !== 'ready')) await sleep(50);
+    await allReady(router.url, 2);
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('o') })));
     assert.deepEqual(
       results.map((r) => [r.status, r.headers['x-sim-engine']]),
@@ -231,18 +212,6 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.equal((await engines(router.url)).find((e) => e.url === busy.url)?.state, 'ready');
   });
 });
-
-/** Polls /engines until the single endpoint is in `state` (generous bound: a busy machine is slow, not wrong). */
-async function waitEndpointState(router: string, state: string, timeoutMs = 15_000): Promise<EngineView> {
-  const deadline = Date.now() + timeoutMs;
-  let last: EngineView | undefined;
-  while (Date.now() < deadline) {
-    last = (await engines(router))[0];
-    if (last?.state === state) return last;
-    await sleep(50);
-  }
-  assert.fail(`endpoint never reached ${state}; last: ${JSON.stringify(last)}`);
-}
 
 describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
   after(stopAll);
@@ -259,7 +228,7 @@ describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
         ...FAST_PROBES,
       ]);
       await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '4'], { port });
-      await waitEndpointState(router.url, 'serving-api');
+      await endpointState(router.url, `http://127.0.0.1:${port}`, 'serving-api');
       assert.equal(
         (await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'],
         'loading',
@@ -271,9 +240,9 @@ describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
   test('vllm: /v1/models is 200 but lists another model = not ready, with the reason in /engines', async () => {
     const sim = await startSim(['--model', 'other-model']);
     const router = await startRouter(['--static-backends', sim.url, '--static-models', 'wanted-model', ...FAST_PROBES]);
-    const e = await waitEndpointState(router.url, 'serving-api');
-    assert.equal(e.state, 'serving-api');
-    assert.match(String(e.lastError), /lists \[other-model\], not wanted-model/);
+    const e = await endpointState(router.url, sim.url, 'serving-api');
+    assert.equal(e?.state, 'serving-api');
+    assert.match(String(e?.lastError), /lists \[other-model\], not wanted-model/);
     const res = await call(`${router.url}/v1/chat/completions`, { body: chat('wanted-model') });
     assert.equal(res.status, 503);
     assert.equal(res.headers['x-llm-router-model-state'], 'loading');
@@ -285,8 +254,10 @@ describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
       VLLM_API_KEY: 'sekret',
     });
     await waitModelStatus(router.url, 'keyed', 'ready');
-    await sleep(600);
-    const stats = (await call(`${sim.url}/_sim/stats`)).json<{ received: number }>();
+    // a few probe rounds later (the engine counts every request by path)
+    const probed = (await simStats(sim.url)).byPath['/v1/models'] ?? 0;
+    await until('two more probes', async () => ((await simStats(sim.url)).byPath['/v1/models'] ?? 0) >= probed + 2);
+    const stats = await simStats(sim.url);
     assert.equal(stats.received, 0, 'no inference request from probes');
     assert.doesNotMatch(router.proc.output(), /sekret/);
   });

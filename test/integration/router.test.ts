@@ -3,10 +3,11 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { stopAll } from '../support/process.js';
+import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
+import { startCli, stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { eventually, until } from '../support/within.js';
 
 describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   let sim: Running;
@@ -32,7 +33,7 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   after(stopAll);
 
   test('two router processes started at different times answer byte-identically for ready, scaled-to-zero and unknown models', async () => {
-    await sleep(300);
+    // router A has run since before(), through its first probes: B starts later whatever the machine's pace
     const routerB = await startRouter(routerArgs(sim.url));
     try {
       await waitModelStatus(routerB.url, 'chat-model', 'ready');
@@ -106,20 +107,18 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
       });
       for await (const _ of slow.body) break;
       controller.abort();
-      const deadline = Date.now() + 5_000;
-      let stats = await simStats(sim.url);
-      while (stats.aborted === before.aborted && Date.now() < deadline) {
-        await sleep(50);
-        stats = await simStats(sim.url);
-      }
+      const stats = await eventually(
+        'the engine to see the abort',
+        () => simStats(sim.url),
+        (s) => s.aborted > before.aborted,
+        5_000,
+      );
       assert.equal(stats.aborted, before.aborted + 1, 'the engine saw the abort');
       assert.equal(stats.running, 0, 'the engine freed the slot');
     } finally {
       await call(`${sim.url}/_sim/fault`, { body: JSON.stringify({ mode: 'none' }) });
     }
-    const deadline = Date.now() + 10_000;
-    while ((await engines(routerA.url))[0]!.inFlight !== 0 && Date.now() < deadline) await sleep(50);
-    assert.equal((await engines(routerA.url))[0]!.inFlight, 0);
+    await until('nothing in flight', async () => (await engines(routerA.url))[0]!.inFlight === 0, 10_000);
   });
 
   test('bad input gets its status and stable code, and the router keeps serving', async () => {
@@ -161,8 +160,7 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
     socket.on('data', (d) => (answer += String(d)));
     socket.write('POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n');
     for (let i = 0; i < 5; i++) socket.write(`3e8\r\n${'x'.repeat(1000)}\r\n`);
-    const deadline = Date.now() + 5_000;
-    while (!answer.includes('body_too_large') && Date.now() < deadline) await sleep(20);
+    await until('the 413', () => answer.includes('body_too_large'), 5_000, 20);
     socket.destroy();
     assert.match(answer, /^HTTP\/1.1 413/);
     assert.equal(
@@ -189,17 +187,8 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   });
 
   test('every OpenAI path is routed by model, and engine errors pass through unchanged', async () => {
-    for (const path of [
-      '/v1/embeddings',
-      '/v1/responses',
-      '/v1/rerank',
-      '/rerank',
-      '/v1/score',
-      '/score',
-      '/tokenize',
-      '/detokenize',
-      '/v1/messages',
-    ]) {
+    // chat and text completions have their own tests above
+    for (const path of INFERENCE_PATHS.filter((p) => p !== '/v1/chat/completions' && p !== '/v1/completions')) {
       const res = await call(`${routerA.url}${path}`, {
         body: JSON.stringify({
           model: 'chat-model',
@@ -258,7 +247,6 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
 describe('command line', { timeout: 30_000 }, () => {
   after(stopAll);
   test('unknown flags exit 2 with a usage hint; unsupported vllm_router flags name the flag', async () => {
-    const { startCli } = await import('../support/process.js');
     for (const [args, pattern] of [
       [['serve', '--bogus'], /unknown flag --bogus/],
       [['serve', '--enable-batch-api'], /--enable-batch-api is not supported by llm-router/],
@@ -273,32 +261,15 @@ describe('command line', { timeout: 30_000 }, () => {
   });
 
   test('--workers 2: two processes share the port and both serve; /metrics counts both on every scrape; SIGTERM stops them all with exit 0', async () => {
-    const { freePort, startCli } = await import('../support/process.js');
     const sim = await startSim(['--model', 'w']);
-    const port = await freePort();
-    const p = startCli([
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--workers',
-      '2',
-      '--drain-seconds',
-      '0',
-      '--log-format',
-      'json',
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'w',
-      '--probe-interval',
-      '0.2',
-    ]);
+    // port 0: the primary binds it once and every worker listens on that same port (node:cluster)
+    const router = await startRouter(['--workers', '2', '--static-backends', sim.url, '--static-models', 'w', '--probe-interval', '0.2']);
+    const p = router.proc;
     await p.waitForOutput(/llm-router listening[\s\S]*llm-router listening/, 20_000);
     const workerPids = [...p.output().matchAll(/"pid":(\d+)[^\n]*"msg":"llm-router listening"/g)].map((m) => Number(m[1]));
     assert.equal(new Set(workerPids).size, 2, 'two worker processes listen');
-    const url = `http://127.0.0.1:${port}`;
+    const url = router.url;
+    assert.equal(new Set([...p.output().matchAll(/"url":"([^"]+)"/g)].map((m) => m[1])).size, 1, 'both workers on one port');
     // each request on a fresh connection, which the primary hands to the workers in turn
     const once = async (path: string, body?: string): Promise<{ status: number; text: string }> => {
       const res = await request(`${url}${path}`, {

@@ -2,21 +2,12 @@
 // under a hot prefix, the routing header, session stickiness when an engine leaves, and least-load avoiding a queue.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
-import { call, engines, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, engines, startRouter, startSim, type Running } from '../support/router.js';
+import { eventually, until } from '../support/within.js';
 
 const MODEL = 'chat-model';
-
-async function allReady(router: string, count: number, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if ((await engines(router)).filter((e) => e.state === 'ready').length === count) return;
-    await sleep(50);
-  }
-  throw new Error(`${router}: ${count} ready endpoints not seen in ${timeoutMs} ms`);
-}
 
 /** Sends one chat request and answers which engine served it. */
 async function served(
@@ -156,11 +147,10 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
       const [gone] = [...load].sort((x, y) => y[1] - x[1])[0]!;
       const sim = sims.find((s) => s.proc.args.includes(gone))!;
       await sim.stop();
-      const deadline = Date.now() + 15_000;
-      while ((await engines(router.url)).find((e) => e.url === sim.url)?.state === 'ready') {
-        assert.ok(Date.now() < deadline, 'the stopped engine was never marked failed');
-        await sleep(50);
-      }
+      await until(
+        'the stopped engine no longer ready',
+        async () => (await engines(router.url)).find((e) => e.url === sim.url)?.state !== 'ready',
+      );
       for (const [key, was] of before) {
         const now = await ask(key);
         if (was === gone) assert.notEqual(now, gone);
@@ -201,16 +191,15 @@ describe('least-load', { timeout: 60_000 }, () => {
           signal: controller.signal,
         }).catch(() => undefined);
       }
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const view = (await call(`${router.url}/engines`)).json<{
-          endpoints: Array<{ url: string; load: { waiting: number; fresh: boolean } | null }>;
-        }>();
-        const load = view.endpoints.find((e) => e.url === queued.url)?.load;
-        if (load?.fresh && load.waiting >= 4) break;
-        assert.ok(Date.now() < deadline, `the queue never showed in /engines: ${JSON.stringify(view.endpoints)}`);
-        await sleep(50);
-      }
+      await eventually(
+        'the queue in /engines',
+        async () =>
+          (await call(`${router.url}/engines`))
+            .json<{ endpoints: Array<{ url: string; load: { waiting: number; fresh: boolean } | null }> }>()
+            .endpoints.find((e) => e.url === queued.url)?.load,
+        (load) => load?.fresh === true && load.waiting >= 4,
+        10_000,
+      );
       // one at a time: the free engine never has more than one of ours, the queued one has five others'
       const servedBy = new Set<string>();
       for (let i = 0; i < 10; i++) servedBy.add(await served(router.url, [{ role: 'user', content: 'hello' }]));

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { kedaClient } from '../support/keda.js';
+import { addReady } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
 import { call, chat, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
 import { until, within } from '../support/within.js';
@@ -56,7 +57,8 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
       await b.stop('SIGKILL');
       const killedAt = Date.now();
       assert.ok((await held) instanceof Error, "B's client lost its connection");
-      // B's last snapshot keeps counting: the model does not turn inactive just because a replica died
+      // B's last snapshot keeps counting: the model does not turn inactive just because a replica died (checked every
+      // 200 ms for a third of the grace period: a bounded wait on purpose, for something that must not change)
       while (Date.now() - killedAt < (graceSeconds * 1000) / 3) {
         assert.equal(await keda.metric(ref('m')), 1, 'B still counted right after it died');
         await new Promise((r) => setTimeout(r, 200));
@@ -128,21 +130,18 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
     });
     after(() => kube.close());
 
-    const routerPod = (name: string, adminPort: number) => {
-      kube.create({
+    const routerPod = (name: string, admin: Running) =>
+      addReady(kube, {
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: {
           name,
           namespace: 'default',
           labels: { app: 'llm-router' },
-          annotations: { 'llm-router/admin-port': String(adminPort) },
+          annotations: { 'llm-router/admin-port': new URL(admin.adminUrl).port },
         },
         spec: { containers: [{ name: 'router', image: 'x' }] },
       });
-      kube.setPodIP('default', name, '127.0.0.1');
-      kube.setPodReady('default', name, true);
-    };
 
     test('--scaler-peer-selector: the Ready router pods are the peers, at their llm-router/admin-port', async () => {
       const common = [
@@ -158,11 +157,11 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
         'default',
       ];
       const env = { KUBECONFIG: kube.kubeconfigPath };
+      // the pods are listed after both routers listen: their admin ports can be whatever port 0 gave them
       const b = await startRouter([...common, '--admin-port', '0'], env);
-      const aAdmin = await freePort();
-      const a = await startRouter([...common, '--admin-port', String(aAdmin)], env);
-      routerPod('router-a', aAdmin);
-      routerPod('router-b', Number(new URL(b.adminUrl).port));
+      const a = await startRouter([...common, '--admin-port', '0'], env);
+      routerPod('router-a', a);
+      routerPod('router-b', b);
       const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
       try {
         const held = hold(b, 'k');

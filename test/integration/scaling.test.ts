@@ -6,43 +6,27 @@ import { request } from 'undici';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { kedaClient } from '../support/keda.js';
-import { call, chat, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
+import { addReadyPod, deployment } from '../support/kube-objects.js';
+import {
+  call,
+  chat,
+  FAST_PROBES,
+  kedaPort,
+  metric,
+  simStats,
+  startRouter,
+  startSim,
+  waitModelStatus,
+  type Running,
+} from '../support/router.js';
+import { until } from '../support/within.js';
 
-const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
-
-function deployment(name: string, model: string, replicas: number) {
-  return {
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: 'default', labels: { app: 'llm' } },
-    spec: {
-      replicas,
-      selector: { matchLabels: { app: 'llm', deploy: name } },
-      template: { metadata: { labels: { app: 'llm', deploy: name, model } }, spec: { containers: [{ name: 'e', image: 'x' }] } },
-    },
-  };
-}
-
-function addPod(kube: FakeKube, name: string, model: string, port: number): void {
-  kube.create({
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { name, namespace: 'default', labels: { app: 'llm', model }, annotations: { 'llm-router/port': String(port) } },
-    spec: { containers: [{ name: 'e', image: 'x' }] },
-  });
-  kube.setPodIP('default', name, '127.0.0.1');
-  kube.setPodReady('default', name, true);
-}
-
-async function metric(router: string, name: string, model: string): Promise<number> {
-  const text = (await call(`${router}/metrics`)).text;
-  const m = new RegExp(`^${name}\\{model="${model.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}"\\} (\\S+)$`, 'm').exec(text);
-  return m ? Number(m[1]) : NaN;
-}
+const deploymentOf = (name: string, model: string, replicas: number) => deployment(name, replicas, { labels: { model } });
+const held = (router: string, model: string): Promise<number> => metric(router, 'llm_router_model_requests_held', { model });
 
 describe('scale from zero', { timeout: 120_000 }, () => {
   let kube: FakeKube;
-  const k8s = ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', ...FAST];
+  const k8s = ['--service-discovery', 'k8s', '--k8s-label-selector', 'app=llm', ...FAST_PROBES];
   const startK8sRouter = (extra: string[]): Promise<Running> => startRouter([...k8s, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 
   before(async () => {
@@ -54,12 +38,12 @@ describe('scale from zero', { timeout: 120_000 }, () => {
   });
 
   test('a request for a model at zero is held until an engine has loaded, then answered 200; a full queue answers 429 queue_full', async () => {
-    kube.create(deployment('hold', 'held-model', 0));
+    kube.create(deploymentOf('hold', 'held-model', 0));
     const router = await startK8sRouter(['--cold-start-wait', '30', '--cold-start-queue-size', '2']);
     const started = Date.now();
     const first = call(`${router.url}/v1/chat/completions`, { body: chat('held-model'), timeoutMs: 30_000 });
     const second = call(`${router.url}/v1/chat/completions`, { body: chat('held-model'), timeoutMs: 30_000 });
-    while ((await metric(router.url, 'llm_router_model_requests_held', 'held-model')) < 2) await sleep(20);
+    await until('two requests held', async () => (await held(router.url, 'held-model')) === 2);
     const third = await call(`${router.url}/v1/chat/completions`, { body: chat('held-model') });
     assert.equal(third.status, 429);
     assert.equal(third.json<{ error: { code: string } }>().error.code, 'queue_full');
@@ -68,20 +52,20 @@ describe('scale from zero', { timeout: 120_000 }, () => {
     // the autoscaler wakes the model: a pod appears whose engine needs ~3 s to load
     kube.patch('deployments', 'default', 'hold', { spec: { replicas: 1 } });
     const sim = await startSim(['--model', 'held-model', '--startup-loading-seconds', '3']);
-    addPod(kube, 'hold-1', 'held-model', sim.port);
+    addReadyPod(kube, 'hold-1', 'held-model', sim.port);
     const [a, b] = await Promise.all([first, second]);
     assert.deepEqual([a.status, b.status], [200, 200], 'no client saw an error');
     assert.ok(Date.now() - started >= 3_000, 'they waited for the load');
-    assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'held-model'), 0);
+    assert.equal(await held(router.url, 'held-model'), 0);
     assert.ok(
-      (await metric(router.url, 'llm_router_model_demand_total', 'held-model')) >= 3,
+      (await metric(router.url, 'llm_router_model_demand_total', { model: 'held-model' })) >= 3,
       'every arrival counts as demand, 429 included',
     );
     await router.stop();
   });
 
   test('a held client that disconnects leaves the queue at once and nothing is forwarded for it', async () => {
-    kube.create(deployment('leave', 'leave-model', 0));
+    kube.create(deploymentOf('leave', 'leave-model', 0));
     const router = await startK8sRouter(['--cold-start-wait', '30']);
     const controller = new AbortController();
     const pending = request(`${router.url}/v1/chat/completions`, {
@@ -90,27 +74,22 @@ describe('scale from zero', { timeout: 120_000 }, () => {
       body: chat('leave-model'),
       signal: controller.signal,
     }).catch(() => undefined);
-    while ((await metric(router.url, 'llm_router_model_requests_held', 'leave-model')) < 1) await sleep(20);
-    assert.ok((await metric(router.url, 'llm_router_model_oldest_held_seconds', 'leave-model')) >= 0);
+    await until('the request held', async () => (await held(router.url, 'leave-model')) === 1);
+    assert.ok((await metric(router.url, 'llm_router_model_oldest_held_seconds', { model: 'leave-model' })) >= 0);
     controller.abort();
     await pending;
-    const deadline = Date.now() + 10_000;
-    while ((await metric(router.url, 'llm_router_model_requests_held', 'leave-model')) !== 0 && Date.now() < deadline) await sleep(10);
-    assert.equal(await metric(router.url, 'llm_router_model_requests_held', 'leave-model'), 0);
+    await until('the queue empty', async () => (await held(router.url, 'leave-model')) === 0, 10_000);
     const sim = await startSim(['--model', 'leave-model']);
-    addPod(kube, 'leave-1', 'leave-model', sim.port);
-    while (
-      (await call(`${router.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data.find((m) => m.id === 'leave-model')
-        ?.status !== 'ready'
-    )
-      await sleep(50);
+    addReadyPod(kube, 'leave-1', 'leave-model', sim.port);
+    await waitModelStatus(router.url, 'leave-model', 'ready');
+    // a bounded wait on purpose: nothing may be forwarded for the client that left (a held request would go at once)
     await sleep(300);
-    assert.equal((await call(`${sim.url}/_sim/stats`)).json<{ received: number }>().received, 0);
+    assert.equal((await simStats(sim.url)).received, 0);
     await router.stop();
   });
 
   test('the KEDA external scaler answers IsActive and GetMetrics over gRPC, rising with held demand and falling after the grace period', async () => {
-    kube.create(deployment('keda', 'org/keda-model', 0));
+    kube.create(deploymentOf('keda', 'org/keda-model', 0));
     const router = await startK8sRouter([
       '--cold-start-wait',
       '30',
@@ -137,23 +116,26 @@ describe('scale from zero', { timeout: 120_000 }, () => {
       const pushed = stream.pushed;
 
       const held = [1, 2, 3].map(() => call(`${router.url}/v1/chat/completions`, { body: chat('org/keda-model'), timeoutMs: 30_000 }));
-      while ((await metricValue()) < 3) await sleep(20);
+      await until('three requests held, as the scaler sees them', async () => (await metricValue()) === 3);
       assert.equal(await keda.isActive(ref), true);
 
       const sim = await startSim(['--model', 'org/keda-model']);
       kube.patch('deployments', 'default', 'keda', { spec: { replicas: 1 } });
-      addPod(kube, 'keda-1', 'org/keda-model', sim.port);
+      const engineAdded = Date.now(); // the requests end after this: the grace period cannot be over before +2 s
+      addReadyPod(kube, 'keda-1', 'org/keda-model', sim.port);
       assert.deepEqual(
         (await Promise.all(held)).map((r) => r.status),
         [200, 200, 200],
       );
       assert.equal(await metricValue(), 0, 'nothing held or in flight');
       assert.equal(await keda.isActive(ref), true, 'still active within the grace period after the last request');
-      await sleep(2_500);
-      assert.equal(await keda.isActive(ref), false, 'inactive after the grace period');
-      // the stream is pushed on the scaler's 1 s timer: wait for the third push rather than a fixed time
-      const pushDeadline = Date.now() + 10_000;
-      while (pushed.length < 3 && Date.now() < pushDeadline) await sleep(50);
+      await until('inactive after the grace period', async () => !(await keda.isActive(ref)), 10_000, 100);
+      assert.ok(
+        Date.now() - engineAdded >= 1_950,
+        `inactive ${Date.now() - engineAdded} ms after the engine came: not before the 2 s grace`,
+      );
+      // the stream is pushed on the scaler's 1 s timer
+      await until('the third push', () => pushed.length >= 3, 10_000);
       assert.deepEqual(pushed.slice(0, 3), [false, true, false], 'StreamIsActive pushed each change');
       stream.cancel();
       await assert.rejects(keda.isActive({ name: 'x', namespace: 'default', scalerMetadata: {} }), /model/);
@@ -164,27 +146,37 @@ describe('scale from zero', { timeout: 120_000 }, () => {
   });
 
   test('Retry-After reflects the measured cold start and decreases while the model loads', async () => {
-    kube.create(deployment('retry', 'retry-model', 1));
+    kube.create(deploymentOf('retry', 'retry-model', 1));
     const router = await startK8sRouter(['--retry-after', '17']);
     const before = await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') });
     assert.equal(before.headers['retry-after'], '17', 'the flag default until something is measured');
 
     const first = await startSim(['--model', 'retry-model', '--startup-loading-seconds', '4']);
-    addPod(kube, 'retry-1', 'retry-model', first.port);
-    while ((await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') })).status !== 200) await sleep(100);
+    addReadyPod(kube, 'retry-1', 'retry-model', first.port);
+    await until(
+      'the first pod serving',
+      async () => (await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') })).status === 200,
+      20_000,
+      100,
+    );
 
     // a new pod of the same model: the router expects it to take about as long
     kube.remove('pods', 'default', 'retry-1');
     await first.stop();
     const second = await startSim(['--model', 'retry-model', '--startup-loading-seconds', '4']);
-    addPod(kube, 'retry-2', 'retry-model', second.port);
+    addReadyPod(kube, 'retry-2', 'retry-model', second.port);
     const seen: number[] = [];
-    for (;;) {
-      const res = await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') });
-      if (res.status === 200) break;
-      if (res.headers['x-llm-router-model-state'] === 'loading') seen.push(Number(res.headers['retry-after']));
-      await sleep(250);
-    }
+    // asks every 250 ms while the pod loads, noting each Retry-After
+    await until(
+      'the second pod serving',
+      async () => {
+        const res = await call(`${router.url}/v1/chat/completions`, { body: chat('retry-model') });
+        if (res.headers['x-llm-router-model-state'] === 'loading') seen.push(Number(res.headers['retry-after']));
+        return res.status === 200;
+      },
+      20_000,
+      250,
+    );
     assert.ok(seen.length >= 4, `several answers while loading: ${seen}`);
     // near the 4 s measured (a busy machine measures a bit more): not the flag default of 17
     assert.ok(seen[0]! >= 3 && seen[0]! <= 8, `first Retry-After near 4: ${seen}`);
@@ -194,21 +186,27 @@ describe('scale from zero', { timeout: 120_000 }, () => {
   });
 
   test('stuck wake: demand with no endpoint for longer than the alarm time sets the gauge and logs once; an endpoint clears it', async () => {
-    kube.create(deployment('stuck', 'stuck-model', 0));
+    kube.create(deploymentOf('stuck', 'stuck-model', 0));
     const router = await startK8sRouter(['--wake-alarm-seconds', '0.5', '--log-level', 'info']);
-    for (let i = 0; i < 8; i++) {
-      await call(`${router.url}/v1/chat/completions`, { body: chat('stuck-model') });
-      await sleep(150);
-    }
-    assert.equal(await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model'), 1);
+    // demand goes on (a request every 150 ms) until the alarm is raised
+    await until(
+      'the stuck-wake gauge set',
+      async () => {
+        await call(`${router.url}/v1/chat/completions`, { body: chat('stuck-model') });
+        return (await metric(router.url, 'llm_router_model_wake_stalled', { model: 'stuck-model' })) === 1;
+      },
+      10_000,
+      150,
+    );
     // the warning is logged as the gauge is set, but reaches us through a pipe, not with the /metrics answer
     await router.proc.waitForOutput('stuck wake: the model has had demand');
     assert.equal(router.proc.output().split('stuck wake: the model has had demand').length - 1, 1, 'logged once per episode');
     const sim = await startSim(['--model', 'stuck-model']);
-    addPod(kube, 'stuck-1', 'stuck-model', sim.port);
-    const deadline = Date.now() + 5_000;
-    while ((await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model')) !== 0 && Date.now() < deadline) await sleep(50);
-    assert.equal(await metric(router.url, 'llm_router_model_wake_stalled', 'stuck-model'), 0);
+    addReadyPod(kube, 'stuck-1', 'stuck-model', sim.port);
+    await until(
+      'the stuck-wake gauge cleared',
+      async () => (await metric(router.url, 'llm_router_model_wake_stalled', { model: 'stuck-model' })) === 0,
+    );
     await router.stop();
   });
 });

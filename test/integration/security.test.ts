@@ -2,15 +2,16 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import net from 'node:net';
+import type net from 'node:net';
 import { once } from 'node:events';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
+import { exchange } from '../support/raw-http.js';
 import { call, chat, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { until } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
 
@@ -54,20 +55,6 @@ async function recordingEngine(
   };
 }
 
-async function rawRequest(port: number, text: string, waitMs = 5_000): Promise<string> {
-  const socket = net.connect(port, '127.0.0.1');
-  await once(socket, 'connect');
-  let answer = '';
-  socket.on('data', (d) => (answer += String(d)));
-  socket.on('error', () => undefined);
-  socket.write(text);
-  const deadline = Date.now() + waitMs;
-  while (!answer.includes('\r\n\r\n') && Date.now() < deadline && !socket.destroyed) await sleep(20);
-  await sleep(50);
-  socket.destroy();
-  return answer;
-}
-
 describe('security and limits', { timeout: 120_000 }, () => {
   after(stopAll);
 
@@ -104,9 +91,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       assert.equal((await call(`${router.url}/metrics`, { headers: { authorization: 'Bearer flag-key' } })).status, 200);
 
       writeFileSync(file, 'file-key-2\n');
-      const deadline = Date.now() + 8_000;
-      while ((await ask({ authorization: 'Bearer file-key-2' })).status !== 200 && Date.now() < deadline) await sleep(200);
-      assert.equal((await ask({ authorization: 'Bearer file-key-2' })).status, 200, 'the new key works');
+      await until('the new key works', async () => (await ask({ authorization: 'Bearer file-key-2' })).status === 200, 8_000, 200);
       assert.equal((await ask({ authorization: 'Bearer file-key-1' })).status, 401, 'the removed key does not');
 
       // the client's credentials never reach the engine; none were configured for it either
@@ -217,21 +202,21 @@ describe('security and limits', { timeout: 120_000 }, () => {
       ...FAST,
     ]);
     await waitModelStatus(router.url, 'm', 'ready');
-    const big = await rawRequest(
+    const big = await exchange(
       router.port,
       `POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(4096)}\r\nContent-Length: 2\r\n\r\n{}`,
     );
-    assert.match(big, /^HTTP\/1.1 431/);
-    assert.match(big, /"code":"headers_too_large"/);
+    assert.equal(big.status, 431);
+    assert.match(big.body.toString('utf8'), /"code":"headers_too_large"/);
 
     const started = Date.now();
-    const slow = await rawRequest(
+    const slow = await exchange(
       router.port,
       'POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"model":',
-      10_000,
+      { timeoutMs: 10_000 },
     );
-    assert.match(slow, /^HTTP\/1.1 408/);
-    assert.match(slow, /"code":"client_timeout"/);
+    assert.equal(slow.status, 408);
+    assert.match(slow.body.toString('utf8'), /"code":"client_timeout"/);
     assert.ok(Date.now() - started < 6_000, 'answered within a few seconds of the 1 s timeout');
 
     const stream = await call(`${router.url}/v1/completions`, {
@@ -275,18 +260,18 @@ describe('security and limits', { timeout: 120_000 }, () => {
       200,
       'still serving during the drain',
     );
-    // the drain ends 5 s after the router handled the signal, which a busy machine delays: from then on, new
-    // connections must be refused soon (within 2 s of slack), not at one exact instant
-    await sleep(Math.max(1, 5_000 - (Date.now() - signalled)));
-    let refused = false;
-    while (!refused && Date.now() - signalled < 7_000) {
-      refused = await call(`${router.url}/health`, { timeoutMs: 1_000 }).then(
-        () => false,
-        () => true,
-      );
-      if (!refused) await sleep(50);
-    }
-    assert.ok(refused, 'no new connections after the drain');
+    // the drain ends 5 s after the router handled the signal (a busy machine handles it later): from then on, new
+    // connections are refused
+    await until(
+      'new connections refused once the drain is over',
+      () =>
+        call(`${router.url}/health`, { timeoutMs: 1_000 }).then(
+          () => false,
+          () => true,
+        ),
+      15_000,
+    );
+    assert.ok(Date.now() - signalled >= 4_900, `served through the 5 s drain (refused after ${Date.now() - signalled} ms)`);
     assert.match(await text, /\[DONE\]/, 'the in-flight stream finished');
     const [code] = await exited;
     assert.equal(code, 0);

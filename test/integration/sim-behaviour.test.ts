@@ -1,55 +1,29 @@
 // `llm-router sim` as a real process: streaming over time, client aborts, queueing, every fault mode.
-import type { SimStats } from '../../src/tools/sim/types.js';
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { startCli, stopAll, type Started } from '../support/process.js';
+import { stopAll } from '../support/process.js';
+import { setFault, simStats, startSim } from '../support/router.js';
+import { eventually } from '../support/within.js';
 
 let fast: string; // ttft 50 ms, itl 100 ms, 5 tokens: for streaming and faults
 let slow: string; // one slot, 1000 tokens at 50 ms: requests that run until aborted
-
-async function startSim(args: string[]): Promise<{ sim: Started; base: string }> {
-  const sim = startCli(['sim', '--port', '0', ...args]);
-  await sim.waitForOutput(/sim listening on \S+\n/);
-  return { sim, base: /sim listening on (\S+)/.exec(sim.output())?.[1] as string };
-}
 
 before(async () => {
   const [a, b] = await Promise.all([
     startSim(['--id', 'fast', '--ttft-ms', '50', '--itl-ms', '100', '--output-tokens', '5']),
     startSim(['--id', 'slow', '--ttft-ms', '10', '--itl-ms', '50', '--output-tokens', '1000', '--max-num-seqs', '1']),
   ]);
-  fast = a.base;
-  slow = b.base;
+  fast = a.url;
+  slow = b.url;
 });
 after(stopAll);
-
-async function stats(base: string): Promise<SimStats> {
-  return (await (await request(`${base}/_sim/stats`)).body.json()) as SimStats;
-}
 
 /** GET a path and return the status, discarding the body so the connection is reused. */
 async function statusOf(url: string, opts: { signal?: AbortSignal } = {}): Promise<number> {
   const res = await request(url, opts);
   await res.body.dump();
   return res.statusCode;
-}
-
-async function setFault(base: string, fault: Record<string, unknown>): Promise<void> {
-  const res = await request(`${base}/_sim/fault`, { method: 'POST', body: JSON.stringify(fault) });
-  assert.equal(res.statusCode, 200, await res.body.text());
-}
-
-async function eventually<T>(what: string, probe: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T = await probe();
-  while (!ok(last)) {
-    if (Date.now() > deadline) assert.fail(`${what}: still ${JSON.stringify(last)}`);
-    await sleep(25);
-    last = await probe();
-  }
-  return last;
 }
 
 function chat(base: string, body: Record<string, unknown>, signal?: AbortSignal) {
@@ -122,7 +96,7 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   const firstRes = await chat(slow, { stream: true }, first.signal);
   await eventually(
     'first running',
-    () => stats(slow),
+    () => simStats(slow),
     (s) => s.running === 1,
   );
 
@@ -132,7 +106,7 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   const thirdRes = chat(slow, {}, third.signal).catch((err: Error) => err);
   await eventually(
     'two waiting',
-    () => stats(slow),
+    () => simStats(slow),
     (s) => s.waiting === 2,
   );
   const metrics = await (await request(`${slow}/metrics`)).body.text();
@@ -145,7 +119,7 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   await thirdRes;
   let s = await eventually(
     'third aborted',
-    () => stats(slow),
+    () => simStats(slow),
     (x) => x.aborted === 1,
   );
   assert.equal(s.waiting, 1);
@@ -157,7 +131,7 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   first.abort();
   s = await eventually(
     'first aborted, second running',
-    () => stats(slow),
+    () => simStats(slow),
     (x) => x.aborted === 2 && x.running === 1 && x.waiting === 0,
   );
 
@@ -165,7 +139,7 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   await secondRes;
   s = await eventually(
     'all freed',
-    () => stats(slow),
+    () => simStats(slow),
     (x) => x.aborted === 3 && x.running === 0 && x.waiting === 0,
   );
   assert.equal(s.received, 3);
@@ -211,7 +185,7 @@ test('fault hang: inference never answers until the client gives up (counted as 
     assert.equal(await statusOf(`${fast}/health`), 200);
     await eventually(
       'hung request aborted',
-      () => stats(fast),
+      () => simStats(fast),
       (s) => s.aborted === 1,
     );
     await setFault(fast, { mode: 'hang', scope: 'all' });
@@ -239,7 +213,7 @@ test('fault reset-mid-stream: streams break after a few chunks; non-streaming re
     await assert.rejects(chat(fast, {}), (e: Error & { code?: string }) => e.code === 'UND_ERR_SOCKET' || e.code === 'ECONNRESET');
     const s = await eventually(
       'two failed',
-      () => stats(fast),
+      () => simStats(fast),
       (x) => x.failed === 2,
     );
     assert.equal(s.aborted, 0, 'a reset by the engine is not a client abort');
@@ -278,8 +252,8 @@ test('fault loading: back to the loading signature of the kind, then ready again
 });
 
 test('fault refuse: the port refuses connections, then listens again on the same port after its seconds', async () => {
-  await setFault(fast, { mode: 'refuse', seconds: 2 });
-  // the pool may first try a connection the engine just destroyed; a fresh one must be refused
+  await setFault(fast, { mode: 'refuse', seconds: 3 });
+  // the pool may first try a connection the engine just destroyed; a fresh one must be refused (while the 3 s last)
   await eventually(
     'connection refused',
     () =>
@@ -291,7 +265,7 @@ test('fault refuse: the port refuses connections, then listens again on the same
         (e: Error & { code?: string }) => e.code ?? e.message,
       ),
     (outcome) => outcome === 'ECONNREFUSED',
-    1_500,
+    2_500,
   );
   await eventually(
     'listening again',

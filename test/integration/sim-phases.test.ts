@@ -1,9 +1,10 @@
 // `llm-router sim` as a real process: load phases in order for each engine kind, help, flags, signals.
 import { describe, test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
-import { freePort, startCli, stopAll, waitForHttp } from '../support/process.js';
+import { freePort, startCli, stopAll } from '../support/process.js';
+import { simStats, startSim } from '../support/router.js';
+import { until } from '../support/within.js';
 
 after(stopAll);
 
@@ -73,15 +74,14 @@ describe('load phases are observed in order: connection refused -> loading -> re
         '2',
       ]);
       const base = `http://127.0.0.1:${port}`;
+      // looks every 50 ms until ready, noting each phase seen
       const seen: Observation[] = [];
-      const deadline = Date.now() + 15_000;
-      while (Date.now() < deadline) {
+      await until('ready', async () => {
         const now = await observe[kind](base);
-        if (now === 'between') continue;
+        if (now === 'between') return false;
         if (seen[seen.length - 1] !== now) seen.push(now);
-        if (now === 'ready') break;
-        await sleep(50);
-      }
+        return now === 'ready';
+      }).catch((err: Error) => assert.fail(`${err.message}; phases seen: ${seen.join(' -> ')}`));
       assert.deepEqual(seen, ['refused', 'loading', 'ready']);
       assert.equal(sim.output(), `sim listening on http://127.0.0.1:${port}\n`);
       assert.equal(await sim.stop('SIGTERM'), 0);
@@ -90,10 +90,11 @@ describe('load phases are observed in order: connection refused -> loading -> re
 });
 
 test('a vLLM engine answers inference with 503 while loading', async () => {
-  const sim = startCli(['sim', '--port', '0', '--startup-loading-seconds', '30']);
-  await sim.waitForOutput(/sim listening on http:\/\/127\.0\.0\.1:\d+\n/);
-  const base = /sim listening on (\S+)/.exec(sim.output())?.[1] as string;
-  const res = await request(`${base}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ model: 'sim-model', messages: [] }) });
+  const sim = await startSim(['--startup-loading-seconds', '30']);
+  const res = await request(`${sim.url}/v1/chat/completions`, {
+    method: 'POST',
+    body: JSON.stringify({ model: 'sim-model', messages: [] }),
+  });
   assert.equal(res.statusCode, 503);
   assert.equal(((await res.body.json()) as { error: { code: number } }).error.code, 503);
   assert.equal(await sim.stop('SIGINT'), 0);
@@ -125,17 +126,9 @@ test('--help lists the flags; a bad flag exits 2 with a reason', async () => {
 });
 
 test('SIGTERM exits 0 even with a request hanging and a stream open', async () => {
-  const sim = startCli(['sim', '--port', '0', '--fault', 'hang', '--id', 'hung']);
-  await sim.waitForOutput('sim listening on ');
-  const base = /sim listening on (\S+)/.exec(sim.output())?.[1] as string;
-  const hanging = request(`${base}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}' }).catch((err: Error) => err);
-  await waitForHttp(`${base}/_sim/stats`);
-  const deadline = Date.now() + 5_000;
-  while (Date.now() < deadline) {
-    const stats = (await (await request(`${base}/_sim/stats`)).body.json()) as { received: number };
-    if (stats.received === 1) break;
-    await sleep(20);
-  }
+  const sim = await startSim(['--fault', 'hang', '--id', 'hung']);
+  const hanging = request(`${sim.url}/v1/completions`, { method: 'POST', body: '{"prompt":"x"}' }).catch((err: Error) => err);
+  await until('the request at the engine', async () => (await simStats(sim.url)).received === 1, 5_000);
   assert.equal(await sim.stop('SIGTERM'), 0);
   assert.ok((await hanging) instanceof Error);
 });

@@ -1,6 +1,7 @@
 // The differential corpus of issue 14: request bytes a client may send the router, and response bytes an engine may
 // send it, each run against the router's own parser and the reference parser on the same bytes
 // (test/integration/http-differential.test.ts). Plain data: what each case means is in its name.
+import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
 
 export const MODEL = 'diff';
 const BODY = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] });
@@ -79,18 +80,7 @@ export function inboundCases(): { handwritten: InboundCase[]; splits: InboundCas
     one('a plain request', post()),
     one('a plain request with a request id', post({ id: 'client-id-1' })),
     one('a query string', post({ path: '/v1/chat/completions?x=1&y=%20' })),
-    ...[
-      '/v1/completions',
-      '/v1/embeddings',
-      '/v1/responses',
-      '/v1/rerank',
-      '/rerank',
-      '/v1/score',
-      '/score',
-      '/tokenize',
-      '/detokenize',
-      '/v1/messages',
-    ].map((p) => one(`path ${p}`, post({ path: p }))),
+    ...INFERENCE_PATHS.filter((p) => p !== '/v1/chat/completions').map((p) => one(`path ${p}`, post({ path: p }))),
     one('Connection: close', post({ extra: ['Connection: close'] })),
     one('Connection: keep-alive', post({ extra: ['Connection: keep-alive'] })),
     one('Connection: Keep-Alive, close', post({ extra: ['Connection: Keep-Alive, close'] })),

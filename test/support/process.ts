@@ -1,27 +1,67 @@
 // Helpers for integration tests: start the built CLI as real child processes on 127.0.0.1,
-// find free ports at run time, wait for HTTP readiness, and stop everything that was started.
+// hand out ports for listeners that must be named in advance, wait for HTTP readiness, and stop everything that was started.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
+import { eventually } from './within.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CLI = path.join(root, 'dist', 'cli', 'main.js');
 
-/** A free TCP port on 127.0.0.1, found by binding port 0 and releasing it. */
+/** Where the kernel puts port-0 listeners and the local end of outgoing connections (Linux's default: 32768-60999). */
+function ephemeralRange(): { low: number; high: number } {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low !== undefined && high !== undefined && low > 0 && high >= low) return { low, high };
+  } catch {
+    // not Linux: assume its default
+  }
+  return { low: 32768, high: 60999 };
+}
+
+/** Ports freePort() hands out: from 20000 up to just below the ephemeral range (or just above it, if that is too low). */
+function fixedRange(): { low: number; size: number } {
+  const ephemeral = ephemeralRange();
+  if (ephemeral.low - 20_000 >= 1_000) return { low: 20_000, size: ephemeral.low - 20_000 };
+  if (65_535 - ephemeral.high >= 1_000) return { low: ephemeral.high + 1, size: 65_535 - ephemeral.high };
+  throw new Error(`no room for test ports outside the ephemeral range ${ephemeral.low}-${ephemeral.high}`);
+}
+
+let handedOut = 0;
+
+function binds(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A TCP port on 127.0.0.1 for a listener that must be named before it listens: Prometheus's --web.listen-address, an
+ * engine that starts after the router that points at it, a router that lists its own admin URL as a peer, a simulator
+ * whose port refuses connections at first (--startup-refuse-seconds). Everything else listens on port 0 and reports the
+ * port it got (startRouter, startSim, the probe sidecar, in-process servers): only what cannot comes here.
+ *
+ * The rule that keeps these apart: a port handed out here is never in the kernel's ephemeral range
+ * (/proc/sys/net/ipv4/ip_local_port_range), where every port-0 listener and every outgoing connection of every test
+ * gets its port, so nothing can take it between this call and the listener that binds it later. Test files run in
+ * parallel processes: each walks the range from its own starting point (spread by pid), never hands out a port twice,
+ * and skips a port that does not bind (another file's listener holds it). What is left is two files' walks meeting on
+ * one port between its check and its use: each file takes a handful of ports from a range of thousands, far apart.
+ */
 export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('no port');
-  const port = address.port;
-  server.close();
-  await once(server, 'close');
-  return port;
+  const { low, size } = fixedRange();
+  const start = (process.pid * 7_919) % size;
+  for (let tries = 0; tries < 200; tries++) {
+    const port = low + ((start + handedOut++) % size);
+    if (await binds(port)) return port;
+  }
+  throw new Error(`no bindable port in ${low}-${low + size - 1} after 200 tries`);
 }
 
 export interface Started {
@@ -108,18 +148,18 @@ export async function stopAll(): Promise<void> {
 
 /** Polls a URL until it answers with the expected status (any status if omitted). */
 export async function waitForHttp(url: string, opts: { status?: number; timeoutMs?: number } = {}): Promise<void> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 15_000);
-  let last = 'no answer';
-  while (Date.now() < deadline) {
-    try {
-      const res = await request(url, { headersTimeout: 2_000, bodyTimeout: 2_000 });
-      await res.body.dump();
-      if (opts.status === undefined || res.statusCode === opts.status) return;
-      last = `status ${res.statusCode}`;
-    } catch (err) {
-      last = (err as Error).message;
-    }
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${url} (${last})`);
+  await eventually(
+    `${url} to answer${opts.status === undefined ? '' : ` ${opts.status}`}`,
+    async () => {
+      try {
+        const res = await request(url, { headersTimeout: 2_000, bodyTimeout: 2_000 });
+        await res.body.dump();
+        return `status ${res.statusCode}`;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    },
+    (last) => last.startsWith('status ') && (opts.status === undefined || last === `status ${opts.status}`),
+    opts.timeoutMs ?? 15_000,
+  );
 }

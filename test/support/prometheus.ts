@@ -6,8 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { request } from 'undici';
-import { freePort, startProcess, type Started } from './process.js';
-import { until } from './within.js';
+import { freePort, startProcess, waitForHttp, type Started } from './process.js';
 
 const run = promisify(execFile);
 
@@ -42,6 +41,7 @@ export async function startPrometheus(targets: readonly string[], scrapeSeconds 
       '',
     ].join('\n'),
   );
+  // named in --web.listen-address before Prometheus listens: a port from freePort(), outside the ephemeral range
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const proc: Started = startProcess('prometheus', [
@@ -65,20 +65,7 @@ export async function startPrometheus(targets: readonly string[], scrapeSeconds 
         : [{ metric: {}, value: Number((r as [number, string])[1]) }];
     return { status: 'success', samples };
   };
-  await until(
-    'prometheus ready',
-    async () => {
-      try {
-        const res = await request(`${url}/-/ready`, { headersTimeout: 1_000, bodyTimeout: 1_000 });
-        await res.body.dump();
-        return res.statusCode === 200;
-      } catch {
-        return false;
-      }
-    },
-    30_000,
-    100,
-  );
+  await waitForHttp(`${url}/-/ready`, { status: 200, timeoutMs: 30_000 });
   return {
     url,
     scrapeSeconds,

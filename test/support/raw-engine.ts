@@ -4,6 +4,7 @@
 // the reply the test chose: by the request's `x-case` header when the test registered one of that name, else a small
 // JSON echo. Everything runs on 127.0.0.1, port 0; close() ends every connection.
 import net from 'node:net';
+import { readRequests } from './raw-http.js';
 
 export interface EngineRequest {
   /** connection index (accept order) and request index on that connection */
@@ -74,30 +75,22 @@ export class RawEngine {
     socket.setNoDelay(true);
     socket.on('error', () => undefined);
     socket.on('close', () => (record.closed = true));
-    let buffered = Buffer.alloc(0);
-    let n = 0;
     socket.on('data', (data: Buffer) => {
       record.received = Buffer.concat([record.received, data]);
-      buffered = Buffer.concat([buffered, data]);
-      for (;;) {
-        const end = buffered.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const head = buffered.subarray(0, end).toString('latin1');
-        const lines = head.split('\r\n');
-        const [method = '', path = ''] = (lines[0] ?? '').split(' ');
-        const headers: Record<string, string> = {};
-        for (const line of lines.slice(1)) {
-          const i = line.indexOf(':');
-          if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
-        }
-        const length = Number(headers['content-length'] ?? 0);
-        if (buffered.length < end + 4 + length) return;
-        const req: EngineRequest = { conn, n: n++, method, path, headers, head, body: buffered.subarray(end + 4, end + 4 + length) };
-        buffered = buffered.subarray(end + 4 + length);
-        this.requests.push(req);
-        record.requests++;
-        this.answer(socket, req);
+    });
+    let n = 0;
+    readRequests(socket, (head, body) => {
+      const lines = head.split('\r\n');
+      const [method = '', path = ''] = (lines[0] ?? '').split(' ');
+      const headers: Record<string, string> = {};
+      for (const line of lines.slice(1)) {
+        const i = line.indexOf(':');
+        if (i > 0) headers[line.slice(0, i).trim().toLowerCase()] = line.slice(i + 1).trim();
       }
+      const req: EngineRequest = { conn, n: n++, method, path, headers, head, body };
+      this.requests.push(req);
+      record.requests++;
+      this.answer(socket, req);
     });
   }
 

@@ -90,6 +90,27 @@ export function readAnswer(
   }
 }
 
+/**
+ * The server side of a raw connection: calls `onRequest` for each request that arrives on the socket (a head, then a
+ * body of its Content-Length, one after another as an HTTP/1.1 server reads them).
+ */
+export function readRequests(socket: net.Socket, onRequest: (head: string, body: Buffer) => void): void {
+  let buffered: Buffer = Buffer.alloc(0);
+  socket.on('data', (data: Buffer) => {
+    buffered = Buffer.concat([buffered, data]);
+    for (;;) {
+      const end = buffered.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buffered.subarray(0, end).toString('latin1');
+      const length = Number(/\r\ncontent-length:[ \t]*(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buffered.length < end + 4 + length) return;
+      const body = buffered.subarray(end + 4, end + 4 + length);
+      buffered = buffered.subarray(end + 4 + length);
+      onRequest(head, body);
+    }
+  });
+}
+
 /** One client connection: write bytes, read answers in order, see whether the server closed it. */
 export class RawClient {
   private buf: Buffer = Buffer.alloc(0);
@@ -127,6 +148,11 @@ export class RawClient {
   /** the server closed (or reset) the connection */
   get closed(): boolean {
     return this.ended;
+  }
+
+  /** the local port of this connection (the server sees it as the remote port) */
+  get localPort(): number {
+    return this.socket.localPort as number;
   }
 
   /** every byte received so far */
@@ -169,6 +195,14 @@ export class RawClient {
         };
       });
     }
+  }
+
+  /** The next answer, which must come: rejects when the connection closes without one, or after `timeoutMs`. */
+  async answer(timeoutMs = 10_000): Promise<RawAnswer> {
+    const a = await this.next(timeoutMs);
+    if (a === undefined)
+      throw new Error(`the connection closed without an answer (unread: ${JSON.stringify(this.unread.toString('latin1'))})`);
+    return a;
   }
 
   /** Resolves true once the server closed the connection, false if it is still open after `timeoutMs`. */

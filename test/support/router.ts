@@ -1,7 +1,11 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
-import { request } from 'undici';
-import { freePort, startCli, type Started } from './process.js';
+import { request, type Dispatcher } from 'undici';
+import { startCli, type Started } from './process.js';
+import { eventually } from './within.js';
 import type { SimStats } from '../../src/tools/sim/types.js';
+
+/** Probe flags for tests: an engine's state changes show within a second (the router's defaults are for production). */
+export const FAST_PROBES: readonly string[] = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
 
 export interface Running {
   readonly url: string;
@@ -29,18 +33,22 @@ export async function startRouter(args: readonly string[], env: Record<string, s
   };
 }
 
-/** `llm-router sim`; with load phases it needs a port chosen up front (it is not listening yet). */
+/**
+ * `llm-router sim` on 127.0.0.1. It listens on port 0, and its URL (http or https) is read from its
+ * "sim listening on URL" line. A caller that must know the port before the simulator listens (its load phases refuse
+ * connections at first, or a router points at it before it starts) passes `port` from freePort(); with
+ * `waitListening: false` it gets the handle at once.
+ */
 export async function startSim(args: readonly string[], opts: { port?: number; waitListening?: boolean } = {}): Promise<Running> {
-  const port = opts.port ?? (await freePort());
-  const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(port), ...args]);
-  if (opts.waitListening !== false) await proc.waitForOutput('sim listening on');
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    adminUrl: `http://127.0.0.1:${port}`,
-    proc,
-    stop: (signal?: NodeJS.Signals) => proc.stop(signal),
-  };
+  if (opts.port === undefined && opts.waitListening === false)
+    throw new Error('startSim: a simulator on port 0 has no port before it listens; pass a port from freePort()');
+  const proc = startCli(['sim', '--host', '127.0.0.1', '--port', String(opts.port ?? 0), ...args]);
+  let url = `http://127.0.0.1:${opts.port}`;
+  if (opts.waitListening !== false) {
+    await proc.waitForOutput(/sim listening on \S+\n/);
+    url = (/sim listening on (\S+)\n/.exec(proc.output()) as RegExpExecArray)[1] as string;
+  }
+  return { url, port: Number(new URL(url).port), adminUrl: url, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
 export interface Answer {
@@ -71,6 +79,29 @@ export function chat(model: string, extra: Record<string, unknown> = {}): string
   return JSON.stringify({ model, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 4, ...extra });
 }
 
+/**
+ * Opens chat streams for `model` until one is served by the simulator named `engine` (its x-sim-engine header; round
+ * robin spreads them), reading the others to their end. Resolves to that stream, its body unread; rejects after `tries`.
+ */
+export async function streamOn(
+  router: string,
+  model: string,
+  engine: string,
+  extra: Record<string, unknown> = {},
+  tries = 4,
+): Promise<Dispatcher.ResponseData> {
+  for (let i = 0; i < tries; i++) {
+    const res = await request(`${router}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: chat(model, { stream: true, ...extra }),
+    });
+    if (res.headers['x-sim-engine'] === engine) return res;
+    await res.body.dump();
+  }
+  throw new Error(`none of ${tries} streams for ${model} was served by ${engine}`);
+}
+
 /** Polls until the router's /v1/models shows `model` with `status`. */
 export async function waitModelStatus(
   router: string,
@@ -79,15 +110,14 @@ export async function waitModelStatus(
   timeoutMs = 15_000,
   headers: Record<string, string> = {},
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let seen = 'absent';
-  while (Date.now() < deadline) {
-    const list = (await call(`${router}/v1/models`, { headers })).json<{ data: { id: string; status: string }[] }>();
-    seen = list.data.find((m) => m.id === model)?.status ?? 'absent';
-    if (seen === status) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`model ${model} did not become ${status} in ${timeoutMs} ms (last: ${seen})`);
+  await eventually(
+    `model ${model} ${status} at ${router}`,
+    async () =>
+      (await call(`${router}/v1/models`, { headers })).json<{ data: { id: string; status: string }[] }>().data.find((m) => m.id === model)
+        ?.status ?? 'absent',
+    (seen) => seen === status,
+    timeoutMs,
+  );
 }
 
 export interface EngineView {
@@ -101,8 +131,48 @@ export async function engines(router: string): Promise<EngineView[]> {
   return (await call(`${router}/engines`)).json<{ endpoints: EngineView[] }>().endpoints;
 }
 
+/** Polls /engines until it lists exactly `count` endpoints, all ready. */
+export async function allReady(router: string, count: number, timeoutMs = 15_000): Promise<void> {
+  await eventually(
+    `${count} ready endpoints at ${router}`,
+    async () => (await engines(router)).map((e) => e.state),
+    (states) => states.length === count && states.every((s) => s === 'ready'),
+    timeoutMs,
+  );
+}
+
+/** Polls /engines until the endpoint with `url` is in `state`; returns its view. */
+export async function endpointState(router: string, url: string, state: string, timeoutMs = 15_000): Promise<EngineView | undefined> {
+  return eventually(
+    `${url} ${state} at ${router}`,
+    async () => (await engines(router)).find((e) => e.url === url),
+    (e) => e?.state === state,
+    timeoutMs,
+  );
+}
+
+/**
+ * One sample of a router's (or an engine's) /metrics: the value of `name` with exactly these labels, in the order the
+ * exposition writes them; NaN when absent.
+ */
+export async function metric(url: string, name: string, labels: Readonly<Record<string, string>> = {}): Promise<number> {
+  const text = (await call(`${url}/metrics`)).text;
+  const literal = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const set = Object.entries(labels)
+    .map(([k, v]) => `${k}="${literal(v)}"`)
+    .join(',');
+  const m = new RegExp(`^${literal(name)}${set ? `\\{${set}\\}` : ''} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : Number.NaN;
+}
+
 export async function simStats(sim: string): Promise<SimStats> {
   return (await call(`${sim}/_sim/stats`)).json();
+}
+
+/** Sets the simulator's fault (POST /_sim/fault: the same modes as its --fault flag). */
+export async function setFault(sim: string, fault: Record<string, unknown>): Promise<void> {
+  const res = await call(`${sim}/_sim/fault`, { body: JSON.stringify(fault) });
+  if (res.status !== 200) throw new Error(`POST ${sim}/_sim/fault ${JSON.stringify(fault)}: ${res.status} ${res.text}`);
 }
 
 /** The port the router's KEDA scaler listens on (--keda-scaler-port 0 picks one; it is logged). */

@@ -5,6 +5,7 @@
 // and state. The sockets of PID are the rows whose inode is one of its descriptors. Sockets in TIME_WAIT belong
 // to no process any more (inode 0), so they are never counted: only what the process still holds.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { eventually } from './within.js';
 
 /** /proc/net/tcp state codes (include/net/tcp_states.h). */
 const STATES: Record<string, string> = {
@@ -130,7 +131,35 @@ export function socketCensus(pid: number, listenPort: number): SocketCensus {
   return { inbound, outbound, closeWait: all.filter((s) => s.state === 'CLOSE_WAIT'), listening };
 }
 
+/**
+ * The server's accepted connections (from `socketCensus(pid, listenPort)`) whose client, this test process, no longer
+ * holds the other end: a connection the server kept after its client went away is a leak, even in ESTABLISHED state.
+ */
+export function orphanedInbound(census: SocketCensus, listenPort: number): TcpSocket[] {
+  const mine = new Set(
+    tcpSockets(process.pid)
+      .filter((s) => s.remotePort === listenPort && s.state === 'ESTABLISHED')
+      .map((s) => s.localPort),
+  );
+  return census.inbound.filter((s) => !mine.has(s.remotePort));
+}
+
 /** A one-line summary for assertion messages. */
 export function describeSockets(sockets: readonly TcpSocket[]): string {
   return sockets.map((s) => `${s.localAddress}:${s.localPort}->${s.remoteAddress}:${s.remotePort} ${s.state}`).join(', ') || 'none';
+}
+
+/**
+ * Resolves once the server process `pid` has accepted the connection from our `clientPort` to its `listenPort` and read
+ * everything sent on it so far (its receive queue is empty): what is written next reaches it in another read, and what
+ * was written is in its hands, however busy the machine.
+ */
+export async function readByServer(pid: number, listenPort: number, clientPort: number, timeoutMs = 10_000): Promise<void> {
+  await eventually(
+    `the server on port ${listenPort} to read what was sent from port ${clientPort}`,
+    () => tcpSockets(pid).find((s) => s.localPort === listenPort && s.remotePort === clientPort) ?? 'not accepted yet',
+    (mine) => mine !== 'not accepted yet' && mine.rxQueue === 0,
+    timeoutMs,
+    10,
+  );
 }

@@ -18,7 +18,7 @@ import { HoldQueue } from '../../src/router/scaling/hold-queue.js';
 import { KedaScaler, parseTarget, type ModelLookup } from '../../src/router/scaling/keda.js';
 import { createLogger } from '../../src/router/util/log.js';
 import { GRPC, grpcCode, kedaClient } from '../support/keda.js';
-import { within } from '../support/within.js';
+import { until } from '../support/within.js';
 
 const silent = createLogger({ level: 'silent', format: 'json' });
 const snap = (instance: string, at: number, models: DemandSnapshot['models']): DemandSnapshot => ({ instance, at, workers: 1, models });
@@ -84,7 +84,9 @@ test('targetValue: absent is 8; a number is taken; anything else is refused', ()
     assert.throws(() => parseTarget({ targetValue: bad }), /positive number/, bad);
 });
 
-test('a request that times out in the hold queue starts the grace period (demand happened)', async () => {
+test('a request that times out in the hold queue starts the grace period (demand happened)', async (t) => {
+  // the queue's tick and its clock are both the test's
+  t.mock.timers.enable({ apis: ['setInterval'] });
   let now = 1_000;
   const catalog = new ModelCatalog({ now: () => now });
   catalog.setDeclarations('k8s', [{ model: 'm', replicasWanted: false }]);
@@ -101,8 +103,8 @@ test('a request that times out in the hold queue starts the grace period (demand
   hold.start();
   const h = hold.hold('m');
   now += 600;
-  // the queue's own timer does not keep the process alive; within()'s does
-  assert.equal(await within(5_000, 'the timed-out hold', h.outcome), 'timeout');
+  t.mock.timers.tick(5);
+  assert.equal(await h.outcome, 'timeout');
   hold.stop();
   const s = tracker.snapshot('i', ['m']);
   assert.equal(s.models.m?.lastHoldTimeoutAt, 1_600);
@@ -157,8 +159,7 @@ test('the scaler over gRPC: the sum over instances, NOT_FOUND for an unknown mod
     assert.match(bad.details, /"abc"/);
     assert.equal((await grpcCode(keda.isActive(ref({})))).code, GRPC.INVALID_ARGUMENT, 'no model at all');
     const stream = keda.stream(ref({ model: 'nope' }));
-    const deadline = Date.now() + 5_000;
-    while (stream.errors.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    await until('StreamIsActive to answer', () => stream.errors.length > 0, 5_000);
     assert.equal(stream.errors[0]?.code, GRPC.NOT_FOUND, 'StreamIsActive refuses an unknown model too');
   } finally {
     keda.close();

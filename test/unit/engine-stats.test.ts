@@ -1,13 +1,13 @@
 // Engine load signals: Prometheus text parsing (vLLM, SGLang, TGI names), staleness, and the scraper against a simulator.
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import type { Endpoint, EngineLoad } from '../../src/router/core/endpoint.js';
 import { EngineStatsScraper, forEachSample, labelValue, otherLoad, parseEngineLoad } from '../../src/router/health/engine-stats.js';
 import { isFresh, staleAfterMs } from '../../src/router/core/endpoint.js';
 import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
 import { createLogger } from '../../src/router/util/log.js';
+import { until } from '../support/within.js';
 
 const VLLM = `# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -106,35 +106,36 @@ after(async () => {
   await Promise.all(engines.map((e) => e.close()));
 });
 
-async function until(what: string, check: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
-test('the scraper keeps each ready endpoint’s latest load with its time; a hung /metrics lets it go stale', async () => {
+test('the scraper keeps each ready endpoint’s latest load with the time of its scrape; a hung /metrics leaves the last one to go stale', async () => {
+  // the engine the test watches, and one whose scrapes show that the scraper's timer runs
   const engine = await startSimEngine({ port: 0, ttftMs: 60_000, maxNumSeqs: 1 });
-  engines.push(engine);
-  const catalog = new ModelCatalog();
-  catalog.setEndpoints('static', [{ id: engine.url, url: engine.url, models: ['sim-model'] }]);
-  const endpoint = catalog.endpoints()[0] as Endpoint;
+  const ticking = await startSimEngine({ port: 0 });
+  engines.push(engine, ticking);
+  // the scraper's clock: snapshots are stamped with it, and staleness is judged against it
+  let now = 1_000_000;
+  const catalog = new ModelCatalog({ now: () => now });
+  catalog.setEndpoints('static', [
+    { id: engine.url, url: engine.url, models: ['sim-model'] },
+    { id: ticking.url, url: ticking.url, models: ['sim-model'] },
+  ]);
+  const [endpoint, ticker] = catalog.endpoints() as [Endpoint, Endpoint];
   const loadNow = (): EngineLoad | undefined => endpoint.engineLoad;
+  const scrapes = (e: SimEngine): number => e.stats().byPath['/metrics'] ?? 0;
   const scraper = new EngineStatsScraper(
     catalog,
-    { intervalMs: 50, timeoutMs: 200, apiKey: undefined },
+    { intervalMs: 50, timeoutMs: 200, apiKey: undefined, now: () => now },
     createLogger({ level: 'silent', format: 'json' }),
   );
   scrapers.push(scraper);
+  catalog.setState(ticker, 'ready');
   scraper.start();
-  await sleep(150);
-  assert.equal(loadNow(), undefined, 'endpoints that are not ready are not scraped');
+  await until('three scrapes of the ready endpoint', () => scrapes(ticking) >= 3);
+  assert.equal(scrapes(engine), 0, 'endpoints that are not ready are not scraped');
+  assert.equal(loadNow(), undefined);
 
   catalog.setState(endpoint, 'ready');
   // two requests straight to the engine: one runs (for a minute), one waits
   const controllers = [new AbortController(), new AbortController()];
-  const sent = Date.now();
   for (const c of controllers) {
     void fetch(`${engine.url}/v1/completions`, {
       method: 'POST',
@@ -147,11 +148,15 @@ test('the scraper keeps each ready endpoint’s latest load with its time; a hun
   const load = loadNow() as EngineLoad;
   assert.equal(load.running, 1);
   assert.equal(load.kvUsage, 1);
-  // the snapshot carries the time of its scrape (a fixed freshness window here would depend on the machine's pace)
-  assert.ok(load.at >= sent && load.at <= Date.now(), `snapshot time ${load.at}, requests sent at ${sent}`);
+  assert.equal(load.at, now, 'the snapshot carries the time of its scrape');
+  assert.equal(isFresh(load, now + 150, 50), true, 'fresh for three intervals');
 
   await engine.setFault({ mode: 'hang', scope: 'all' });
-  await until('the snapshot to go stale', () => !isFresh(loadNow(), Date.now(), 50));
-  assert.equal(loadNow()?.waiting, 1, 'the last snapshot is kept; staleness is judged by its time');
+  // one scrape at a time per endpoint: once two more have arrived, the first of them hung and was given up
+  const before = scrapes(engine);
+  await until('a scrape of the hung engine given up, and the next one sent', () => scrapes(engine) >= before + 2);
+  now += 151;
+  assert.deepEqual(loadNow(), load, 'the last snapshot is kept; staleness is judged by its time');
+  assert.equal(isFresh(loadNow(), now, 50), false, 'stale three intervals after its scrape');
   for (const c of controllers) c.abort();
 });

@@ -3,6 +3,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
+import { until } from '../support/within.js';
 
 const engines: SimEngine[] = [];
 after(async () => {
@@ -146,8 +147,7 @@ test('the loading fault shows each engine kind its own not-ready signature, and 
   assert.equal(unhealthy.status, 503);
   assert.deepEqual(JSON.parse(unhealthy.text), { error: 'unhealthy', error_type: 'healthcheck' });
   assert.equal(tgi.phase(), 'loading');
-  const deadline = Date.now() + 10_000;
-  while (tgi.phase() !== 'ready' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await until('the engine loaded', () => tgi.phase() === 'ready', 10_000);
   assert.equal((await call(tgi.url + '/health')).status, 200);
   const info = JSON.parse((await call(tgi.url + '/info')).text);
   assert.equal(info.model_id, 'sim-model');
@@ -170,8 +170,7 @@ test('refuse closes the port and any other mode listens again on the same port',
 test('reset-stats zeroes the counters; close() ends hanging requests', async () => {
   const engine = await start({ fault: { mode: 'hang' } });
   const hanging = call(engine.url + '/v1/completions', { prompt: 'x' }).catch((err: Error) => err);
-  const deadline = Date.now() + 5_000;
-  while (engine.stats().received === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  await until('the request at the engine', () => engine.stats().received > 0, 5_000);
   assert.equal(engine.stats().received, 1);
   assert.equal((await call(engine.url + '/health')).status, 200, 'hang only affects inference paths by default');
   const reset = await call(engine.url + '/_sim/reset-stats', {});
