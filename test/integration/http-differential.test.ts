@@ -184,7 +184,9 @@ interface ClientOutcome {
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'connection', 'keep-alive']);
 
 function okOutcome(status: number, headers: [string, string][], body: Buffer): ClientOutcome {
-  const kept = headers.filter(([n]) => !FRAMING.has(n)).map(([n, v]) => `${n}: ${v}`);
+  // a field value's leading and trailing white space is not part of it (RFC 9110 section 5.5): undici keeps a
+  // trailing space that the router's client drops, and both read the same value
+  const kept = headers.filter(([n]) => !FRAMING.has(n)).map(([n, v]) => `${n}: ${v.replace(/^[ \t]+|[ \t]+$/g, '')}`);
   return { summary: `ok ${status} [${kept.join(', ')}] body ${sha(body)} (${body.length})`, ok: true, status, body };
 }
 
@@ -545,13 +547,17 @@ describe('differential: the router’s HTTP code against node:http and undici on
       return buf;
     };
     const requests = [post({ id: 'prop' }), post({ id: 'prop', body: '{"model":"diff"}', extra: ['Connection: keep-alive'] })];
+    // a fixed seed keeps CI reproducible; LLM_ROUTER_PROPERTY_SEED=random (or a number) explores other mutations
+    const seedEnv = process.env.LLM_ROUTER_PROPERTY_SEED;
+    const seed = seedEnv === 'random' ? Math.floor(Math.random() * 2 ** 31) : Number(seedEnv ?? 20261201);
+    t.diagnostic(`property seed ${seed}`);
     let inboundRuns = 0;
     await fc.assert(
       fc.asyncProperty(fc.constantFrom(...requests), fc.array(mutation, { minLength: 1, maxLength: 3 }), async (base, ops) => {
         inboundRuns++;
         await inbound({ name: `mutated request ${JSON.stringify(ops)}`, pieces: [mutate(base, ops)] });
       }),
-      { numRuns: 60 },
+      { numRuns: 60, seed },
     );
     let engineRuns = 0;
     await fc.assert(
@@ -563,7 +569,7 @@ describe('differential: the router’s HTTP code against node:http and undici on
           await engineCase({ name: `mutated response ${JSON.stringify(ops)}`, pieces: [mutate(base, ops)] });
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 60, seed: seed + 1 },
     );
     counts.properties = inboundRuns + engineRuns;
     t.diagnostic(`${inboundRuns} mutated requests, ${engineRuns} mutated responses`);

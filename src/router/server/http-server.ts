@@ -59,12 +59,15 @@ function answerClientError(err: Error & { code?: string }, socket: Socket): void
   if (pending instanceof http.ServerResponse) {
     if (pending.req.complete) {
       // the bad bytes came after a whole request that is still being answered (pipelined junk): that answer is its
-      // handler's to finish; this one follows it, and then the connection closes (nothing after the junk is read)
+      // handler's to finish; this one follows it, and then the connection closes (nothing after the junk is read).
+      // An answer already sent with Connection: close (a refused request) is the last one: what came after it is not
+      // read, nor answered.
+      const closing = pending.headersSent && /\bclose\b/i.test(String(pending.getHeader('connection') ?? ''));
       pending.shouldKeepAlive = false;
       // before node:http's own 'finish' listener, which ends the socket of a response that closes its connection
       pending.prependOnceListener('finish', () => {
         if (!socket.writable) return;
-        if (afterClose) socket.end();
+        if (afterClose || closing) socket.end();
         else socket.end(rawAnswer(e));
       });
       pending.once('close', () => socket.destroySoon());
