@@ -166,3 +166,25 @@ test('the scaler over gRPC: the sum over instances, NOT_FOUND for an unknown mod
     await scaler.stop();
   }
 });
+
+test('peers from pods: Ready, not terminating, with an IP; the llm-router/admin-port annotation, else the default port', async () => {
+  const { peerUrls } = await import('../../src/router/scaling/peer-pods.js');
+  const ready = [{ type: 'Ready', status: 'True' }];
+  const pod = (name: string, ip: string | undefined, extra: Record<string, unknown> = {}) => ({
+    metadata: { name, ...(extra.metadata as object) },
+    status: { ...(ip ? { podIP: ip } : {}), conditions: (extra.conditions as object[]) ?? ready },
+  });
+  const urls = peerUrls(
+    [
+      pod('a', '10.0.0.7'),
+      pod('b', '10.0.0.8', { metadata: { annotations: { 'llm-router/admin-port': '9100' } } }),
+      pod('c', 'fd00::5'),
+      pod('d', '10.0.0.9', { conditions: [{ type: 'Ready', status: 'False' }] }),
+      pod('e', undefined),
+      pod('f', '10.0.0.10', { metadata: { deletionTimestamp: '2026-12-01T00:00:00Z' } }),
+      pod('g', '10.0.0.11', { metadata: { annotations: { 'llm-router/admin-port': 'nope' } } }),
+    ],
+    9090,
+  );
+  assert.deepEqual(urls, ['http://10.0.0.11:9090', 'http://10.0.0.7:9090', 'http://10.0.0.8:9100', 'http://[fd00::5]:9090']);
+});

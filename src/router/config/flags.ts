@@ -48,7 +48,7 @@ export interface ParseOptions {
   readonly refused?: ReadonlyMap<string, string>;
 }
 
-export function envName(prefix: string, flag: string): string {
+function envName(prefix: string, flag: string): string {
   return prefix + flag.toUpperCase().replace(/-/g, '_');
 }
 
@@ -67,7 +67,7 @@ function splitList(raw: string): string[] {
 }
 
 /** Turns one raw value (a string from argv/env, or anything from a file) into the spec's kind. */
-export function coerce(spec: FlagSpec, raw: unknown, where: string): FlagValue {
+function coerce(spec: FlagSpec, raw: unknown, where: string): FlagValue {
   const fail = (what: string): never => {
     throw new UsageError(`${where}: ${what}`);
   };

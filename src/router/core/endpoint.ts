@@ -64,7 +64,7 @@ export interface EngineLoad {
 }
 
 /** A load snapshot older than this many scrape intervals is unknown load, never idle. */
-export const STALE_INTERVALS = 3;
+const STALE_INTERVALS = 3;
 
 export function staleAfterMs(intervalMs: number): number {
   return STALE_INTERVALS * intervalMs;

@@ -73,7 +73,7 @@ async function get(target: ProbeTarget, path: string, opts: ProbeOptions): Promi
 }
 
 /** Model ids listed by an OpenAI-compatible /v1/models answer. */
-export function listedModels(json: unknown): string[] {
+function listedModels(json: unknown): string[] {
   const data = (json as { data?: unknown } | undefined)?.data;
   if (!Array.isArray(data)) return [];
   return data.flatMap((m: unknown) => (typeof (m as { id?: unknown })?.id === 'string' ? [(m as { id: string }).id] : []));

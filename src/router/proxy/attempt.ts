@@ -28,14 +28,14 @@ export interface AttemptRequest {
   readonly headersTimeoutMs: number;
 }
 
-export class TotalTimeoutError extends Error {
+class TotalTimeoutError extends Error {
   readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
 }
 class ClientGoneError extends Error {
   readonly code = 'LLM_ROUTER_CLIENT_GONE';
 }
 /** The engine's answer cannot be passed on as framed (found by the router's own checks, after the engine client's). */
-export class UpstreamProtocolError extends Error {
+class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
 }
 

@@ -22,7 +22,7 @@ export function mix32(h: number): number {
 }
 
 /** An endpoint's identity for rendezvous hashing: its URL, which every replica sees the same. */
-export function endpointHash(e: Endpoint): number {
+function endpointHash(e: Endpoint): number {
   return mix32(fnv1a(e.url));
 }
 
@@ -34,7 +34,7 @@ const MIN_INT32 = -2147483648;
  * The result is a signed 32-bit integer (the sign bit flipped, which keeps the order of the unsigned hash):
  * comparing small integers, not doubles, makes a 1,000-endpoint scan about a quarter faster.
  */
-export function rendezvousWeight(key: number, endpointHash: number): number {
+function rendezvousWeight(key: number, endpointHash: number): number {
   let x = key ^ endpointHash;
   x ^= x >>> 16;
   x = Math.imul(x, 0x7feb352d);
@@ -55,7 +55,7 @@ interface HashedCandidates {
 const cache = new WeakMap<readonly Endpoint[], HashedCandidates>();
 
 /** Endpoint hashes parallel to `candidates`, cached per array (recognised by identity, length, first and last endpoint). */
-export function candidateHashes(candidates: readonly Endpoint[]): Uint32Array {
+function candidateHashes(candidates: readonly Endpoint[]): Uint32Array {
   const n = candidates.length;
   const c = cache.get(candidates);
   if (c !== undefined && c.hashes.length === n && (n === 0 || (c.first === candidates[0] && c.last === candidates[n - 1]))) return c.hashes;

@@ -3,7 +3,7 @@
 import type { Endpoint } from '../core/endpoint.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
 
-export const ROUTING_HEADER = 'x-llm-router-routing';
+const ROUTING_HEADER = 'x-llm-router-routing';
 
 export class HeaderSelectedPolicy implements RoutingPolicy {
   readonly name: string;

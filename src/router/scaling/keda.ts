@@ -10,7 +10,7 @@ import { isActive, load, type ModelTotals } from './demand-snapshot.js';
 const PROTO = fileURLToPath(new URL('../../../proto/externalscaler.proto', import.meta.url));
 
 /** The scaling metric's target per replica when the ScaledObject does not set targetValue. */
-export const DEFAULT_TARGET = 8;
+const DEFAULT_TARGET = 8;
 
 export type ModelLookup =
   | { readonly kind: 'known'; readonly model: string }

@@ -6,7 +6,7 @@ import { Reflector } from '../discovery/kubernetes/reflector.js';
 import type { Logger } from '../util/log.js';
 import type { PeerList } from './peers.js';
 
-export const ADMIN_PORT_ANNOTATION = 'llm-router/admin-port';
+const ADMIN_PORT_ANNOTATION = 'llm-router/admin-port';
 
 /** Pure: the admin base URLs of the Ready pods among `pods`. */
 export function peerUrls(pods: readonly PodLike[], defaultPort: number): string[] {

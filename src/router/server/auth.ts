@@ -10,7 +10,7 @@ function digest(key: string): Buffer {
 }
 
 /** One key per line; blank lines and lines starting with # are ignored. */
-export function parseKeysFile(text: string): string[] {
+function parseKeysFile(text: string): string[] {
   return text
     .split(/\r?\n/)
     .map((l) => l.trim())

@@ -6,7 +6,7 @@ export class BodyTooLargeError extends Error {
     super(`body larger than ${limit} bytes`);
   }
 }
-export class ClientAbortedError extends Error {}
+class ClientAbortedError extends Error {}
 
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers['content-length'];

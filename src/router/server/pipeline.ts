@@ -55,7 +55,7 @@ const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
 
 const REQUEST_ID_OK = /^[\x21-\x7e]{1,200}$/;
 
-export function requestIdOf(req: InboundRequest): string {
+function requestIdOf(req: InboundRequest): string {
   const given = req.headers['x-request-id'];
   return typeof given === 'string' && REQUEST_ID_OK.test(given) ? given : randomUUID();
 }

@@ -25,7 +25,7 @@ const DEMO_FLAGS: readonly FlagSpec[] = [
   },
 ];
 
-export const DEMO_MODELS = {
+const DEMO_MODELS = {
   ready: 'demo-chat',
   alias: 'gpt-4o-mini',
   embed: 'demo-embed',
@@ -90,7 +90,7 @@ export interface DemoCase {
   readonly expectStatus: number;
 }
 
-export function demoCases(base: string): DemoCase[] {
+function demoCases(base: string): DemoCase[] {
   const post = (path: string, body: unknown): string =>
     `curl -si ${base}${path} -H 'content-type: application/json' -d '${JSON.stringify(body)}'`;
   const chat = (model: string, stream = false): unknown => ({

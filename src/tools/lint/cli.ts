@@ -7,7 +7,7 @@ import { formatJson, formatRules, formatText, summarise } from './report.js';
 import { DEFAULT_EXPECTED_LOAD_SECONDS, lintObjects } from './rules.js';
 import { SelectorError } from './selector.js';
 
-export const LINT_FLAGS: readonly FlagSpec[] = [
+const LINT_FLAGS: readonly FlagSpec[] = [
   { name: 'format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'output format' },
   {
     name: 'expected-load-seconds',

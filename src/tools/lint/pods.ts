@@ -90,7 +90,7 @@ export function isProbeSidecar(c: ContainerSpec): boolean {
   return IS_LLM_ROUTER(c, words) && words.includes('probe');
 }
 
-export const PROBE_SIDECAR_DEFAULT_PORT = 8090;
+const PROBE_SIDECAR_DEFAULT_PORT = 8090;
 
 function flagValue(words: readonly string[], flag: string): string | undefined {
   for (let i = 0; i < words.length; i++) {

@@ -96,7 +96,7 @@ export interface LintOptions {
   readonly modelLabel?: string;
 }
 
-export const EXPECTED_LOAD_ANNOTATION = 'llm-router/expected-load-seconds';
+const EXPECTED_LOAD_ANNOTATION = 'llm-router/expected-load-seconds';
 export const DEFAULT_EXPECTED_LOAD_SECONDS = 600;
 
 /** Defaults the kubelet applies. */

@@ -11,7 +11,7 @@ export class FaultError extends Error {
 export const DEFAULT_SLOW_CHUNK_DELAY_MS = 500;
 export const DEFAULT_RESET_AFTER_CHUNKS = 2;
 
-export function isFaultMode(value: unknown): value is FaultMode {
+function isFaultMode(value: unknown): value is FaultMode {
   return typeof value === 'string' && (FAULT_MODES as readonly string[]).includes(value);
 }
 

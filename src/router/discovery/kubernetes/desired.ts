@@ -32,7 +32,7 @@ export interface DesiredOptions {
 }
 
 /** a pod's engine speaks https (or http) whatever --k8s-engine-scheme says */
-export const SCHEME_ANNOTATION = 'llm-router/scheme';
+const SCHEME_ANNOTATION = 'llm-router/scheme';
 
 export interface Desired {
   readonly endpoints: EndpointSpec[];

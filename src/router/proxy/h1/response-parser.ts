@@ -24,7 +24,7 @@ export interface ResponseEvents {
 }
 
 /** undici's default (Node's --max-http-header-size) */
-export const DEFAULT_MAX_HEAD_SIZE = 16 * 1024;
+const DEFAULT_MAX_HEAD_SIZE = 16 * 1024;
 
 const S_IDLE = 0;
 const S_HEAD = 1;
