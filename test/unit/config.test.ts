@@ -22,11 +22,32 @@ test('flag beats env beats file beats default', () => {
 test('static backends zip one to one; a URL may repeat to serve several models', () => {
   const c = loadRouterConfig(['--static-backends', 'http://a:8000,http://b:8000/,http://a:8000', '--static-models', 'm1,m2,m3'], {});
   assert.deepEqual(c.staticBackends, [
-    { url: 'http://a:8000', models: ['m1', 'm3'] },
-    { url: 'http://b:8000', models: ['m2'] },
+    { url: 'http://a:8000', models: ['m1', 'm3'], role: 'both' },
+    { url: 'http://b:8000', models: ['m2'], role: 'both' },
   ]);
   assert.throws(() => loadRouterConfig(['--static-backends', 'http://a:8000', '--static-models', 'm1,m2'], {}), /zipped one to one/);
   assert.throws(() => loadRouterConfig(['--static-backends', 'ftp://a', '--static-models', 'm1'], {}), /http\(s\) URL/);
+});
+
+test('static backend roles zip with the backends; P/D flags have their defaults; vllm_router label flags are refused', () => {
+  const args = ['--static-backends', 'http://p:8000,http://d:8000,http://b:8000', '--static-models', 'm,m,m'];
+  const c = loadRouterConfig([...args, '--static-backend-roles', 'prefill, decode,prefill-decode'], {});
+  assert.deepEqual(
+    c.staticBackends.map((b) => b.role),
+    ['prefill', 'decode', 'both'],
+  );
+  assert.deepEqual(c.pd, { protocol: 'vllm-nixl', sglangBootstrapPort: 8998, minPromptChars: 0 });
+  assert.throws(() => loadRouterConfig([...args, '--static-backend-roles', 'prefill,decode'], {}), /zipped one to one/);
+  assert.throws(() => loadRouterConfig([...args, '--static-backend-roles', 'prefill,decode,encode'], {}), /not a role/);
+  assert.throws(
+    () => loadRouterConfig(['--static-backends', 'http://a:1,http://a:1', '--static-models', 'x,y', '--static-backend-roles', 'prefill,decode'], {}),
+    /has one role/,
+  );
+  const pd = loadRouterConfig(['--pd-protocol', 'sglang', '--sglang-bootstrap-port', '9001', '--pd-min-prompt-chars', '400'], {}).pd;
+  assert.deepEqual(pd, { protocol: 'sglang', sglangBootstrapPort: 9001, minPromptChars: 400 });
+  assert.throws(() => loadRouterConfig(['--pd-protocol', 'nixl'], {}), /must be one of vllm-nixl, llm-d-sidecar, sglang/);
+  for (const flag of ['--prefill-model-labels', '--decode-model-labels', '--static-model-labels'])
+    assert.throws(() => loadRouterConfig([flag, 'x'], {}), /--static-backend-roles/);
 });
 
 test('known models come from the flag, its k8s alias, and both env spellings', () => {

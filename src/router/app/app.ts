@@ -37,7 +37,7 @@ import { createRequestListener, type Route } from '../server/routes.js';
 const LISTEN_BACKLOG = 4096;
 
 export class RouterApp {
-  readonly catalog = new ModelCatalog();
+  readonly catalog: ModelCatalog;
   readonly metrics: RouterMetrics;
   readonly sync = new SyncTracker();
   readonly scaling: Scaling;
@@ -65,6 +65,7 @@ export class RouterApp {
     readonly config: RouterConfig,
     private readonly log: Logger,
   ) {
+    this.catalog = new ModelCatalog({ pdProtocol: config.pd.protocol });
     this.metrics = new RouterMetrics(this.catalog);
     // https engines: one trust for requests, probes and stats scrapes (files read once, here)
     const engineTls = loadEngineTls(config.engineTls);

@@ -2,7 +2,8 @@
 // The answer is a pure function of the present declarations and endpoint states — never of what this process saw earlier.
 import type { Endpoint, EndpointSpec, EndpointState, EngineLoad, ProbeRecord } from '../core/endpoint.js';
 import type { InFlightLedger } from '../core/forward.js';
-import type { ModelState, ModelView, Resolution } from '../core/model.js';
+import type { ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
+import { allowsDecodeOnly, type EndpointRole, type PdProtocol, type PdRole } from '../core/pd.js';
 
 export type CatalogEvent =
   | { readonly type: 'endpoint-added'; readonly endpoint: Endpoint }
@@ -39,10 +40,76 @@ export function isRoutable(e: Endpoint): boolean {
   return e.state === 'ready' && !e.draining;
 }
 
+/** The decode side of a P/D model: endpoints that run the decode half, or whole requests. */
+export function decodeCapable(e: Endpoint): boolean {
+  return e.role !== 'prefill';
+}
+
+/** Which of a P/D model's roles have replicas wanted by a declaration (a workload scaled above zero). */
+export interface RolesWanted {
+  readonly prefill: boolean;
+  readonly decode: boolean;
+}
+
+/** How far from serving a blocking role is: the worst one names the model's state. */
+const BLOCKING_ORDER: readonly ModelState[] = ['scaled-to-zero', 'unavailable', 'loading'];
+
+/**
+ * The state of a model served P/D, and the roles with no ready endpoint. It is ready with a ready `both` endpoint
+ * (which serves whole requests), or a ready decode endpoint and either a ready prefill endpoint or a protocol that
+ * can run decode-only. Otherwise each blocking role's own state (modelState over that role's endpoints) is taken,
+ * and the one furthest from serving names the model's: scaled-to-zero, then unavailable, then loading.
+ */
+export function pdModelState(
+  endpoints: readonly Endpoint[],
+  declaration: { declared: boolean; wanted: RolesWanted },
+  protocol: PdProtocol,
+): { state: ModelState; missing: PdRole[] } {
+  let prefillReady = false;
+  let decodeReady = false;
+  let bothReady = false;
+  for (const e of endpoints) {
+    if (!isRoutable(e)) continue;
+    if (e.role === 'prefill') prefillReady = true;
+    else decodeReady = true;
+    if (e.role === 'both') bothReady = true;
+  }
+  const missing: PdRole[] = [];
+  if (!prefillReady) missing.push('prefill');
+  if (!decodeReady) missing.push('decode');
+  if (bothReady || (decodeReady && (prefillReady || allowsDecodeOnly(protocol)))) return { state: 'ready', missing };
+  const blocking = missing.filter((role) => role === 'decode' || !allowsDecodeOnly(protocol));
+  let state: ModelState = 'loading';
+  let rank = BLOCKING_ORDER.length;
+  for (const role of blocking) {
+    const side = endpoints.filter((e) => (role === 'prefill' ? e.role === 'prefill' : decodeCapable(e)));
+    const s = modelState(side, { declared: declaration.declared, replicasWanted: declaration.wanted[role] });
+    const r = BLOCKING_ORDER.indexOf(s);
+    if (r >= 0 && r < rank) {
+      rank = r;
+      state = s;
+    }
+  }
+  return { state, missing: blocking };
+}
+
+/** What one source says of one model: the roles it declares, those it wants replicas of, the P/D protocols it names. */
+interface DeclaredFacts {
+  readonly roles: Set<EndpointRole>;
+  readonly wanted: Set<EndpointRole>;
+  readonly protocols: Set<PdProtocol>;
+}
+
+function factsKey(f: DeclaredFacts): string {
+  return `${[...f.roles].sort().join(',')}|${[...f.wanted].sort().join(',')}|${[...f.protocols].sort().join(',')}`;
+}
+
 interface ModelEntry {
   readonly declaredBy: string[];
   readonly endpoints: Endpoint[];
-  replicasWanted: boolean;
+  readonly roles: Set<EndpointRole>;
+  readonly wanted: Set<EndpointRole>;
+  readonly protocols: Set<PdProtocol>;
 }
 
 /** What a source says of one model it declares. */
@@ -50,6 +117,10 @@ export interface Declaration {
   readonly model: string;
   /** the source runs (or is starting) replicas for it, e.g. a Deployment with spec.replicas > 0 */
   readonly replicasWanted?: boolean;
+  /** the role of the engines that serve it there (a prefill workload makes the model P/D); default both */
+  readonly role?: EndpointRole;
+  /** the P/D protocol the source names for it (the llm-router/pd-protocol annotation) */
+  readonly pdProtocol?: PdProtocol;
 }
 
 /** The catalog's own view of the endpoints it holds: only it writes their fields (core/endpoint.ts). */
@@ -57,7 +128,7 @@ type Owned = { -readonly [K in keyof Endpoint]: Endpoint[K] };
 const own = (e: Endpoint): Owned => e as Owned;
 
 export class ModelCatalog implements InFlightLedger {
-  private readonly declarations = new Map<string, ReadonlyMap<string, boolean>>();
+  private readonly declarations = new Map<string, ReadonlyMap<string, DeclaredFacts>>();
   private aliases: ReadonlyMap<string, string> = new Map();
   private readonly bySource = new Map<string, Map<string, Owned>>();
   private readonly listeners = new Set<Listener>();
@@ -66,20 +137,32 @@ export class ModelCatalog implements InFlightLedger {
   private views: ModelView[] = [];
   private viewsById = new Map<string, ModelView>();
   private readonly now: () => number;
+  /** --pd-protocol: the protocol of a P/D model whose sources name none */
+  private readonly defaultPdProtocol: PdProtocol;
 
-  constructor(opts: { now?: () => number } = {}) {
+  constructor(opts: { now?: () => number; pdProtocol?: PdProtocol } = {}) {
     this.now = opts.now ?? Date.now;
+    this.defaultPdProtocol = opts.pdProtocol ?? 'vllm-nixl';
   }
 
   /** Replaces the set of models one source declares (e.g. known-models, static, kubernetes workloads). */
   setDeclarations(source: string, models: Iterable<string | Declaration>): void {
-    const next = new Map<string, boolean>();
+    const next = new Map<string, DeclaredFacts>();
     for (const m of models) {
-      if (typeof m === 'string') next.set(m, next.get(m) ?? false);
-      else next.set(m.model, (next.get(m.model) ?? false) || m.replicasWanted === true);
+      const d: Declaration = typeof m === 'string' ? { model: m } : m;
+      let facts = next.get(d.model);
+      if (!facts) {
+        facts = { roles: new Set(), wanted: new Set(), protocols: new Set() };
+        next.set(d.model, facts);
+      }
+      const role = d.role ?? 'both';
+      facts.roles.add(role);
+      if (d.replicasWanted === true) facts.wanted.add(role);
+      if (d.pdProtocol !== undefined) facts.protocols.add(d.pdProtocol);
     }
     const prev = this.declarations.get(source);
-    if (prev && prev.size === next.size && [...next].every(([m, w]) => prev.get(m) === w)) return;
+    if (prev && prev.size === next.size && [...next].every(([m, f]) => prev.has(m) && factsKey(prev.get(m) as DeclaredFacts) === factsKey(f)))
+      return;
     if (next.size === 0) this.declarations.delete(source);
     else this.declarations.set(source, next);
     this.rebuild();
@@ -95,7 +178,7 @@ export class ModelCatalog implements InFlightLedger {
 
   /**
    * Level-triggered: `specs` is the complete present set of endpoints of `source`.
-   * New ones start `discovered`; gone ones are removed; a changed URL or model list is a new endpoint.
+   * New ones start `discovered`; gone ones are removed; a changed URL, model list, role or probe target is a new endpoint.
    */
   setEndpoints(source: string, specs: readonly EndpointSpec[]): void {
     const current = this.bySource.get(source) ?? new Map<string, Owned>();
@@ -104,7 +187,7 @@ export class ModelCatalog implements InFlightLedger {
     const now = this.now();
     for (const spec of specs) {
       const existing = current.get(spec.id);
-      if (existing && existing.url === spec.url && sameList(existing.models, spec.models)) {
+      if (existing && sameSpec(existing, spec)) {
         next.set(spec.id, existing);
         if (spec.draining && !existing.draining) {
           const from = existing.state;
@@ -121,6 +204,10 @@ export class ModelCatalog implements InFlightLedger {
         source,
         url: spec.url,
         models: [...spec.models],
+        role: spec.role ?? 'both',
+        probeUrl: spec.probeUrl ?? spec.url,
+        bootstrapPort: spec.bootstrapPort,
+        pdProtocol: spec.pdProtocol,
         state: spec.draining ? 'draining' : 'discovered',
         since: now,
         discoveredAt: now,
@@ -218,16 +305,19 @@ export class ModelCatalog implements InFlightLedger {
     const entry = (model: string): ModelEntry => {
       let e = entries.get(model);
       if (!e) {
-        e = { declaredBy: [], endpoints: [], replicasWanted: false };
+        e = { declaredBy: [], endpoints: [], roles: new Set(), wanted: new Set(), protocols: new Set() };
         entries.set(model, e);
       }
       return e;
     };
-    for (const [source, models] of this.declarations) {
-      for (const [m, wanted] of models) {
+    // sources in name order: the answer must not depend on which source spoke first
+    for (const [source, models] of [...this.declarations].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+      for (const [m, facts] of models) {
         const e = entry(m);
         e.declaredBy.push(source);
-        if (wanted) e.replicasWanted = true;
+        for (const r of facts.roles) e.roles.add(r);
+        for (const r of facts.wanted) e.wanted.add(r);
+        for (const p of facts.protocols) e.protocols.add(p);
       }
     }
     for (const target of this.aliases.values()) {
@@ -235,47 +325,103 @@ export class ModelCatalog implements InFlightLedger {
       if (!e.declaredBy.includes('alias')) e.declaredBy.push('alias');
     }
     for (const endpoints of this.bySource.values()) {
-      for (const endpoint of endpoints.values()) for (const m of endpoint.models) entry(m).endpoints.push(endpoint);
+      for (const endpoint of endpoints.values())
+        for (const m of endpoint.models) {
+          const e = entry(m);
+          e.endpoints.push(endpoint);
+          e.roles.add(endpoint.role);
+          if (endpoint.pdProtocol !== undefined) e.protocols.add(endpoint.pdProtocol);
+        }
     }
 
     const resolutions = new Map<string, Resolution>();
     const views: ModelView[] = [];
+    const answers = new Map<string, ModelAnswer>();
     for (const [model, e] of entries) {
-      const state = modelState(e.endpoints, { declared: e.declaredBy.length > 0, replicasWanted: e.replicasWanted });
-      resolutions.set(model, toResolution(model, model, false, state, e.endpoints));
-      views.push({
-        id: model,
-        status: state,
-        declaredBy: e.declaredBy,
-        endpoints: e.endpoints.length,
-        readyEndpoints: e.endpoints.filter(isRoutable).length,
-      });
+      const answer = this.answer(e);
+      answers.set(model, answer);
+      resolutions.set(model, toResolution(model, model, false, answer));
+      views.push(viewOf(model, answer, e.declaredBy));
     }
     for (const [alias, target] of this.aliases) {
-      const e = entries.get(target) as ModelEntry;
-      const state = modelState(e.endpoints, { declared: e.declaredBy.length > 0, replicasWanted: e.replicasWanted });
-      resolutions.set(alias, toResolution(alias, target, true, state, e.endpoints));
-      views.push({
-        id: alias,
-        status: state,
-        declaredBy: ['alias'],
-        aliasOf: target,
-        endpoints: e.endpoints.length,
-        readyEndpoints: e.endpoints.filter(isRoutable).length,
-      });
+      const answer = answers.get(target) as ModelAnswer;
+      resolutions.set(alias, toResolution(alias, target, true, answer));
+      views.push(viewOf(alias, answer, ['alias'], target));
     }
     views.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     this.resolutions = resolutions;
     this.views = views;
     this.viewsById = new Map(views.map((v) => [v.id, v]));
   }
+
+  /** One model's state, routable endpoints and view, from its declarations and endpoints. */
+  private answer(e: ModelEntry): ModelAnswer {
+    const declared = e.declaredBy.length > 0;
+    const routable = e.endpoints.filter(isRoutable);
+    const counts = { endpoints: e.endpoints.length, ready: routable.length };
+    if (!e.roles.has('prefill')) {
+      const state = modelState(e.endpoints, { declared, replicasWanted: e.wanted.size > 0 });
+      return { state, candidates: routable, counts };
+    }
+    const protocols = [...e.protocols].sort();
+    const protocol = protocols[0] ?? this.defaultPdProtocol;
+    const wanted = { prefill: e.wanted.has('prefill'), decode: e.wanted.has('decode') || e.wanted.has('both') };
+    const { state, missing } = pdModelState(e.endpoints, { declared, wanted }, protocol);
+    const prefill = routable.filter((x) => x.role === 'prefill');
+    const pd: PdView = {
+      protocol,
+      ...(protocols.length > 1 ? { conflictingProtocols: protocols } : {}),
+      prefill: { endpoints: e.endpoints.filter((x) => x.role === 'prefill').length, ready: prefill.length },
+      decode: { endpoints: e.endpoints.filter(decodeCapable).length, ready: routable.length - prefill.length },
+      missing,
+    };
+    return {
+      state,
+      candidates: routable.filter(decodeCapable),
+      route: { protocol, prefill },
+      missing,
+      counts,
+      pd,
+    };
+  }
 }
 
-function toResolution(requested: string, model: string, aliased: boolean, state: ModelState, endpoints: readonly Endpoint[]): Resolution {
-  if (state === 'ready') return { kind: 'routable', requested, model, aliased, candidates: endpoints.filter(isRoutable) };
-  return { kind: 'unavailable', requested, model, state };
+function viewOf(id: string, a: ModelAnswer, declaredBy: readonly string[], aliasOf?: string): ModelView {
+  return {
+    id,
+    status: a.state,
+    declaredBy,
+    ...(aliasOf !== undefined ? { aliasOf } : {}),
+    endpoints: a.counts.endpoints,
+    readyEndpoints: a.counts.ready,
+    ...(a.pd ? { pd: a.pd } : {}),
+  };
 }
 
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+/** What rebuild() computes for one model, shared by the model and its aliases. */
+interface ModelAnswer {
+  readonly state: ModelState;
+  readonly candidates: readonly Endpoint[];
+  readonly route?: PdRoute;
+  readonly missing?: readonly PdRole[];
+  readonly counts: { readonly endpoints: number; readonly ready: number };
+  readonly pd?: PdView;
+}
+
+function toResolution(requested: string, model: string, aliased: boolean, a: ModelAnswer): Resolution {
+  if (a.state === 'ready')
+    return { kind: 'routable', requested, model, aliased, candidates: a.candidates, ...(a.route ? { pd: a.route } : {}) };
+  return { kind: 'unavailable', requested, model, state: a.state, ...(a.missing ? { missing: a.missing } : {}) };
+}
+
+function sameSpec(e: Endpoint, spec: EndpointSpec): boolean {
+  return (
+    e.url === spec.url &&
+    e.models.length === spec.models.length &&
+    e.models.every((x, i) => x === spec.models[i]) &&
+    e.role === (spec.role ?? 'both') &&
+    e.probeUrl === (spec.probeUrl ?? spec.url) &&
+    e.bootstrapPort === spec.bootstrapPort &&
+    e.pdProtocol === spec.pdProtocol
+  );
 }

@@ -6,6 +6,7 @@ import { FlagReader, parseFlags, UsageError, type FlagSource } from './flags.js'
 import type { EngineTlsConfig } from './engine-tls.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
 import type { EngineClientKind, EngineKind } from '../core/engine.js';
+import type { EndpointRole, PdProtocol } from '../core/pd.js';
 
 export type RoutingLogic = (typeof ROUTING_LOGICS)[number];
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -13,6 +14,17 @@ export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' |
 export interface StaticBackend {
   readonly url: string;
   readonly models: readonly string[];
+  readonly role: EndpointRole;
+}
+
+/** Prefill/decode disaggregation (src/router/proxy/pd). */
+export interface PdConfig {
+  /** of a P/D model whose workload names none */
+  readonly protocol: PdProtocol;
+  /** sglang: the prefill's bootstrap port unless its pod names one */
+  readonly sglangBootstrapPort: number;
+  /** prompts shorter than this go decode-only where the protocol allows it; 0 = never */
+  readonly minPromptChars: number;
 }
 
 export interface ProbeConfig {
@@ -87,6 +99,7 @@ export interface RouterConfig {
   /** set when serviceDiscovery is k8s */
   readonly kubernetes: KubernetesConfig | undefined;
   readonly staticBackends: readonly StaticBackend[];
+  readonly pd: PdConfig;
   /** alias -> target model */
   readonly aliases: ReadonlyMap<string, string>;
   readonly knownModels: readonly string[];
@@ -144,12 +157,26 @@ function seconds(n: number | undefined): number {
   return Math.round((n ?? 0) * 1000);
 }
 
-function zipBackends(urls: readonly string[], models: readonly string[]): StaticBackend[] {
+/** prefill-decode is llm-d's name for both */
+const ROLE_WORDS: ReadonlyMap<string, EndpointRole> = new Map([
+  ['prefill', 'prefill'],
+  ['decode', 'decode'],
+  ['both', 'both'],
+  ['prefill-decode', 'both'],
+]);
+
+function zipBackends(urls: readonly string[], models: readonly string[], roleWords: readonly string[]): StaticBackend[] {
   if (urls.length !== models.length) {
     throw new UsageError(
       `--static-backends has ${urls.length} URL(s) but --static-models has ${models.length} model(s); they are zipped one to one`,
     );
   }
+  if (roleWords.length > 0 && roleWords.length !== urls.length) {
+    throw new UsageError(
+      `--static-backends has ${urls.length} URL(s) but --static-backend-roles has ${roleWords.length} role(s); they are zipped one to one`,
+    );
+  }
+  const roles = new Map<string, EndpointRole>();
   const byUrl = new Map<string, string[]>();
   urls.forEach((raw, i) => {
     const url = raw.replace(/\/+$/, '');
@@ -159,11 +186,17 @@ function zipBackends(urls: readonly string[], models: readonly string[]): Static
     const model = models[i] as string;
     const m = modelName.safeParse(model);
     if (!m.success) throw new UsageError(`--static-models: ${JSON.stringify(model)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
+    const word = roleWords[i]?.trim().toLowerCase() ?? 'both';
+    const role = ROLE_WORDS.get(word);
+    if (role === undefined) throw new UsageError(`--static-backend-roles: ${JSON.stringify(word)} is not a role; use prefill, decode or both`);
+    if (roles.has(url) && roles.get(url) !== role)
+      throw new UsageError(`--static-backend-roles: ${url} is listed as ${roles.get(url)} and as ${role}; an engine has one role`);
+    roles.set(url, role);
     const list = byUrl.get(url) ?? [];
     if (!list.includes(model)) list.push(model);
     byUrl.set(url, list);
   });
-  return [...byUrl].map(([url, ms]) => ({ url, models: ms }));
+  return [...byUrl].map(([url, ms]) => ({ url, models: ms, role: roles.get(url) as EndpointRole }));
 }
 
 function parseAliases(pairs: readonly string[]): Map<string, string> {
@@ -275,7 +308,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   if (f.string('feature-gates'))
     throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
 
-  const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'));
+  const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'), f.list('static-backend-roles'));
   const aliases = parseAliases(f.list('static-aliases'));
   const knownModels = [...new Set(f.list('known-models'))];
   for (const m of [...knownModels, ...aliases.keys(), ...aliases.values()]) {
@@ -310,6 +343,11 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     serviceDiscovery: discovery,
     kubernetes,
     staticBackends,
+    pd: {
+      protocol: f.string('pd-protocol') as PdProtocol,
+      sglangBootstrapPort: f.number('sglang-bootstrap-port') as number,
+      minPromptChars: f.number('pd-min-prompt-chars') as number,
+    },
     aliases,
     knownModels,
     routingLogic: routing as RoutingLogic,

@@ -2,6 +2,7 @@
 // Names follow vllm_router where it has one, so that its users can swap binaries.
 import type { FlagSpec } from './flags.js';
 import { ENGINE_KINDS } from '../core/engine.js';
+import { PD_PROTOCOLS } from '../core/pd.js';
 
 export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware'] as const;
 
@@ -74,6 +75,33 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
     help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)',
   },
   { name: 'static-models', kind: 'list', default: [], help: 'model served by each static backend, comma separated' },
+  {
+    name: 'static-backend-roles',
+    kind: 'list',
+    default: [],
+    help: 'role of each static backend, comma separated, zipped with --static-backends: prefill, decode or both (default both); a model with a prefill backend is served P/D',
+  },
+  {
+    name: 'pd-protocol',
+    kind: 'string',
+    default: 'vllm-nixl',
+    choices: PD_PROTOCOLS,
+    help: 'how a P/D model is served unless its workload has the llm-router/pd-protocol annotation: vllm-nixl (prefill call, then decode with its kv_transfer_params), llm-d-sidecar (one call to the decode sidecar with x-prefiller-host-port), sglang (prefill and decode at once with bootstrap fields)',
+  },
+  {
+    name: 'sglang-bootstrap-port',
+    kind: 'int',
+    default: 8998,
+    min: 1,
+    help: "sglang P/D: the prefill's bootstrap port, unless its pod has the sglang.ai/bootstrap-port annotation",
+  },
+  {
+    name: 'pd-min-prompt-chars',
+    kind: 'int',
+    default: 0,
+    min: 0,
+    help: 'P/D: prompts shorter than this many characters go to a decode endpoint alone (vllm-nixl, llm-d-sidecar; sglang always needs both)',
+  },
   { name: 'static-aliases', kind: 'list', default: [], help: 'alias:model pairs, comma separated; requests for the alias go to the model' },
   {
     name: 'known-models',
@@ -375,6 +403,9 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
 ];
 
 const NOT_SUPPORTED = 'remove it from the command line';
+/** vllm_router marks P/D backends with model labels; llm-router reads roles instead */
+const PD_BY_ROLE =
+  'P/D endpoints are not found by model labels here: give each static backend its role with --static-backend-roles (prefill, decode, both), or label pods llm-d.ai/role';
 
 /** vllm_router flags that llm-router refuses with a one-line reason instead of silently ignoring them. */
 export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
@@ -385,9 +416,9 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['callbacks', `Python callback handlers cannot be loaded; ${NOT_SUPPORTED}`],
   ['dynamic-config-yaml', 'use --config FILE (a YAML file of flag names) instead'],
   ['dynamic-config-json', 'use --config FILE (a YAML file of flag names) instead'],
-  ['static-model-labels', `model labels (P/D disaggregation) are not implemented; ${NOT_SUPPORTED}`],
-  ['prefill-model-labels', `P/D disaggregated routing is not implemented; ${NOT_SUPPORTED}`],
-  ['decode-model-labels', `P/D disaggregated routing is not implemented; ${NOT_SUPPORTED}`],
+  ['static-model-labels', PD_BY_ROLE],
+  ['prefill-model-labels', PD_BY_ROLE],
+  ['decode-model-labels', PD_BY_ROLE],
   ['kv-aware-threshold', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
   ['lmcache-controller-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
   ['lmcache-health-check-interval', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],

@@ -1,5 +1,6 @@
 // The words for an endpoint: its lifecycle states, what a source says of it, what the router knows of it, and how
 // fresh the load it reported is.
+import type { EndpointRole, PdProtocol } from './pd.js';
 
 /** discovered -> serving-api -> ready -> draining | failed (failed goes back to ready when it recovers) */
 export type EndpointState = 'discovered' | 'serving-api' | 'ready' | 'draining' | 'failed';
@@ -14,6 +15,14 @@ export interface EndpointSpec {
   readonly models: readonly string[];
   /** true when the source is removing it (e.g. a terminating pod): no new requests */
   readonly draining?: boolean;
+  /** prefill, decode or both (the default) */
+  readonly role?: EndpointRole;
+  /** where probes and stats scrapes go when not to `url` (a decode pod's engine behind its routing sidecar) */
+  readonly probeUrl?: string;
+  /** SGLang P/D: the port of this prefill endpoint's bootstrap server, when not the router's --sglang-bootstrap-port */
+  readonly bootstrapPort?: number;
+  /** the P/D protocol its source names for its models (the llm-router/pd-protocol annotation) */
+  readonly pdProtocol?: PdProtocol;
 }
 
 export interface ProbeRecord {
@@ -31,6 +40,11 @@ export interface Endpoint {
   readonly source: string;
   readonly url: string;
   readonly models: readonly string[];
+  readonly role: EndpointRole;
+  /** probes and stats scrapes go here; `url` unless the source said otherwise */
+  readonly probeUrl: string;
+  readonly bootstrapPort: number | undefined;
+  readonly pdProtocol: PdProtocol | undefined;
   readonly state: EndpointState;
   /** ms since epoch when the state last changed */
   readonly since: number;

@@ -1,19 +1,53 @@
 // The words for a model: its state as clients see it, and the catalog's answer to "can M be served, and where?".
 import type { Endpoint } from './endpoint.js';
+import type { PdProtocol, PdRole } from './pd.js';
 
 /** What clients see in /v1/models `status` and in the x-llm-router-model-state header. */
 export type ModelState = 'ready' | 'scaled-to-zero' | 'loading' | 'unavailable';
 
+/** How a P/D model is reached: the protocol, and its ready prefill endpoints (`candidates` are the decode side). */
+export interface PdRoute {
+  readonly protocol: PdProtocol;
+  readonly prefill: readonly Endpoint[];
+}
+
 export type Resolution =
   | { readonly kind: 'unknown'; readonly requested: string }
-  | { readonly kind: 'unavailable'; readonly requested: string; readonly model: string; readonly state: Exclude<ModelState, 'ready'> }
+  | {
+      readonly kind: 'unavailable';
+      readonly requested: string;
+      readonly model: string;
+      readonly state: Exclude<ModelState, 'ready'>;
+      /** a P/D model: the roles whose absence keeps it from serving */
+      readonly missing?: readonly PdRole[];
+    }
   | {
       readonly kind: 'routable';
       readonly requested: string;
       readonly model: string;
       readonly aliased: boolean;
+      /** the ready endpoints a request can be sent to (for a P/D model: the decode side, decode and both) */
       readonly candidates: readonly Endpoint[];
+      /** set only for a model served P/D */
+      readonly pd?: PdRoute;
     };
+
+/** One role's endpoints of a P/D model. */
+export interface RoleCount {
+  readonly endpoints: number;
+  readonly ready: number;
+}
+
+export interface PdView {
+  readonly protocol: PdProtocol;
+  /** when the model's sources name different protocols: all of them (`protocol` is the first in sort order) */
+  readonly conflictingProtocols?: readonly PdProtocol[];
+  readonly prefill: RoleCount;
+  /** decode and both */
+  readonly decode: RoleCount;
+  /** roles with no ready endpoint (a ready vllm-nixl or llm-d-sidecar model may miss prefill: it serves decode-only) */
+  readonly missing: readonly PdRole[];
+}
 
 export interface ModelView {
   readonly id: string;
@@ -23,4 +57,6 @@ export interface ModelView {
   readonly aliasOf?: string;
   readonly endpoints: number;
   readonly readyEndpoints: number;
+  /** set only for a model served P/D (it has a prefill endpoint or a prefill declaration) */
+  readonly pd?: PdView;
 }

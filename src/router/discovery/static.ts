@@ -12,11 +12,11 @@ export function applyStaticSource(catalog: ModelCatalog, source: StaticSource): 
   catalog.setDeclarations('known-models', source.knownModels);
   catalog.setDeclarations(
     'static',
-    source.staticBackends.flatMap((b) => b.models),
+    source.staticBackends.flatMap((b) => b.models.map((model) => ({ model, role: b.role }))),
   );
   catalog.setAliases(source.aliases);
   catalog.setEndpoints(
     'static',
-    source.staticBackends.map((b) => ({ id: b.url, url: b.url, models: b.models })),
+    source.staticBackends.map((b) => ({ id: b.url, url: b.url, models: b.models, role: b.role })),
   );
 }

@@ -55,6 +55,9 @@ export function engines(res: ServerResponse, catalog: ModelCatalog, statsInterva
       url: e.url,
       source: e.source,
       models: e.models,
+      role: e.role,
+      ...(e.probeUrl !== e.url ? { probeUrl: e.probeUrl } : {}),
+      ...(e.bootstrapPort !== undefined ? { bootstrapPort: e.bootstrapPort } : {}),
       state: e.state,
       since: iso(e.since),
       discoveredAt: iso(e.discoveredAt),
@@ -80,6 +83,8 @@ export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt
       owned_by: 'llm-router',
       ...(m.aliasOf ? { root: m.aliasOf } : {}),
       status: m.status,
+      // a P/D model: its protocol and the roles with no ready endpoint
+      ...(m.pd ? { pd: { protocol: m.pd.protocol, missing_roles: m.pd.missing } } : {}),
     })),
   });
 }
