@@ -11,6 +11,7 @@ import { applyStaticSource } from '../src/router/discovery/static.js';
 import { SyncTracker } from '../src/router/discovery/sync.js';
 import { RouterMetrics } from '../src/router/metrics/metrics.js';
 import { Forwarder } from '../src/router/proxy/forwarder.js';
+import { PdForwarder } from '../src/router/proxy/pd/pd-forwarder.js';
 import type { H1DispatchOptions, H1Handler } from '../src/router/proxy/h1/pool.js';
 import type { UpstreamPools } from '../src/router/proxy/pools.js';
 import { createPolicy } from '../src/router/routing/index.js';
@@ -97,12 +98,21 @@ function inferenceDeps(): InferenceDeps {
   const pool = new InstantPool();
   const pools = { get: () => pool } as unknown as UpstreamPools;
   const observer = { succeeded: () => undefined, failed: () => undefined, failover: () => undefined };
-  const forwarder = new Forwarder(pools, createPolicy(config.routingLogic), observer, catalog, config.timeouts, config.maxFailoverAttempts);
+  const policy = createPolicy(config.routingLogic);
+  const forwarder = new Forwarder(pools, policy, observer, catalog, config.timeouts, config.maxFailoverAttempts);
+  const metrics = new RouterMetrics(catalog);
+  const pd = new PdForwarder(forwarder, pools, { decode: policy, prefill: policy }, observer, catalog, metrics.pd, {
+    pd: config.pd,
+    timeouts: config.timeouts,
+    engineAuthorization: undefined,
+    forwardClientAuth: false,
+  });
   let inFlight = 0;
   return {
     catalog,
     forwarder,
-    metrics: new RouterMetrics(catalog),
+    pd,
+    metrics,
     log,
     maxBodyBytes: config.maxBodyBytes,
     scaling: new Scaling(catalog, config.scaling, config.retryAfterSeconds, log),

@@ -2,7 +2,7 @@
 import { request, type Dispatcher } from 'undici';
 import { startCli, type Started } from './process.js';
 import { eventually } from './within.js';
-import type { SimStats } from '../../src/tools/sim/types.js';
+import type { RecordedRequest, SimStats } from '../../src/tools/sim/types.js';
 
 /** Probe flags for tests: an engine's state changes show within a second (the router's defaults are for production). */
 export const FAST_PROBES: readonly string[] = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5', '--probe-timeout', '1'];
@@ -167,6 +167,12 @@ export async function metric(url: string, name: string, labels: Readonly<Record<
 
 export async function simStats(sim: string): Promise<SimStats> {
   return (await call(`${sim}/_sim/stats`)).json();
+}
+
+/** The last inference requests the simulator received, oldest first, with their exact body bytes. */
+export async function simRequests(sim: string): Promise<(RecordedRequest & { body: Buffer })[]> {
+  const { requests } = (await call(`${sim}/_sim/requests`)).json<{ requests: RecordedRequest[] }>();
+  return requests.map((r) => ({ ...r, body: Buffer.from(r.bodyBase64, 'base64') }));
 }
 
 /** Sets the simulator's fault (POST /_sim/fault: the same modes as its --fault flag). */

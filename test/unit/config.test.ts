@@ -40,7 +40,11 @@ test('static backend roles zip with the backends; P/D flags have their defaults;
   assert.throws(() => loadRouterConfig([...args, '--static-backend-roles', 'prefill,decode'], {}), /zipped one to one/);
   assert.throws(() => loadRouterConfig([...args, '--static-backend-roles', 'prefill,decode,encode'], {}), /not a role/);
   assert.throws(
-    () => loadRouterConfig(['--static-backends', 'http://a:1,http://a:1', '--static-models', 'x,y', '--static-backend-roles', 'prefill,decode'], {}),
+    () =>
+      loadRouterConfig(
+        ['--static-backends', 'http://a:1,http://a:1', '--static-models', 'x,y', '--static-backend-roles', 'prefill,decode'],
+        {},
+      ),
     /has one role/,
   );
   const pd = loadRouterConfig(['--pd-protocol', 'sglang', '--sglang-bootstrap-port', '9001', '--pd-min-prompt-chars', '400'], {}).pd;

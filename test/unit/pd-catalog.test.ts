@@ -38,11 +38,24 @@ test('pdModelState: which roles a protocol needs, and the state of the role that
     ['no prefill: sglang cannot', [ep('prefill', 'failed'), ep('decode', 'ready')], 'sglang', 'unavailable', ['prefill']],
     ['sglang prefill still loading', [ep('prefill', 'serving-api'), ep('decode', 'ready')], 'sglang', 'loading', ['prefill']],
     ['no decode at all, declared', [ep('prefill', 'ready')], 'vllm-nixl', 'scaled-to-zero', ['decode']],
-    ['no decode, but replicas wanted', [ep('prefill', 'ready')], 'vllm-nixl', 'loading', ['decode'], { declared: true, wanted: { prefill: false, decode: true } }],
+    [
+      'no decode, but replicas wanted',
+      [ep('prefill', 'ready')],
+      'vllm-nixl',
+      'loading',
+      ['decode'],
+      { declared: true, wanted: { prefill: false, decode: true } },
+    ],
     ['a ready both endpoint serves whole requests', [ep('prefill', 'failed'), ep('both', 'ready')], 'sglang', 'ready', ['prefill']],
     ['a draining decode does not count', [ep('prefill', 'ready'), ep('decode', 'ready', true)], 'vllm-nixl', 'scaled-to-zero', ['decode']],
     ['the blocker furthest from serving names the state', [ep('prefill', 'discovered')], 'sglang', 'scaled-to-zero', ['prefill', 'decode']],
-    ['failed decode beats loading prefill', [ep('prefill', 'discovered'), ep('decode', 'failed')], 'sglang', 'unavailable', ['prefill', 'decode']],
+    [
+      'failed decode beats loading prefill',
+      [ep('prefill', 'discovered'), ep('decode', 'failed')],
+      'sglang',
+      'unavailable',
+      ['prefill', 'decode'],
+    ],
   ];
   for (const [what, endpoints, protocol, state, missing, decl] of cases) {
     assert.deepEqual(pdModelState(endpoints, decl ?? declared, protocol), { state, missing }, what);
@@ -55,7 +68,10 @@ function ready(c: ModelCatalog, ...ids: string[]): void {
 
 function staticPd(c: ModelCatalog, roles: EndpointRole[]): void {
   const specs = roles.map((role, i) => ({ id: `e${i}`, url: `http://10.0.0.${i}:8000`, models: ['m'], role }));
-  c.setDeclarations('static', specs.map((s) => ({ model: 'm', role: s.role })));
+  c.setDeclarations(
+    'static',
+    specs.map((s) => ({ model: 'm', role: s.role })),
+  );
   c.setEndpoints('static', specs);
 }
 

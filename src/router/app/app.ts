@@ -14,8 +14,9 @@ import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import { Forwarder } from '../proxy/forwarder.js';
+import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { UpstreamPools } from '../proxy/pools.js';
-import { createPolicy } from '../routing/index.js';
+import { createPolicy, createPrefillPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
 import { Scaling } from '../scaling/index.js';
 import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
@@ -125,14 +126,25 @@ export class RouterApp {
       { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey, tls: engineTls },
       log.child({ component: 'engine-stats' }),
     );
-    const policy = createPolicy(config.routingLogic, {
+    const policyOptions = {
       sessionKey: config.sessionKey,
       prefixBlockChars: config.prefixBlockChars,
       prefixBalanceEpsilon: config.prefixBalanceEpsilon,
       engineStatsIntervalMs: config.engineStatsIntervalMs,
       allowRoutingHeader: config.allowRoutingHeader,
-    });
+    };
+    const policy = createPolicy(config.routingLogic, policyOptions);
     const forwarder = new Forwarder(this.pools, policy, this.prober, this.catalog, config.timeouts, config.maxFailoverAttempts);
+    const engineAuthorization = config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined;
+    const pd = new PdForwarder(
+      forwarder,
+      this.pools,
+      { decode: policy, prefill: createPrefillPolicy(config.routingLogic, policyOptions) },
+      this.prober,
+      this.catalog,
+      this.metrics.pd,
+      { pd: config.pd, timeouts: config.timeouts, engineAuthorization, forwardClientAuth: config.forwardClientAuth },
+    );
     const sec = config.security;
     this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
     this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
@@ -140,13 +152,14 @@ export class RouterApp {
     const deps: InferenceDeps = {
       catalog: this.catalog,
       forwarder,
+      pd,
       metrics: this.metrics,
       log,
       maxBodyBytes: config.maxBodyBytes,
       scaling: this.scaling,
       sync: this.sync,
       syncWaitMs: config.syncWaitMs,
-      engineAuthorization: config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined,
+      engineAuthorization,
       forwardClientAuth: config.forwardClientAuth,
       admit: (req) => {
         if (buckets) {

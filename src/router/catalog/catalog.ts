@@ -161,7 +161,11 @@ export class ModelCatalog implements InFlightLedger {
       if (d.pdProtocol !== undefined) facts.protocols.add(d.pdProtocol);
     }
     const prev = this.declarations.get(source);
-    if (prev && prev.size === next.size && [...next].every(([m, f]) => prev.has(m) && factsKey(prev.get(m) as DeclaredFacts) === factsKey(f)))
+    if (
+      prev &&
+      prev.size === next.size &&
+      [...next].every(([m, f]) => prev.has(m) && factsKey(prev.get(m) as DeclaredFacts) === factsKey(f))
+    )
       return;
     if (next.size === 0) this.declarations.delete(source);
     else this.declarations.set(source, next);

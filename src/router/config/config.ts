@@ -188,7 +188,8 @@ function zipBackends(urls: readonly string[], models: readonly string[], roleWor
     if (!m.success) throw new UsageError(`--static-models: ${JSON.stringify(model)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
     const word = roleWords[i]?.trim().toLowerCase() ?? 'both';
     const role = ROLE_WORDS.get(word);
-    if (role === undefined) throw new UsageError(`--static-backend-roles: ${JSON.stringify(word)} is not a role; use prefill, decode or both`);
+    if (role === undefined)
+      throw new UsageError(`--static-backend-roles: ${JSON.stringify(word)} is not a role; use prefill, decode or both`);
     if (roles.has(url) && roles.get(url) !== role)
       throw new UsageError(`--static-backend-roles: ${url} is listed as ${roles.get(url)} and as ${role}; an engine has one role`);
     roles.set(url, role);

@@ -1,5 +1,6 @@
 // Prefill/decode disaggregation words: the roles an endpoint can have, the wire protocols a P/D model is served
-// with, and which of those can run a request on a decode endpoint alone.
+// with, which of those can run a request on a decode endpoint alone, and what P/D forwarding reports.
+import type { FailureKind } from './forward.js';
 
 /** What an endpoint does for its models: the prefill half, the decode half, or whole requests (the default). */
 export const ENDPOINT_ROLES = ['prefill', 'decode', 'both'] as const;
@@ -23,4 +24,18 @@ export function allowsDecodeOnly(protocol: PdProtocol): boolean {
 
 export function isPdProtocol(value: string): value is PdProtocol {
   return (PD_PROTOCOLS as readonly string[]).includes(value);
+}
+
+/** Why a request of a P/D model went to a decode endpoint alone. */
+export type DecodeOnlyReason = 'prefill-failed' | 'no-prefill' | 'short-prompt';
+
+/** How a prefill call failed: as forwarding fails, or with a 4xx (passed to the client), or 2xx without kv_transfer_params. */
+export type PrefillFailure = FailureKind | 'engine-4xx' | 'invalid-answer';
+
+/** Where P/D forwarding reports (metrics). */
+export interface PdObserver {
+  /** one call the router made to an endpoint of that role for a P/D request, and how long it took */
+  call(model: string, role: PdRole, seconds: number): void;
+  prefillFailed(model: string, kind: PrefillFailure): void;
+  decodeOnly(model: string, reason: DecodeOnlyReason): void;
 }

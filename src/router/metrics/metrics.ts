@@ -13,6 +13,7 @@ import {
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { EndpointState } from '../core/endpoint.js';
 import type { ModelState } from '../core/model.js';
+import { PdMetrics } from './pd-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -106,6 +107,8 @@ export interface FastPathCounts {
 
 export class RouterMetrics {
   readonly registry = new Registry();
+  /** prefill/decode disaggregation (src/router/metrics/pd-metrics.ts) */
+  readonly pd: PdMetrics;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -124,6 +127,7 @@ export class RouterMetrics {
       collectDefaultMetrics({ register: this.registry, prefix });
       for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(prefix + name);
     }
+    this.pd = new PdMetrics(this.registry, catalog);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>

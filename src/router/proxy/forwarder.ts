@@ -17,6 +17,8 @@ export interface ForwardJob {
   readonly headers: string[];
   readonly body: Buffer;
   readonly requestId: string;
+  /** tried first instead of the policy's pick (P/D: the decode endpoint chosen with its prefill) */
+  readonly first?: Endpoint;
 }
 
 export type ForwardResult =
@@ -46,7 +48,7 @@ export class Forwarder {
     const deadline = this.timeouts.totalMs > 0 ? Date.now() + this.timeouts.totalMs : 0;
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
-    let endpoint = this.policy.pick(candidates, job.route);
+    let endpoint = job.first ?? this.policy.pick(candidates, job.route);
     let last: { failure: FailureKind; detail: string } | undefined;
     for (let failovers = 0; endpoint !== undefined; failovers++) {
       const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));

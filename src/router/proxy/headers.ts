@@ -31,7 +31,13 @@ export interface RequestHeaderOptions {
   readonly forwardClientAuth: boolean;
 }
 
-/** Headers for the engine: the client's, minus hop-by-hop, host, length and (by default) its credentials. */
+/**
+ * Named by the router alone: a decode pod's llm-d routing sidecar sends a prefill request to whatever host:port it
+ * names, so one a client sent would let it aim that sidecar anywhere (src/router/proxy/pd/llm-d-sidecar.ts).
+ */
+const PREFILLER_HEADER = 'x-prefiller-host-port';
+
+/** Headers for the engine: the client's, minus hop-by-hop, host, length, x-prefiller-host-port and (by default) its credentials. */
 export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHeaderOptions): string[] {
   const dropAuthorization = opts.engineAuthorization !== undefined || !opts.forwardClientAuth;
   let connection: string | undefined;
@@ -40,6 +46,7 @@ export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHead
     const name = (raw[i] as string).toLowerCase();
     if (name === 'connection') connection = raw[i + 1];
     if (HOP_BY_HOP.has(name) || name === 'host' || name === 'content-length' || name === 'x-request-id' || name === 'expect') continue;
+    if (name === PREFILLER_HEADER) continue;
     if ((name === 'authorization' || name === 'x-api-key') && dropAuthorization) continue;
     out.push(raw[i] as string, raw[i + 1] as string);
   }

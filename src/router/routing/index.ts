@@ -23,12 +23,23 @@ export interface PolicyOptions {
   readonly random?: () => number;
 }
 
-export function createPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
-  const leastLoad = new LeastLoadPolicy({
+function leastLoadOf(opts: PolicyOptions): LeastLoadPolicy {
+  return new LeastLoadPolicy({
     ...(opts.engineStatsIntervalMs !== undefined ? { engineStatsIntervalMs: opts.engineStatsIntervalMs } : {}),
     ...(opts.now ? { now: opts.now } : {}),
     ...(opts.random ? { random: opts.random } : {}),
   });
+}
+
+/** How a P/D request's prefill endpoint is picked: least load, with prefix affinity when the routing logic is prefixaware. */
+export function createPrefillPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
+  const leastLoad = leastLoadOf(opts);
+  if (name !== 'prefixaware') return leastLoad;
+  return new PrefixAwarePolicy({ blockChars: opts.prefixBlockChars, balanceEpsilon: opts.prefixBalanceEpsilon }, leastLoad);
+}
+
+export function createPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
+  const leastLoad = leastLoadOf(opts);
   const build = (logic: RoutingLogic): RoutingPolicy => {
     switch (logic) {
       case 'roundrobin':

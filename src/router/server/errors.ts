@@ -60,12 +60,14 @@ export const errors = {
     param: 'model',
     message: `The model ${JSON.stringify(model)} does not exist.`,
   }),
-  modelUnavailable: (model: string, state: string, retryAfterSeconds: number): RouterError => ({
+  modelUnavailable: (model: string, state: string, retryAfterSeconds: number, missingRoles?: readonly string[]): RouterError => ({
     status: 503,
     code: 'model_unavailable',
     type: 'service_unavailable',
     param: 'model',
-    message: `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
+    message: missingRoles?.length
+      ? `The model ${JSON.stringify(model)} is served P/D and has no ready ${missingRoles.join(' or ')} engine (${state}); retry after ${retryAfterSeconds} s.`
+      : `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
     headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
   }),
   queueFull: (model: string, retryAfterSeconds: number): RouterError => ({

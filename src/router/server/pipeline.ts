@@ -9,6 +9,7 @@ import type { ForwardResult } from '../proxy/forwarder.js';
 import type { Resolution } from '../core/model.js';
 import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
+import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
 import type { Logger } from '../util/log.js';
@@ -37,6 +38,8 @@ export const INFERENCE_PATHS: readonly string[] = [
 export interface InferenceDeps {
   readonly catalog: ModelCatalog;
   readonly forwarder: Forwarder;
+  /** requests of models served P/D (src/router/proxy/pd) */
+  readonly pd: PdForwarder;
   readonly metrics: RouterMetrics;
   readonly log: Logger;
   readonly maxBodyBytes: number;
@@ -87,7 +90,7 @@ export function parseInference(raw: Buffer): Parsed {
 }
 
 function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfter: number): RouterError {
-  return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter);
+  return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing);
 }
 
 type Routable = Extract<Resolution, { kind: 'routable' }>;
@@ -239,20 +242,45 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
   return undefined;
 }
 
-/** Stage forward: the policy picks among the ready endpoints, the forwarder attempts and fails over. */
+/** The candidates of `model` now: called again before each failover. */
+function candidatesOf(deps: InferenceDeps, model: string): () => readonly Endpoint[] {
+  return () => {
+    const now = deps.catalog.resolve(model);
+    return now.kind === 'routable' ? now.candidates : [];
+  };
+}
+
+/**
+ * Stage forward: the policy picks among the ready endpoints, the forwarder attempts and fails over; a model served P/D
+ * goes through its pair instead (src/router/proxy/pd).
+ */
 async function forwardToEngine(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult> {
   const { deps, req } = r;
   const body = target.aliased ? rewriteModel(raw, target.model) : raw;
   const model = target.model;
   deps.scaling.demand.begin(model);
   try {
+    if (target.pd !== undefined) {
+      return await deps.pd.forward(
+        {
+          model,
+          protocol: target.pd.protocol,
+          route: { model, headers: req.headers, body: request.body },
+          path: r.path,
+          target: req.url ?? r.path,
+          body,
+          rawHeaders: req.rawHeaders,
+          requestId: r.requestId,
+          candidates: candidatesOf(deps, model),
+          prefill: target.pd.prefill,
+        },
+        r.res,
+      );
+    }
     return await deps.forwarder.forward(
       {
         route: { model, headers: req.headers, body: request.body },
-        candidates: () => {
-          const now = deps.catalog.resolve(model);
-          return now.kind === 'routable' ? now.candidates : [];
-        },
+        candidates: candidatesOf(deps, model),
         method: 'POST',
         path: req.url ?? r.path,
         headers: upstreamRequestHeaders(req.rawHeaders, {

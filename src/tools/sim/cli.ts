@@ -4,6 +4,7 @@ import { FlagReader, UsageError, parseFlags, usage, type FlagSpec } from '../../
 import { startSimEngine, type SimEngine, type SimEngineOptions } from './engine.js';
 import { FAULT_MODES, type Fault, type FaultMode } from './types.js';
 import { ENGINE_KINDS, type EngineKind } from '../../router/core/engine.js';
+import { ENDPOINT_ROLES, PD_PROTOCOLS, type EndpointRole, type PdProtocol } from '../../router/core/pd.js';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
@@ -46,6 +47,20 @@ export const SIM_FLAGS: readonly FlagSpec[] = [
   { name: 'tls-cert', kind: 'string', help: 'serve https with this PEM certificate (needs --tls-key)' },
   { name: 'tls-key', kind: 'string', help: 'PEM private key of --tls-cert' },
   { name: 'tls-client-ca', kind: 'string', help: 'with --tls-cert: require client certificates signed by these PEM CAs (mTLS)' },
+  {
+    name: 'role',
+    kind: 'string',
+    default: 'both',
+    choices: ENDPOINT_ROLES,
+    help: 'the P/D half this engine plays: prefill, decode, or both (whole requests, no P/D checks)',
+  },
+  {
+    name: 'pd-protocol',
+    kind: 'string',
+    default: 'vllm-nixl',
+    choices: PD_PROTOCOLS,
+    help: 'with --role prefill or decode: the P/D protocol requests are checked against (malformed P/D fields are a 400)',
+  },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ];
 
@@ -97,6 +112,8 @@ export function simOptionsFromFlags(flags: FlagReader): SimEngineOptions {
     maxModelLen: flags.number('max-model-len') ?? 4096,
     ...(id !== undefined && id !== '' ? { id } : {}),
     ...(cert !== undefined && key !== undefined ? { tls: { cert, key, ...(clientCa !== undefined ? { clientCa } : {}) } } : {}),
+    role: (flags.string('role') ?? 'both') as EndpointRole,
+    pdProtocol: (flags.string('pd-protocol') ?? 'vllm-nixl') as PdProtocol,
     fault,
   };
 }

@@ -3,10 +3,18 @@ import type { SlotQueue } from './queue.js';
 import type { RequestStats } from './request-stats.js';
 import type { EngineTiming } from './timing.js';
 import type { Fault, SimPhase } from './types.js';
+import type { SimPd } from './pd.js';
 import type { EngineKind } from '../../router/core/engine.js';
 
 export interface EngineContext {
+  /** the x-sim-engine name; a prefill engine's remote_engine_id */
+  readonly id: string;
+  /** where it listens: a prefill engine's remote_host and remote_port */
+  readonly host: string;
+  readonly port: number;
   readonly kind: EngineKind;
+  /** set with --role prefill|decode: the P/D half this engine plays */
+  readonly pd: SimPd | undefined;
   /** served model names; the first one answers requests that name none */
   readonly models: readonly string[];
   /** unix seconds, reported as each model's `created` */

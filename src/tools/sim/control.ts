@@ -1,14 +1,32 @@
 // The simulator's own control paths under /_sim/: read and reset the request statistics, read and switch the fault.
 import type http from 'node:http';
+import type { EngineContext } from './context.js';
 import type { SimEngine } from './engine-api.js';
 import { parseFault } from './faults.js';
 import { BodyError, readJsonObject, sendJson } from './http-io.js';
 import { errorBody } from './openai.js';
 import type { Fault } from './types.js';
 
-export async function answerControl(engine: SimEngine, req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
+export async function answerControl(
+  engine: SimEngine & EngineContext,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+): Promise<void> {
   const describe = (): object => ({ ...engine.fault(), phase: engine.phase(), loadedAt: engine.loadedAt() });
   if (path === '/_sim/stats' && req.method === 'GET') return sendJson(res, 200, engine.stats());
+  if (path === '/_sim/requests' && req.method === 'GET') return sendJson(res, 200, { requests: engine.requests.recent });
+  if ((path === '/_sim/kv/pull' || path === '/_sim/bootstrap/join') && req.method === 'POST') {
+    let body: Record<string, unknown>;
+    try {
+      body = await readJsonObject(req);
+    } catch {
+      return sendJson(res, 400, errorBody('a JSON object is needed', 'BadRequestError', 400));
+    }
+    const pd = engine.pd;
+    const status = pd === undefined ? 404 : path === '/_sim/kv/pull' ? pd.pull(engine, body) : await pd.join(engine, body);
+    return sendJson(res, status, { status });
+  }
   if (path === '/_sim/reset-stats' && req.method === 'POST') {
     req.resume();
     engine.resetStats();

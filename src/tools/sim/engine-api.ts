@@ -1,6 +1,7 @@
 // The simulated engine's public surface: the options startSimEngine takes and the handle it resolves to.
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
+import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
 
 export interface SimEngineOptions {
   /** default 127.0.0.1 */
@@ -39,6 +40,10 @@ export interface SimEngineOptions {
   readonly fault?: Fault;
   /** serve https with this PEM certificate and key (an engine behind TLS); default plain http */
   readonly tls?: SimTls;
+  /** the P/D half this engine plays; default both (whole requests, no P/D checks) */
+  readonly role?: EndpointRole;
+  /** the P/D protocol it checks requests against (with role prefill or decode); default vllm-nixl */
+  readonly pdProtocol?: PdProtocol;
 }
 
 export interface SimTls {

@@ -14,6 +14,7 @@ import { errorBody } from './openai.js';
 import { SlotQueue } from './queue.js';
 import { RequestStats } from './request-stats.js';
 import { answerStatus } from './status.js';
+import { SimPd } from './pd.js';
 import { EngineTiming } from './timing.js';
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
@@ -40,7 +41,7 @@ function pickFreePort(host: string): Promise<number> {
 }
 
 class SimServer implements SimEngine, EngineContext {
-  private readonly host: string;
+  readonly host: string;
   private listenPort: number;
   private engineId: string | undefined;
   readonly models: readonly string[];
@@ -51,6 +52,7 @@ class SimServer implements SimEngine, EngineContext {
   readonly queue: SlotQueue;
   readonly requests = new RequestStats();
   readonly timing: EngineTiming;
+  readonly pd: SimPd | undefined;
   readonly created = Math.floor(Date.now() / 1000);
   private readonly server: http.Server | https.Server;
   private readonly sockets = new Set<net.Socket>();
@@ -61,6 +63,8 @@ class SimServer implements SimEngine, EngineContext {
 
   constructor(private readonly options: SimEngineOptions) {
     this.host = options.host ?? '127.0.0.1';
+    const role = options.role ?? 'both';
+    this.pd = role === 'both' ? undefined : new SimPd(role, options.pdProtocol ?? 'vllm-nixl');
     this.listenPort = options.port ?? 0;
     this.models = options.models && options.models.length > 0 ? [...options.models] : ['sim-model'];
     this.kind = options.kind ?? 'vllm';

@@ -49,7 +49,10 @@ export function answerLater(
   });
 }
 
-/** Chat and text completions: one token after TTFT, then one per ITL; streamed as SSE or sent as one body. */
+/**
+ * Chat and text completions: one token after TTFT, then one per ITL; streamed as SSE or sent as one body. A prompt
+ * `prefilled` by a prefill engine (P/D) costs only the base TTFT: its KV cache arrived instead of being computed.
+ */
 export function generate(
   engine: EngineContext,
   res: http.ServerResponse,
@@ -58,7 +61,9 @@ export function generate(
   body: Record<string, unknown>,
   model: string,
   stream: boolean,
+  prefilled = false,
 ): void {
+  const ttft = (): number => (prefilled ? engine.timing.ttftMs : engine.timing.prefillTtft(body));
   const budget = outputBudget(body, engine.outputTokens);
   const prompt = promptTokens(body);
   const generation = newGeneration(api, model, newId());
@@ -72,7 +77,7 @@ export function generate(
     res.flushHeaders();
   }
   if (!stream) {
-    const delay = (): number => engine.timing.prefillTtft(body) + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1);
+    const delay = (): number => ttft() + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1);
     const text = fillerText(budget.tokens);
     return answerLater(engine, res, exchange, delay, { finishReason: budget.finishReason, prompt, generated: budget.tokens }, () =>
       completionBody(generation, text, budget.finishReason, usage(prompt, budget.tokens)),
@@ -104,7 +109,7 @@ export function generate(
     res.end(SSE_DONE);
   };
   const lease = engine.queue.admit(() => {
-    timer = setTimeout(step, engine.timing.prefillTtft(body));
+    timer = setTimeout(step, ttft());
   });
   exchange.cleanup.push(() => {
     clearTimeout(timer);

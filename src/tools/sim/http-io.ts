@@ -33,6 +33,11 @@ function readBody(req: http.IncomingMessage): Promise<Buffer> {
 }
 
 export async function readJsonObject(req: http.IncomingMessage): Promise<Record<string, unknown>> {
+  return (await readJsonRequest(req)).body;
+}
+
+/** The body parsed, with the bytes it came as (the request log keeps them; P/D checks read a room's exact digits). */
+export async function readJsonRequest(req: http.IncomingMessage): Promise<{ body: Record<string, unknown>; raw: Buffer }> {
   const raw = await readBody(req);
   let parsed: unknown;
   try {
@@ -42,7 +47,7 @@ export async function readJsonObject(req: http.IncomingMessage): Promise<Record<
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new BodyError(400, 'The request body must be a JSON object.');
-  return parsed as Record<string, unknown>;
+  return { body: parsed as Record<string, unknown>, raw };
 }
 
 export function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

@@ -3,7 +3,7 @@
 import type http from 'node:http';
 import type { EngineContext } from './context.js';
 import { answerLater, generate, newId } from './generation.js';
-import { BodyError, readJsonObject, sendJson } from './http-io.js';
+import { BodyError, readJsonRequest, sendJson } from './http-io.js';
 import { echoBody, embeddingsBody, errorBody, modelNotFound, type GenerationApi } from './openai.js';
 import { resetSocket } from './request-stats.js';
 import { loadingError } from './status.js';
@@ -37,8 +37,10 @@ export async function answerInference(
   const exchange = engine.requests.track(res);
   if (engine.fault().mode === 'hang') return;
   let body: Record<string, unknown>;
+  let raw: Buffer;
   try {
-    body = await readJsonObject(req);
+    ({ body, raw } = await readJsonRequest(req));
+    engine.requests.record(path, req.headers, raw);
   } catch (err) {
     if (err instanceof BodyError && err.status === 499) return;
     const status = err instanceof BodyError ? err.status : 400;
@@ -73,7 +75,13 @@ export async function answerInference(
   const stream = api !== undefined && body.stream === true;
   if (fault.mode === 'reset-mid-stream' && !stream) return resetSocket(res, exchange);
 
-  if (api !== undefined) return generate(engine, res, exchange, api, body, model, stream);
+  let prefilled = false;
+  if (engine.pd && (api !== undefined || path === '/v1/responses')) {
+    const plan = await engine.pd.serve(engine, { req, res, exchange, path, api, body, raw, model });
+    if (plan === 'answered') return;
+    prefilled = plan.prefilled;
+  }
+  if (api !== undefined) return generate(engine, res, exchange, api, body, model, stream, prefilled);
   const prompt = promptTokens(body);
   if (path === '/v1/embeddings') {
     return answerLater(engine, res, exchange, engine.timing.ttftMs, { finishReason: 'stop', prompt, generated: 0 }, () =>

@@ -2,7 +2,11 @@
 // and the per-request tracking that decides whether an inference request completed, failed or was aborted.
 import type http from 'node:http';
 import type { SlotQueue } from './queue.js';
-import type { SimStats } from './types.js';
+import type { RecordedRequest, SimStats } from './types.js';
+
+/** requests GET /_sim/requests keeps, newest last */
+const RECORDED_REQUESTS = 32;
+const UNRECORDED_HEADERS = new Set(['authorization', 'x-api-key', 'cookie']);
 
 /** One inference request in flight: what to undo when it ends, and whether a fault (not the client) cut it. */
 export interface Exchange {
@@ -17,7 +21,17 @@ export interface SuccessRecord {
 }
 
 function emptyStats(): SimStats {
-  return { received: 0, completed: 0, failed: 0, aborted: 0, running: 0, waiting: 0, byPath: {}, byModel: {} };
+  return {
+    received: 0,
+    completed: 0,
+    failed: 0,
+    aborted: 0,
+    running: 0,
+    waiting: 0,
+    byPath: {},
+    byModel: {},
+    pd: { prefilled: 0, transferred: 0, remote: 0, local: 0, malformed: 0, transferFailed: 0 },
+  };
 }
 
 /** Destroys the request's socket as a fault does; the request then counts as failed, not aborted. */
@@ -28,6 +42,8 @@ export function resetSocket(res: http.ServerResponse, exchange: Exchange): void 
 
 export class RequestStats {
   counters: SimStats = emptyStats();
+  /** the last inference requests received, as they came */
+  recent: RecordedRequest[] = [];
   // Prometheus counters are never reset: a reset would look like an engine restart to a scraper
   readonly successByReason: Record<string, number> = {};
   promptTokenTotal = 0;
@@ -41,11 +57,22 @@ export class RequestStats {
       waiting: queue.waiting,
       byPath: { ...this.counters.byPath },
       byModel: { ...this.counters.byModel },
+      pd: { ...this.counters.pd },
     };
   }
 
   reset(): void {
     this.counters = emptyStats();
+    this.recent = [];
+  }
+
+  /** Keeps one received request for GET /_sim/requests. */
+  record(path: string, headers: http.IncomingHttpHeaders, raw: Buffer): void {
+    const kept: Record<string, string> = {};
+    for (const [name, value] of Object.entries(headers))
+      if (value !== undefined && !UNRECORDED_HEADERS.has(name)) kept[name] = Array.isArray(value) ? value.join(', ') : value;
+    this.recent.push({ path, headers: kept, bodyBase64: raw.toString('base64') });
+    if (this.recent.length > RECORDED_REQUESTS) this.recent.shift();
   }
 
   /** Counts the request once it ends: completed, failed, or aborted by its client. */

@@ -33,4 +33,30 @@ export interface SimStats {
   byPath: Record<string, number>;
   /** inference requests by the model named in the body */
   byModel: Record<string, number>;
+  /** prefill/decode disaggregation (--role, --pd-protocol) */
+  pd: SimPdStats;
+}
+
+export interface SimPdStats {
+  /** prefill engine: prefill requests answered (the KV cache held for, or sent to, a decode engine) */
+  prefilled: number;
+  /** prefill engine: KV caches a decode engine pulled (vllm-nixl) or received in a room (sglang) */
+  transferred: number;
+  /** decode engine: requests whose prompt came from a prefill engine */
+  remote: number;
+  /** decode engine: requests that computed the prompt here (no P/D fields, incomplete ones, or a failed pull) */
+  local: number;
+  /** requests refused (400) for malformed P/D fields, or a prefill request that is not one */
+  malformed: number;
+  /** decode engine: transfers that failed (the pull was refused, the room was given up) */
+  transferFailed: number;
+}
+
+/** One inference request as the engine received it (GET /_sim/requests). */
+export interface RecordedRequest {
+  readonly path: string;
+  /** lower-case names; credentials left out */
+  readonly headers: Record<string, string>;
+  /** the body's exact bytes */
+  readonly bodyBase64: string;
 }

@@ -1,0 +1,211 @@
+// Forwards a request for a model served P/D: picks the pair (decode by the routing policy, prefill by least load or
+// prefix affinity), decides whether a prefill hop is wanted at all, and runs the model's protocol over the pair.
+// The decode hop is the ordinary forwarder's (attempt, stream, failover before the first byte), so everything a
+// non-P/D request gets (framing checks, SSE error events, passive health) holds for the decode answer too.
+import type { PdConfig, TimeoutConfig } from '../../config/config.js';
+import type { Endpoint } from '../../core/endpoint.js';
+import type { ResponseSink } from '../../core/exchange.js';
+import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
+import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
+import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
+import type { Forwarder, ForwardResult } from '../forwarder.js';
+import { downstreamResponseHeaders, upstreamRequestHeaders } from '../headers.js';
+import type { UpstreamPools } from '../pools.js';
+import { kvTransferParamsOf } from './bodies.js';
+import { callEngine, type CallOutcome, type EngineCall } from './engine-call.js';
+import { runLlmdSidecar } from './llm-d-sidecar.js';
+import { promptChars } from './prompt-chars.js';
+import type { PdPair, PdProtocolRunner, PrefillVerdict } from './protocol.js';
+import { runSglang } from './sglang.js';
+import { runVllmNixl } from './vllm-nixl.js';
+
+const RUNNERS: Readonly<Record<PdProtocol, PdProtocolRunner>> = {
+  'vllm-nixl': runVllmNixl,
+  'llm-d-sidecar': runLlmdSidecar,
+  sglang: runSglang,
+};
+
+/** The paths a prefill hop is made for (the sidecar of llm-d intercepts the same ones); others go to decode alone. */
+const PD_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/responses']);
+
+export interface PdJob {
+  readonly model: string;
+  readonly protocol: PdProtocol;
+  readonly route: RouteRequest;
+  /** the route path, without query */
+  readonly path: string;
+  /** the request-target sent to engines (query included) */
+  readonly target: string;
+  readonly body: Buffer;
+  /** the client's headers, flat; filtered per call (src/router/proxy/headers.ts) */
+  readonly rawHeaders: readonly string[];
+  readonly requestId: string;
+  /** the decode side now (decode and both endpoints); called again before each failover */
+  readonly candidates: () => readonly Endpoint[];
+  /** the ready prefill endpoints */
+  readonly prefill: readonly Endpoint[];
+}
+
+export interface PdForwarderOptions {
+  readonly pd: PdConfig;
+  readonly timeouts: TimeoutConfig;
+  readonly engineAuthorization: string | undefined;
+  readonly forwardClientAuth: boolean;
+}
+
+export interface PdPolicies {
+  /** the configured routing policy: picks the decode endpoint */
+  readonly decode: RoutingPolicy;
+  /** least load, or prefix affinity under prefixaware */
+  readonly prefill: RoutingPolicy;
+}
+
+export class PdForwarder {
+  constructor(
+    private readonly forwarder: Forwarder,
+    private readonly pools: UpstreamPools,
+    private readonly policies: PdPolicies,
+    /** passive health of prefill endpoints (the prober) */
+    private readonly health: ForwardObserver,
+    private readonly ledger: InFlightLedger,
+    private readonly observer: PdObserver,
+    private readonly opts: PdForwarderOptions,
+  ) {}
+
+  async forward(job: PdJob, res: ResponseSink): Promise<ForwardResult> {
+    const decode = this.policies.decode.pick(job.candidates(), job.route);
+    if (decode === undefined)
+      return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready decode endpoint', endpoint: undefined };
+    // a `both` endpoint serves whole requests; other paths (embeddings, tokenize, ...) have no prefill half
+    if (decode.role === 'both' || !PD_PATHS.has(job.path)) return this.decodeHop(job, decode, job.body, undefined, res);
+    const canSkip = allowsDecodeOnly(job.protocol);
+    const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
+    const pair = this.pair(job, decode, prefill, res);
+    if (prefill === undefined) {
+      // the catalog says ready only when the protocol can do without a prefill; the list was empty at resolve time
+      if (canSkip) return pair.decodeOnly('no-prefill');
+      return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready prefill endpoint', endpoint: undefined };
+    }
+    const min = this.opts.pd.minPromptChars;
+    if (canSkip && min > 0 && promptChars(job.route.body, min) < min) return pair.decodeOnly('short-prompt');
+    return RUNNERS[job.protocol](pair);
+  }
+
+  private pair(job: PdJob, decode: Endpoint, prefill: Endpoint | undefined, res: ResponseSink): PdPair {
+    return {
+      sink: res,
+      body: job.body,
+      path: job.path,
+      decode,
+      prefill: prefill as Endpoint,
+      bootstrapPort: prefill?.bootstrapPort ?? this.opts.pd.sglangBootstrapPort,
+      callPrefill: (body, onStatus) => this.prefillHop(job, prefill as Endpoint, body, res, onStatus),
+      judgePrefill: (outcome, expectKv) => this.judge(job.model, prefill as Endpoint, outcome, expectKv),
+      forwardDecode: (body, extra, sink) => this.decodeHop(job, decode, body, extra, sink ?? res),
+      decodeOnly: (reason: DecodeOnlyReason) => {
+        this.observer.decodeOnly(job.model, reason);
+        return this.decodeHop(job, decode, job.body, undefined, res);
+      },
+      passBack: (verdict) => this.passBack(job, prefill as Endpoint, verdict.answer, res),
+    };
+  }
+
+  private headers(job: PdJob, length: number, extra: readonly string[] | undefined): string[] {
+    const headers = upstreamRequestHeaders(job.rawHeaders, {
+      requestId: job.requestId,
+      contentLength: length,
+      engineAuthorization: this.opts.engineAuthorization,
+      forwardClientAuth: this.opts.forwardClientAuth,
+    });
+    if (extra) headers.push(...extra);
+    return headers;
+  }
+
+  private async decodeHop(
+    job: PdJob,
+    decode: Endpoint,
+    body: Buffer,
+    extra: readonly string[] | undefined,
+    sink: ResponseSink,
+  ): Promise<ForwardResult> {
+    const started = performance.now();
+    try {
+      return await this.forwarder.forward(
+        {
+          route: job.route,
+          candidates: job.candidates,
+          method: 'POST',
+          path: job.target,
+          headers: this.headers(job, body.length, extra),
+          body,
+          requestId: job.requestId,
+          first: decode,
+        },
+        sink,
+      );
+    } finally {
+      if (decode.role !== 'both') this.observer.call(job.model, 'decode', (performance.now() - started) / 1000);
+    }
+  }
+
+  private prefillHop(job: PdJob, prefill: Endpoint, body: Buffer, res: ResponseSink, onStatus?: (status: number) => void): EngineCall {
+    const started = performance.now();
+    const t = this.opts.timeouts;
+    this.ledger.requestStarted(prefill);
+    const call = callEngine(this.pools.get(prefill.url), {
+      path: job.target,
+      headers: this.headers(job, body.length, undefined),
+      body,
+      headersTimeoutMs: t.headersMs,
+      idleTimeoutMs: t.idleMs,
+      deadline: t.totalMs > 0 ? Date.now() + t.totalMs : 0,
+      ...(onStatus ? { onStatus } : {}),
+    });
+    const leave = (): void => call.abort();
+    res.once('close', leave);
+    void call.done.then(() => {
+      res.off('close', leave);
+      this.ledger.requestEnded(prefill);
+      this.observer.call(job.model, 'prefill', (performance.now() - started) / 1000);
+    });
+    return call;
+  }
+
+  private judge(model: string, prefill: Endpoint, outcome: CallOutcome, expectKv: boolean): PrefillVerdict {
+    if (outcome.kind === 'aborted') return { kind: 'client-gone' };
+    if (outcome.kind === 'failed') {
+      this.health.failed(prefill, outcome.failure, outcome.detail);
+      this.observer.prefillFailed(model, outcome.failure);
+      return { kind: 'failed', detail: outcome.detail };
+    }
+    const status = outcome.status;
+    if (status >= 400 && status < 500) {
+      this.observer.prefillFailed(model, 'engine-4xx');
+      return { kind: 'refused', answer: outcome };
+    }
+    if (status >= 500 || status < 200 || status >= 300) {
+      // an engine's own 503 is back-pressure or loading: it says nothing against the endpoint's health
+      if (status === 503) this.observer.prefillFailed(model, 'engine-busy');
+      else {
+        this.health.failed(prefill, 'engine-5xx', `prefill answered ${status}`);
+        this.observer.prefillFailed(model, 'engine-5xx');
+      }
+      return { kind: 'failed', detail: `prefill answered ${status}` };
+    }
+    this.health.succeeded(prefill);
+    if (expectKv && kvTransferParamsOf(outcome.body) === undefined) {
+      this.observer.prefillFailed(model, 'invalid-answer');
+      return { kind: 'failed', detail: 'the prefill answer has no kv_transfer_params object' };
+    }
+    return { kind: 'ok', answer: outcome };
+  }
+
+  private passBack(job: PdJob, prefill: Endpoint, answer: Extract<CallOutcome, { kind: 'answered' }>, res: ResponseSink): ForwardResult {
+    if (res.destroyed || res.headersSent) return { kind: 'client-gone', endpoint: prefill };
+    const head = downstreamResponseHeaders(answer.headers, job.requestId);
+    head.headers.push('content-length', String(answer.body.length));
+    res.writeHead(answer.status, head.headers);
+    res.end(answer.body);
+    return { kind: 'answered', status: answer.status, endpoint: prefill };
+  }
+}

@@ -1,0 +1,60 @@
+// sglang: the same body, with the prefill's bootstrap address and a fresh room number, goes to the prefill and the
+// decode endpoint at once; the decode endpoint joins the room and receives the KV cache from the prefill. The client
+// gets the decode answer, held until the prefill has answered 2xx. A prefill that fails cancels the decode call: a
+// 4xx goes back to the client as it came, anything else is a 502 (SGLang's decode cannot run alone).
+import { randomBytes } from 'node:crypto';
+import type { ForwardResult } from '../forwarder.js';
+import { bootstrapBody } from './bodies.js';
+import { GatedSink } from './gated-sink.js';
+import type { PdProtocolRunner } from './protocol.js';
+
+const ROOM_MASK = (1n << 63n) - 1n;
+
+/** A random room in [0, 2^63): SGLang's own gateway draws a u64 and masks it to i64's range. */
+export function bootstrapRoom(): bigint {
+  return randomBytes(8).readBigUInt64BE() & ROOM_MASK;
+}
+
+function bootstrapHost(url: string): string {
+  const host = new URL(url).hostname;
+  return host.startsWith('[') ? host.slice(1, -1) : host;
+}
+
+export const runSglang: PdProtocolRunner = async (pair) => {
+  const body = bootstrapBody(pair.body, bootstrapHost(pair.prefill.url), pair.bootstrapPort, bootstrapRoom());
+  const gate = new GatedSink(pair.sink);
+  try {
+    const prefill = pair.callPrefill(body, (status) => {
+      if (status >= 200 && status < 300) gate.open();
+    });
+    const judged = prefill.done.then((outcome) => {
+      const verdict = pair.judgePrefill(outcome, false);
+      if (verdict.kind !== 'ok') gate.cancel();
+      return verdict;
+    });
+    const decoded = await pair.forwardDecode(body, undefined, gate);
+    // the decode side could not be reached at all: the prefill would wait for a partner that never comes
+    if (decoded.kind === 'unanswered') prefill.abort();
+    const verdict = await judged;
+    // the prefill answered 2xx and the decode answer has gone out: how the prefill's body ended changes nothing
+    if (gate.isOpen) return decoded;
+    switch (verdict.kind) {
+      case 'ok':
+        return decoded;
+      case 'client-gone':
+        return { kind: 'client-gone', endpoint: pair.prefill };
+      case 'refused':
+        return pair.passBack(verdict);
+      case 'failed':
+        if (decoded.kind === 'unanswered') return decoded;
+        return {
+          kind: 'unanswered',
+          failure: 'other',
+          detail: `prefill failed: ${verdict.detail}`,
+          endpoint: pair.prefill,
+        } satisfies ForwardResult;
+    }
+  } finally {
+    gate.release();
+  }
+};
