@@ -82,7 +82,7 @@ export interface Bootstrap {
   readonly room: string;
 }
 
-const ROOM_LIMIT = 2 ** 63;
+const ROOM_LIMIT = 1n << 63n;
 
 /** Reads bootstrap_room's digits from the raw body (JSON.parse would round a room beyond 2^53). */
 function roomDigits(raw: string): string | undefined {
@@ -97,7 +97,8 @@ export function readBootstrap(body: Record<string, unknown>, raw: string): Boots
   if (typeof host !== 'string' || host === '') throw new MalformedPd('bootstrap_host must be the prefill host');
   if (!isPort(port)) throw new MalformedPd('bootstrap_port must be a port number');
   const digits = roomDigits(raw);
-  if (typeof room !== 'number' || digits === undefined || !/^\d+$/.test(digits) || room >= ROOM_LIMIT)
+  // compared as digits: a room near 2^63 parses to a number rounded up to 2^63
+  if (typeof room !== 'number' || digits === undefined || !/^\d+$/.test(digits) || BigInt(digits) >= ROOM_LIMIT)
     throw new MalformedPd('bootstrap_room must be a whole number in [0, 2^63)');
   return { host, port, room: digits };
 }
