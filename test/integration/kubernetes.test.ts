@@ -11,7 +11,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { stopAll } from '../support/process.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
-import { call, chat, engines, FAST_PROBES, startRouter, startSim, streamOn, waitModelStatus, type Running } from '../support/router.js';
+import {
+  call,
+  chat,
+  engines,
+  FAST_PROBES,
+  setFault,
+  simStats,
+  startRouter,
+  startSim,
+  streamOn,
+  waitModelStatus,
+  type Running,
+} from '../support/router.js';
 import { until } from '../support/within.js';
 
 const exec = promisify(execFile);
@@ -187,6 +199,46 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     } finally {
       await kube2.close();
     }
+  });
+
+  test('P/D: pods labelled llm-d.ai/role become the prefill and decode endpoints of one model; llm-router/probe-port moves the probes', async () => {
+    const pd = ['--model', 'pd-k8s', '--ttft-ms', '1', '--itl-ms', '1'];
+    const prefill = await startSim([...pd, '--role', 'prefill', '--id', 'k8s-prefill']);
+    const decode = await startSim([...pd, '--role', 'decode', '--id', 'k8s-decode']);
+    // the decode pod's engine port, probed while traffic goes to the decode port (a routing sidecar in a real pod)
+    const enginePort = await startSim(['--model', 'pd-k8s', '--id', 'k8s-engine-port']);
+    kube.create(deployment('pd-prefill', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'prefill' } }));
+    kube.create(deployment('pd-decode', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'decode' } }));
+    addReadyPod(kube, 'pd-prefill-0', 'pd-k8s', prefill.port, { labels: { 'llm-d.ai/role': 'prefill' } });
+    addReadyPod(kube, 'pd-decode-0', 'pd-k8s', decode.port, {
+      labels: { 'llm-d.ai/role': 'decode' },
+      annotations: { 'llm-router/probe-port': String(enginePort.port) },
+    });
+    const r = await startK8sRouter();
+    await waitModelStatus(r.url, 'pd-k8s', 'ready');
+    type View = { url: string; role: string; probeUrl?: string };
+    const views = (await call(`${r.url}/engines`)).json<{ endpoints: View[] }>().endpoints;
+    assert.deepEqual(
+      views.map((e) => [e.url, e.role, e.probeUrl]).sort(),
+      [
+        [`http://127.0.0.1:${decode.port}`, 'decode', `http://127.0.0.1:${enginePort.port}`],
+        [`http://127.0.0.1:${prefill.port}`, 'prefill', undefined],
+      ].sort(),
+    );
+    const res = await call(`${r.url}/v1/chat/completions`, { body: chat('pd-k8s') });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['x-sim-engine'], 'k8s-decode');
+    assert.equal((await simStats(decode.url)).pd.remote, 1);
+    assert.equal((await simStats(prefill.url)).pd.prefilled, 1);
+    // the probes go to the engine port: when it stops, the decode endpoint fails though its traffic port answers
+    await setFault(enginePort.url, { mode: 'refuse' });
+    await waitModelStatus(r.url, 'pd-k8s', 'unavailable');
+    const refused = await call(`${r.url}/v1/chat/completions`, { body: chat('pd-k8s') });
+    assert.equal(refused.status, 503);
+    assert.match(refused.json<{ error: { message: string } }>().error.message, /no ready decode engine/);
+    for (const name of ['pd-prefill-0', 'pd-decode-0']) kube.remove('pods', 'default', name);
+    for (const name of ['pd-prefill', 'pd-decode']) kube.remove('deployments', 'default', name);
+    await r.stop();
   });
 
   test('a forbidden kind degrades with a log line and a metric; an API server down at startup keeps /ready 503 and known models served', async () => {

@@ -86,3 +86,53 @@ test('the scheme is --k8s-engine-scheme unless the pod says llm-router/scheme: h
   assert.deepEqual(urls('http'), ['http://10.0.0.1:8000', 'https://10.0.0.2:8000', 'http://10.0.0.3:8000', 'http://10.0.0.4:8000']);
   assert.deepEqual(urls('https'), ['https://10.0.0.1:8000', 'https://10.0.0.2:8000', 'http://10.0.0.3:8000', 'https://10.0.0.4:8000']);
 });
+
+test('P/D: llm-d.ai/role gives the role, llm-router/probe-port the probe URL, sglang.ai/bootstrap-port the bootstrap port', () => {
+  const pdPod = (name: string, ip: string, labels: Record<string, string>, annotations: Record<string, string> = {}): PodLike => ({
+    metadata: { name, namespace: 'ns', labels: { model: 'm', ...labels }, annotations },
+    status: { podIP: ip, conditions: ready, phase: 'Running' },
+  });
+  const d = desiredState(
+    [
+      pdPod('p', '10.0.0.1', { 'llm-d.ai/role': 'prefill' }, { 'sglang.ai/bootstrap-port': '9001', 'llm-router/pd-protocol': 'sglang' }),
+      pdPod('d', '10.0.0.2', { 'llm-d.ai/role': 'decode' }, { 'llm-router/probe-port': '8200', 'llm-router/port': '8000' }),
+      pdPod('b', '10.0.0.3', { 'llm-d.ai/role': 'prefill-decode' }),
+      pdPod('x', '10.0.0.4', { 'llm-d.ai/role': 'encode' }),
+      pdPod('y', '10.0.0.5', {}, { 'llm-router/pd-protocol': 'nixl', 'llm-router/probe-port': 'eighty' }),
+    ],
+    [
+      {
+        kind: 'Deployment',
+        metadata: { name: 'prefill', namespace: 'ns', annotations: { 'llm-router/pd-protocol': 'llm-d-sidecar' } },
+        spec: { replicas: 0, template: { metadata: { labels: { model: 'm', 'llm-d.ai/role': 'prefill' } } } },
+      },
+      {
+        kind: 'Deployment',
+        metadata: { name: 'decode', namespace: 'ns' },
+        spec: {
+          replicas: 1,
+          template: {
+            metadata: { labels: { model: 'm', 'llm-d.ai/role': 'decode' }, annotations: { 'llm-router/pd-protocol': 'vllm-nixl' } },
+          },
+        },
+      },
+    ],
+    opts,
+  );
+  assert.deepEqual(d.endpoints, [
+    { id: 'ns/b', url: 'http://10.0.0.3:8000', models: ['m'] },
+    { id: 'ns/d', url: 'http://10.0.0.2:8000', models: ['m'], role: 'decode', probeUrl: 'http://10.0.0.2:8200' },
+    { id: 'ns/p', url: 'http://10.0.0.1:8000', models: ['m'], role: 'prefill', bootstrapPort: 9001, pdProtocol: 'sglang' },
+    { id: 'ns/y', url: 'http://10.0.0.5:8000', models: ['m'] },
+  ]);
+  assert.deepEqual(d.declarations, [
+    { model: 'm', replicasWanted: false, role: 'prefill', pdProtocol: 'llm-d-sidecar' },
+    { model: 'm', replicasWanted: true, role: 'decode', pdProtocol: 'vllm-nixl' },
+  ]);
+  assert.deepEqual(
+    d.invalid.map((i) => i.object),
+    ['Pod/ns/x', 'Pod/ns/y'],
+  );
+  assert.match(d.invalid[0]?.why ?? '', /"encode" is not prefill, decode or prefill-decode; it is not routed to/);
+  assert.match(d.invalid[1]?.why ?? '', /"nixl" is not vllm-nixl/);
+});

@@ -244,7 +244,7 @@ export class EngineStatsScraper {
     try {
       const headers: Record<string, string> = { accept: 'text/plain' };
       if (this.opts.apiKey) headers.authorization = `Bearer ${this.opts.apiKey}`;
-      const res = await request(endpoint.url + '/metrics', {
+      const res = await request(endpoint.probeUrl + '/metrics', {
         method: 'GET',
         headers,
         dispatcher: this.dispatcher,

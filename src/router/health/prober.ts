@@ -158,10 +158,12 @@ export class Prober implements ForwardObserver {
     if (endpoint.draining) return; // draining endpoints only finish what they have; nothing to learn
     t.running = true;
     try {
-      let result = await probe(endpoint, this.probeOpts);
+      // the probe URL: a decode pod behind a routing sidecar is probed on its engine's own port (llm-router/probe-port)
+      const target = { url: endpoint.probeUrl, models: endpoint.models };
+      let result = await probe(target, this.probeOpts);
       if (this.tracked.get(endpoint) !== t) return;
       if (result.verdict === 'ready' && !t.warmedUp) {
-        const w = await warmup(endpoint, endpoint.models[0] as string, {
+        const w = await warmup(target, endpoint.models[0] as string, {
           ...this.probeOpts,
           timeoutMs: Math.max(this.opts.probe.timeoutMs, 30_000),
         });

@@ -3,6 +3,15 @@
 import type { EndpointSpec } from '../../core/endpoint.js';
 import type { Declaration } from '../../catalog/catalog.js';
 import { declaredModelNames, PORT_ANNOTATION, type ObjectMetaLike, type PodShape } from './model-names.js';
+import {
+  BOOTSTRAP_PORT_ANNOTATION,
+  PD_PROTOCOL_ANNOTATION,
+  pdProtocolOf,
+  portAnnotation,
+  PROBE_PORT_ANNOTATION,
+  ROLE_LABEL,
+  roleOf,
+} from './pd-labels.js';
 
 export interface PodLike extends PodShape {
   readonly metadata?: ObjectMetaLike & { readonly deletionTimestamp?: unknown };
@@ -39,6 +48,8 @@ export interface Desired {
   readonly declarations: Declaration[];
   /** objects that matched the selector but name no model, for a warning */
   readonly unnamed: string[];
+  /** objects whose P/D label or annotation has a value the router does not know, with why, for a warning */
+  readonly invalid: { readonly object: string; readonly why: string }[];
 }
 
 export function podReady(pod: PodLike): boolean {
@@ -46,9 +57,7 @@ export function podReady(pod: PodLike): boolean {
 }
 
 function podPort(pod: PodLike, fallback: number): number {
-  const raw = pod.metadata?.annotations?.[PORT_ANNOTATION];
-  const n = Number(raw);
-  return raw !== undefined && Number.isInteger(n) && n > 0 && n < 65536 ? n : fallback;
+  return portAnnotation(pod.metadata?.annotations, PORT_ANNOTATION) ?? fallback;
 }
 
 function podScheme(pod: PodLike, fallback: 'http' | 'https'): 'http' | 'https' {
@@ -68,10 +77,27 @@ function nameOf(kind: string, meta: ObjectMetaLike | undefined): string {
   return `${kind}/${meta?.namespace ?? ''}/${meta?.name ?? ''}`;
 }
 
+function badRole(labels: Readonly<Record<string, string>> | undefined): string {
+  return `${ROLE_LABEL}: ${JSON.stringify(labels?.[ROLE_LABEL])} is not prefill, decode or prefill-decode; it is not routed to`;
+}
+
 export function desiredState(pods: readonly PodLike[], workloads: readonly WorkloadLike[], opts: DesiredOptions): Desired {
   const endpoints: EndpointSpec[] = [];
   const declarations: Declaration[] = [];
   const unnamed: string[] = [];
+  const invalid: { object: string; why: string }[] = [];
+  const protocolOf = (object: string, ...annotations: (Readonly<Record<string, string>> | undefined)[]) => {
+    for (const a of annotations) {
+      const found = pdProtocolOf(a);
+      if (found.invalid !== undefined)
+        invalid.push({
+          object,
+          why: `${PD_PROTOCOL_ANNOTATION}: ${JSON.stringify(found.invalid)} is not vllm-nixl, llm-d-sidecar or sglang; the annotation is ignored`,
+        });
+      if (found.protocol) return { pdProtocol: found.protocol };
+    }
+    return {};
+  };
   for (const pod of pods) {
     const ip = pod.status?.podIP;
     if (!ip || pod.status?.phase === 'Failed' || pod.status?.phase === 'Succeeded') continue;
@@ -83,11 +109,25 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
       unnamed.push(nameOf('Pod', pod.metadata));
       continue;
     }
+    const object = nameOf('Pod', pod.metadata);
+    const role = roleOf(pod.metadata?.labels);
+    if (role === undefined) {
+      invalid.push({ object, why: badRole(pod.metadata?.labels) });
+      continue;
+    }
+    const annotations = pod.metadata?.annotations;
+    const scheme = podScheme(pod, opts.scheme);
+    const probePort = portAnnotation(annotations, PROBE_PORT_ANNOTATION);
+    const bootstrapPort = portAnnotation(annotations, BOOTSTRAP_PORT_ANNOTATION);
     endpoints.push({
       id: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
-      url: `${podScheme(pod, opts.scheme)}://${hostOf(ip)}:${podPort(pod, opts.port)}`,
+      url: `${scheme}://${hostOf(ip)}:${podPort(pod, opts.port)}`,
       models: [...names.names],
       ...(terminating ? { draining: true } : {}),
+      ...(role !== 'both' ? { role } : {}),
+      ...(probePort !== undefined ? { probeUrl: `${scheme}://${hostOf(ip)}:${probePort}` } : {}),
+      ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
+      ...protocolOf(object, annotations),
     });
   }
   for (const w of workloads) {
@@ -98,8 +138,17 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
       continue;
     }
     const replicas = w.spec?.replicas ?? 1;
-    for (const model of names.names) declarations.push({ model, replicasWanted: replicas > 0 });
+    const object = nameOf(w.kind ?? 'Workload', w.metadata);
+    const role = roleOf(template?.metadata?.labels);
+    if (role === undefined) {
+      invalid.push({ object, why: badRole(template?.metadata?.labels) });
+      continue;
+    }
+    // the workload's own annotation first: it is the one `kubectl annotate deployment` sets
+    const protocol = protocolOf(object, w.metadata?.annotations, template?.metadata?.annotations);
+    for (const model of names.names)
+      declarations.push({ model, replicasWanted: replicas > 0, ...(role !== 'both' ? { role } : {}), ...protocol });
   }
   endpoints.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { endpoints, declarations, unnamed };
+  return { endpoints, declarations, unnamed, invalid };
 }

@@ -64,7 +64,8 @@ export class KubernetesSource {
   private readonly workloads: Reflector<KubernetesObject>[];
   private pendingSync: Set<string>;
   private reconcileQueued = false;
-  private warnedUnnamed = new Set<string>();
+  /** objects (and problems) warned about once */
+  private warned = new Set<string>();
 
   constructor(
     private readonly catalog: ModelCatalog,
@@ -164,12 +165,18 @@ export class KubernetesSource {
       modelLabel: this.opts.modelLabel,
     });
     for (const name of desired.unnamed) {
-      if (this.warnedUnnamed.has(name)) continue;
-      this.warnedUnnamed.add(name);
+      if (this.warned.has(name)) continue;
+      this.warned.add(name);
       this.log.warn(
         { object: name },
         `${name} matches the selector but names no model: add the llm-router/models annotation, the model label, or --served-model-name`,
       );
+    }
+    for (const { object, why } of desired.invalid) {
+      const key = `${object} ${why}`;
+      if (this.warned.has(key)) continue;
+      this.warned.add(key);
+      this.log.warn({ object }, `${object}: ${why}`);
     }
     this.catalog.setDeclarations(SOURCE, desired.declarations);
     this.catalog.setEndpoints(SOURCE, desired.endpoints);
