@@ -91,7 +91,7 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     const r = await lint([path.join(dir, 'tree')]);
     assert.equal(r.code, 1);
     assert.match(r.stdout, /port\.yml:\d+: error probe-port-mismatch/);
-    assert.match(r.stdout, /2 errors, 0 warnings in 5 objects from 2 files/);
+    assert.match(r.stdout, /2 errors, 0 warnings in 7 objects from 2 files/);
     assert.match(r.stderr, /skipped Helm chart .*chart: lint what it renders/);
   });
 

@@ -98,6 +98,24 @@ describe('lint rules on fixtures', () => {
     );
   });
 
+  test('P/D: roles the router cannot read, a prefill side with nothing to decode, probes through a sidecar, an unknown protocol', () => {
+    const findings = lintFixture('pd.yaml');
+    assert.deepEqual(shape(findings), [
+      'error pd-prefill-without-decode Deployment/qwen-prefill vllm',
+      'error pd-protocol-invalid Deployment/phi-prefill vllm',
+      'error pd-role-missing Deployment/llama-decode vllm',
+      'error pd-role-missing Pod/mistral-decode vllm',
+      'error probe-port-mismatch Pod/olmo-decode vllm',
+      'warning pd-decode-probed-through-sidecar Deployment/phi-decode vllm',
+    ]);
+    const why = (rule: string, object: string): string => findings.find((f) => f.rule === rule && f.object === object)?.why ?? '';
+    assert.match(why('pd-role-missing', 'Deployment/llama-decode'), /another workload of "llama-pd" is labelled llm-d\.ai\/role: prefill/);
+    assert.match(why('pd-role-missing', 'Pod/mistral-decode'), /a decode engine/);
+    assert.match(why('pd-decode-probed-through-sidecar', 'Deployment/phi-decode'), /routing-sidecar on port 8000/);
+    assert.match(findings.find((f) => f.rule === 'pd-decode-probed-through-sidecar')?.fix ?? '', /llm-router\/probe-port: "8200"/);
+    assert.match(why('probe-port-mismatch', 'Pod/olmo-decode'), /llm-router\/probe-port is 8300, but the engine listens on 8200/);
+  });
+
   test('a correct pod (probe sidecar, model-aware probes, named ports, List, SGLang) has no findings', () => {
     assert.deepEqual(lintFixture('good.yaml'), []);
   });
@@ -111,6 +129,7 @@ describe('lint rules on fixtures', () => {
         'no-startup-probe.yaml',
         'model-name.yaml',
         'selector.yaml',
+        'pd.yaml',
       ].flatMap((f) => lintFixture(f).map((x) => x.rule)),
     );
     assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());

@@ -12,6 +12,7 @@ export interface KubeObject {
     readonly namespace?: string;
     readonly labels?: Record<string, string>;
     readonly annotations?: Record<string, string>;
+    readonly ownerReferences?: readonly unknown[];
   };
   readonly spec?: Record<string, unknown>;
   readonly items?: unknown[];

@@ -19,6 +19,7 @@ import {
   type ProbeSpec,
 } from './pods.js';
 import { matches, parseSelector, type Requirement } from './selector.js';
+import { checkPdEngine, checkPdModels, type PdWorkload } from './pd-rules.js';
 
 export type Severity = 'error' | 'warning';
 
@@ -69,6 +70,27 @@ export const RULES: readonly RuleInfo[] = [
     id: 'selector-mismatch',
     severity: 'warning',
     summary: "the router's label selector (or namespace) does not match this engine workload",
+  },
+  {
+    id: 'pd-role-missing',
+    severity: 'error',
+    summary: 'a prefill or decode engine without the llm-d.ai/role label, or a workload without it beside others of its model that have it',
+  },
+  {
+    id: 'pd-prefill-without-decode',
+    severity: 'error',
+    summary: 'a model with a prefill workload and no decode workload: nothing can decode its requests',
+  },
+  {
+    id: 'pd-decode-probed-through-sidecar',
+    severity: 'warning',
+    summary:
+      'a decode pod reached through its routing sidecar with no llm-router/probe-port: the router probes the sidecar, not the engine',
+  },
+  {
+    id: 'pd-protocol-invalid',
+    severity: 'error',
+    summary: 'an llm-router/pd-protocol annotation that is not vllm-nixl, llm-d-sidecar or sglang',
   },
 ];
 
@@ -354,7 +376,6 @@ function checkModelName(ctx: Context, engine: ContainerSpec): void {
 
 function checkSelector(ctx: Context, engine: ContainerSpec, router: ReturnType<typeof routerView>): void {
   if (!router.selector) return;
-  if (podRole(ctx.template, engine) === 'prefill') return; // reached through its decode side, not by the router
   const name = engine.name ?? '(unnamed)';
   const ns = ctx.object.metadata?.namespace;
   if (router.namespace && ns && ns !== router.namespace) {
@@ -393,6 +414,7 @@ function checkSelector(ctx: Context, engine: ContainerSpec, router: ReturnType<t
 export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions = {}): Finding[] {
   const findings: Finding[] = [];
   const router = routerView(objects, opts);
+  const workloads: PdWorkload[] = [];
   for (const loaded of objects) {
     const { object } = loaded;
     // the model name and the selector belong to the workload: checked once, on its first engine container
@@ -405,14 +427,23 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
       for (const c of containers) {
         const kind = engineKind(c);
         if (!kind) continue;
-        checkEngine(ctx, c, kind, [...containers.filter((o) => o !== c), ...nativeSidecars]);
+        const others = [...containers.filter((o) => o !== c), ...nativeSidecars];
+        checkEngine(ctx, c, kind, others);
         if (first) {
           checkModelName(ctx, c);
           checkSelector(ctx, c, router);
+          const sidecars = others.filter((o) => !isProbeSidecar(o));
+          const port = enginePort(c, kind, podRole(template, c), sidecars.length > 0).port;
+          const pd = checkPdEngine(object, template, c, sidecars, port, opts.modelLabel ?? 'model', (rule, why, fix) =>
+            report(ctx, c.name ?? '(unnamed)', rule, why, fix),
+          );
+          // a Pod a workload owns is counted through its workload
+          if (pd && !(object.kind === 'Pod' && object.metadata?.ownerReferences?.length)) workloads.push(pd);
           first = false;
         }
       }
     }
   }
+  checkPdModels(workloads);
   return findings;
 }
