@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { parseFlags } from '../../src/router/config/flags.js';
 import { loadRouterConfig } from '../../src/router/config/config.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
+import { desiredState } from '../../src/router/discovery/kubernetes/desired.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/router/config/router-flags.js';
 import { parseManifests } from '../../src/tools/lint/load.js';
 import { lintObjects } from '../../src/tools/lint/rules.js';
@@ -63,6 +65,26 @@ function container(workload: Obj, name: string): Obj {
   const c = workload.spec.template.spec.containers.find((x: Obj) => x.name === name);
   assert.ok(c, `container ${name} in ${workload.metadata.name}`);
   return c;
+}
+
+/** What the router's own discovery makes of these rendered Deployments and of one Ready pod of each (IPs 10.0.0.1...). */
+function desiredOf(objs: Obj[], names: readonly string[]): ReturnType<typeof desiredState> {
+  const workloads = names.map((n) => find(objs, 'Deployment', n));
+  const pods = workloads.map((w, i) => ({
+    metadata: { ...w.spec.template.metadata, name: `${w.metadata.name}-0`, namespace: 'default' },
+    spec: w.spec.template.spec,
+    status: { podIP: `10.0.0.${i + 1}`, phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  }));
+  return desiredState(pods, workloads, { port: 8000, scheme: 'http', modelLabel: 'model' });
+}
+
+function routedAs(objs: Obj[], names: readonly string[]): { declarations: unknown[]; endpoints: unknown[] } {
+  const d = desiredOf(objs, names);
+  assert.deepEqual(d.invalid, []);
+  return {
+    declarations: d.declarations,
+    endpoints: d.endpoints.map((e) => ({ url: e.url, role: e.role ?? 'both', probeUrl: e.probeUrl })),
+  };
 }
 
 /** Runs the router's own configuration loader on the chart's args, env and ConfigMap, as the pod would. */
@@ -230,7 +252,7 @@ describe('chart with default values', () => {
 
   test("the router's own flag parser accepts the args and the ConfigMap the chart gives it", () => {
     const config = routerConfig(objs);
-    assert.equal(config.kubernetes?.labelSelector, 'llm-router/pool=llm-router,llm-router/role!=prefill');
+    assert.equal(config.kubernetes?.labelSelector, 'llm-router/pool=llm-router');
     assert.equal(config.kubernetes?.namespace, 'default');
     assert.equal(config.kubernetes?.port, 8000);
     assert.equal(config.kubernetes?.modelLabel, 'model');
@@ -292,17 +314,49 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     }
   });
 
-  test('P/D: the decode engine listens on 8200 behind a routing sidecar on 8000; the router skips prefill pods', () => {
+  test('P/D: the decode engine listens on 8200 behind a routing sidecar on 8000; roles, protocol and probe port as the router reads them', () => {
     const decode = find(objs, 'Deployment', 'llm-router-qwen-decode');
     const engine = container(decode, 'engine');
     assert.equal(engine.args[engine.args.indexOf('--port') + 1], '8200');
     assert.ok(engine.args.includes('--kv-transfer-config'));
     assert.deepEqual(container(decode, 'routing-sidecar').args.slice(0, 2), ['-port=8000', '-vllm-port=8200']);
-    assert.equal(decode.spec.template.metadata.annotations['llm-router/port'], '8000');
     assert.deepEqual(engine.resources.limits, { 'nvidia.com/gpu': 4 });
-    const prefill = find(objs, 'Deployment', 'llm-router-qwen-prefill');
-    assert.equal(prefill.spec.template.metadata.labels['llm-router/role'], 'prefill');
-    assert.ok(routerConfig(objs).kubernetes?.labelSelector?.includes('llm-router/role!=prefill'));
+    // the router sees prefill pods too: it names them to the decode sidecar
+    assert.equal(routerConfig(objs).kubernetes?.labelSelector, 'llm-router/pool=llm-router');
+    assert.deepEqual(routedAs(objs, ['llm-router-qwen-prefill', 'llm-router-qwen-decode']), {
+      declarations: [
+        { model: 'qwen3-32b', replicasWanted: true, role: 'prefill', pdProtocol: 'llm-d-sidecar' },
+        { model: 'qwen3-32b', replicasWanted: true, role: 'decode', pdProtocol: 'llm-d-sidecar' },
+      ],
+      endpoints: [
+        { url: 'http://10.0.0.2:8000', role: 'decode', probeUrl: 'http://10.0.0.2:8200' },
+        { url: 'http://10.0.0.1:8000', role: 'prefill', probeUrl: undefined },
+      ],
+    });
+    const catalog = new ModelCatalog({ pdProtocol: 'vllm-nixl' });
+    const routed = desiredOf(objs, ['llm-router-qwen-prefill', 'llm-router-qwen-decode']);
+    catalog.setDeclarations('kubernetes', routed.declarations);
+    assert.equal(catalog.model('qwen3-32b')?.pd?.protocol, 'llm-d-sidecar', 'the workload annotation overrides --pd-protocol');
+  });
+
+  test('P/D with engineDefaults.pd.protocol vllm-nixl: no sidecar, the decode engine on 8000, lint clean; other protocols refused', () => {
+    const nixl = renderChart(CHART, { values: [THREE_MODELS, { engineDefaults: { pd: { protocol: 'vllm-nixl' } } }] });
+    const nobjs = objects(nixl);
+    const decode = find(nobjs, 'Deployment', 'llm-router-qwen-decode');
+    assert.deepEqual(
+      decode.spec.template.spec.containers.map((c: Obj) => c.name),
+      ['engine', 'readiness'],
+    );
+    assert.deepEqual(container(decode, 'engine').ports, [{ name: 'engine', containerPort: 8000, protocol: 'TCP' }]);
+    assert.deepEqual(routedAs(nobjs, ['llm-router-qwen-decode']).endpoints, [
+      { url: 'http://10.0.0.1:8000', role: 'decode', probeUrl: undefined },
+    ]);
+    assert.equal(decode.metadata.annotations['llm-router/pd-protocol'], 'vllm-nixl');
+    assert.deepEqual(lintObjects(parseManifests(nixl.manifest, 'nixl.yaml')), []);
+    assert.throws(
+      () => renderChart(CHART, { values: [THREE_MODELS, { engineDefaults: { pd: { protocol: 'sglang' } } }] }),
+      /pd.protocol must be llm-d-sidecar or vllm-nixl/,
+    );
   });
 
   test('weights: an init container downloads them, or a PVC holds them; a compile cache volume; GPUs and resources merged', () => {

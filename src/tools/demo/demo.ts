@@ -1,6 +1,7 @@
 // `llm-router demo`: simulated engines plus the router, showing the answers a client can get: a ready model (200),
-// a declared model at zero replicas (503 + Retry-After), an unknown model (404), and a model at zero that a
-// simulated autoscaler wakes while the router holds the request (200 after the cold start).
+// a declared model at zero replicas (503 + Retry-After), an unknown model (404), a model at zero that a
+// simulated autoscaler wakes while the router holds the request (200 after the cold start), and a model served by a
+// prefill and a decode engine (P/D).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
@@ -31,6 +32,7 @@ const DEMO_MODELS = {
   embed: 'demo-embed',
   zero: 'demo-sleeper',
   wake: 'demo-wakeup',
+  pd: 'demo-pd',
   unknown: 'no-such-model',
 } as const;
 
@@ -122,6 +124,11 @@ function demoCases(base: string): DemoCase[] {
       command: post('/v1/chat/completions', chat(DEMO_MODELS.wake)),
       expectStatus: 200,
     },
+    {
+      title: 'a P/D model: the prefill engine computes the prompt, the decode engine streams the answer',
+      command: `curl -sNi ${base}/v1/chat/completions -H 'content-type: application/json' -d '${JSON.stringify(chat(DEMO_MODELS.pd, true))}'`,
+      expectStatus: 200,
+    },
     { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
     { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
     { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
@@ -149,7 +156,9 @@ export async function runDemo(argv: string[]): Promise<void> {
     return;
   }
   const flags = new FlagReader(parseFlags(argv, DEMO_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_DEMO_' }));
-  const [p1, p2, p3] = [await freePort(), await freePort(), await freePort()];
+  const [p1, p2, p3, p4, p5] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
+  // the P/D pair computes a prompt token in 0.5 ms: the decode engine's TTFT shows whether the prefill engine did it
+  const pd = ['--pd-protocol', 'vllm-nixl', '--prefill-ms-per-token', '0.5', '--ttft-ms', '20', '--itl-ms', '40', '--output-tokens', '12'];
   const engines = [
     startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12']),
     // a second engine of the same model that takes a while to load: watch it go discovered -> serving-api -> ready in /engines
@@ -164,6 +173,8 @@ export async function runDemo(argv: string[]): Promise<void> {
       '40',
     ]),
     startEngine(p3, DEMO_MODELS.embed, []),
+    startEngine(p4, DEMO_MODELS.pd, ['--role', 'prefill', ...pd]),
+    startEngine(p5, DEMO_MODELS.pd, ['--role', 'decode', ...pd]),
   ];
   const stopEngines = (): void => {
     for (const e of engines) if (e.child.exitCode === null) e.child.kill('SIGTERM');
@@ -179,7 +190,9 @@ export async function runDemo(argv: string[]): Promise<void> {
       '--static-backends',
       engines.map((e) => e.url).join(','),
       '--static-models',
-      [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed].join(','),
+      [DEMO_MODELS.ready, DEMO_MODELS.ready, DEMO_MODELS.embed, DEMO_MODELS.pd, DEMO_MODELS.pd].join(','),
+      '--static-backend-roles',
+      'both,both,both,prefill,decode',
       '--static-aliases',
       `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
       '--known-models',
@@ -224,7 +237,8 @@ export async function runDemo(argv: string[]): Promise<void> {
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 
-  if (!(await waitRoutable(base, DEMO_MODELS.ready, 20_000)) || !(await waitRoutable(base, DEMO_MODELS.embed, 20_000))) {
+  const routable = [DEMO_MODELS.ready, DEMO_MODELS.embed, DEMO_MODELS.pd];
+  if (!(await Promise.all(routable.map((m) => waitRoutable(base, m, 20_000)))).every(Boolean)) {
     process.stderr.write('demo: the simulated engines did not become ready in 20 s\n');
     stop();
     return;
@@ -235,6 +249,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     `  ${DEMO_MODELS.ready}: two simulated vLLM engines (the second one is still loading for a few seconds)`,
     `  ${DEMO_MODELS.alias}: an alias of ${DEMO_MODELS.ready}`,
     `  ${DEMO_MODELS.embed}: one simulated embedding engine`,
+    `  ${DEMO_MODELS.pd}: a prefill and a decode engine (vllm-nixl): see llm_router_pd_* in /metrics and the roles in /engines`,
     `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero): 503 + Retry-After`,
     `  ${DEMO_MODELS.wake}: at zero too, but a simulated autoscaler starts an engine when requests wait for it,`,
     `      and stops it after ${flags.number('idle-seconds')} s without requests: watch /engines and llm_router_model_* in /metrics`,

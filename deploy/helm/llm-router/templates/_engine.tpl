@@ -45,6 +45,10 @@ decode Deployment (role pd). Probes: liveness on the engine's /health; startup a
 {{- $kind := default $d.engineKind $e.engineKind -}}
 {{- if not (has $kind (list "vllm" "sglang" "tgi")) -}}{{- fail (printf "engines[%s].engineKind must be vllm, sglang or tgi" $e.name) -}}{{- end -}}
 {{- if and (ne $role "standalone") (ne $kind "vllm") -}}{{- fail (printf "engines[%s]: role pd is only rendered for vllm" $e.name) -}}{{- end -}}
+{{- $proto := $d.pd.protocol -}}
+{{- if not (has $proto (list "llm-d-sidecar" "vllm-nixl")) -}}{{- fail (printf "engineDefaults.pd.protocol must be llm-d-sidecar or vllm-nixl, not %s" $proto) -}}{{- end -}}
+{{- /* llm-d-sidecar: a decode engine sits behind the routing sidecar, which the router sends its traffic to */ -}}
+{{- $behindSidecar := and (eq $role "decode") (eq $proto "llm-d-sidecar") -}}
 {{- $name := include "llm-router.engineWorkloadName" . -}}
 {{- $served := include "llm-router.servedModelName" . -}}
 {{- $replicas := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "replicas")) -}}
@@ -54,9 +58,9 @@ decode Deployment (role pd). Probes: liveness on the engine's /health; startup a
 {{- /* failureThreshold x periodSeconds >= 2 x the expected load, rounded up */ -}}
 {{- $failures := div (add (mul 2 $load) (sub $period 1)) $period -}}
 {{- $enginePort := int $d.port -}}
-{{- if eq $role "decode" -}}{{- $enginePort = int $d.pd.decodeEnginePort -}}{{- end -}}
+{{- if $behindSidecar -}}{{- $enginePort = int $d.pd.decodeEnginePort -}}{{- end -}}
 {{- $routerPort := $enginePort -}}
-{{- if eq $role "decode" -}}{{- $routerPort = int $d.pd.routingSidecar.port -}}{{- end -}}
+{{- if $behindSidecar -}}{{- $routerPort = int $d.pd.routingSidecar.port -}}{{- end -}}
 {{- $probePort := int $root.Values.probeSidecar.port -}}
 {{- $image := default (index $d.images $kind) $e.image -}}
 {{- $resources := default $d.resources $e.resources -}}
@@ -77,6 +81,10 @@ metadata:
     # the router reads the model names from here (any replica count, zero included); the linter reads the load time
     llm-router/models: {{ $served | quote }}
     llm-router/expected-load-seconds: {{ $load | quote }}
+    {{- if ne $role "standalone" }}
+    # how the router serves this model's prefill/decode pair
+    llm-router/pd-protocol: {{ $proto }}
+    {{- end }}
 spec:
   replicas: {{ $replicas }}
   selector:
@@ -92,9 +100,17 @@ spec:
         llm-router/pool: {{ include "llm-router.fullname" $root }}
         llm-router/engine: {{ $e.name }}
         llm-router/role: {{ $role }}
+        {{- if ne $role "standalone" }}
+        # the router (and llm-d's scheduler) read an engine's P/D role from this label
+        llm-d.ai/role: {{ $role }}
+        {{- end }}
       annotations:
         # where the router sends requests: the engine, or a decode pod's routing sidecar
         llm-router/port: {{ $routerPort | quote }}
+        {{- if $behindSidecar }}
+        # and where it probes: the engine itself, not the sidecar in front of it
+        llm-router/probe-port: {{ $enginePort | quote }}
+        {{- end }}
     spec:
       terminationGracePeriodSeconds: {{ int $d.terminationGracePeriodSeconds }}
       {{- with $root.Values.imagePullSecrets }}
@@ -274,8 +290,8 @@ spec:
             runAsUser: 65532
             capabilities:
               drop: ["ALL"]
-        {{- if eq $role "decode" }}
-        # P/D: clients reach the decode engine through this proxy, which runs the prefill step remotely first
+        {{- if $behindSidecar }}
+        # P/D: clients reach the decode engine through this proxy, which runs the prefill call the router names first
         - name: routing-sidecar
           image: {{ $d.pd.routingSidecar.image }}
           args:

@@ -67,9 +67,9 @@ app.kubernetes.io/component: router
 {{- default .Release.Namespace .Values.router.discovery.namespace -}}
 {{- end -}}
 
-{{/* The label selector the router discovers engines with; prefill workers are reached through their decode side. */}}
+{{/* The label selector the router discovers engines with: every engine of the pool, prefill ones included (P/D). */}}
 {{- define "llm-router.engineSelector" -}}
-{{- $terms := list (printf "llm-router/pool=%s" (include "llm-router.fullname" .)) "llm-router/role!=prefill" -}}
+{{- $terms := list (printf "llm-router/pool=%s" (include "llm-router.fullname" .)) -}}
 {{- with .Values.router.discovery.labelSelector -}}
 {{- $terms = append $terms . -}}
 {{- end -}}
