@@ -1,6 +1,6 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
-// --only routing,base,logging,workers,streams,wake (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only routing,base,logging,workers,streams,wake,pd (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,6 +17,7 @@ import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
 import { runWake, type WakeResult } from './wake.js';
+import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -39,7 +40,7 @@ interface Options {
 }
 
 /** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
-const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake'];
+const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake', 'pd'];
 const EXTRA_PARTS = ['quality', 'soak'];
 
 function parseOptions(argv: readonly string[]): Options {
@@ -216,6 +217,8 @@ interface Results {
   readonly routerRssAfterLoadMb: number | undefined;
   /** engine model loaded -> held client's first byte over cold starts (part `wake`) */
   readonly wake: WakeResult | undefined;
+  /** P/D: the prefill hop's added latency, TTFT P/D against aggregated (part `pd`) */
+  readonly pd: PdBenchResult | undefined;
   readonly rows: Row[];
   readonly skipped: string[];
 }
@@ -429,6 +432,7 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       met: x.nsPerOp <= 5_000,
     });
   }
+  if (r.pd) rows.push(...pdRows(r.pd));
   if (r.hotpath) {
     const label = 'one request in process, no sockets (bench/hotpath.ts)';
     rows.push({ scenario: label, metric: 'handleInference ns/request', router: r.hotpath.routerNs, digits: 0 });
@@ -561,6 +565,12 @@ async function main(): Promise<void> {
     wake = await runWake({ cli: CLI, dir, starts: o.quick ? 5 : 12, loadingSeconds: 1, probeWakeIntervalSeconds: 0.1 }, log);
   }
 
+  let pd: PdBenchResult | undefined;
+  if (o.only.has('pd')) {
+    log('pd: the prefill hop through the router, and TTFT of P/D against aggregated serving on simulators');
+    pd = await runPd({ cli: CLI, dir, quick: o.quick }, log);
+  }
+
   let soak: SoakResult | undefined;
   if (o.only.has('soak')) {
     log('soak: mixed requests with engine faults injected');
@@ -593,6 +603,7 @@ async function main(): Promise<void> {
     soak,
     quality,
     wake,
+    pd,
     skipped,
   };
   const rows = buildRows(partial, o);
