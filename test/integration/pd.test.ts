@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
+import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
   allReady,
   call,
@@ -129,6 +130,7 @@ describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
     assert.equal(await metric(p.router.url, 'llm_router_pd_requests_total', { model: MODEL, role: 'prefill' }), 2);
     assert.equal(await metric(p.router.url, 'llm_router_pd_requests_total', { model: MODEL, role: 'decode' }), 2);
     assert.equal(await metric(p.router.url, 'llm_router_model_role_ready_endpoints', { model: MODEL, role: 'prefill' }), 1);
+    assert.deepEqual(await promtoolCheckMetrics((await call(`${p.router.url}/metrics`)).text), { code: 0, output: '' });
   });
 
   test('the client x-request-id is the one on both calls', async () => {

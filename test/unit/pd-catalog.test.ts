@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { ModelCatalog, pdModelState } from '../../src/router/catalog/catalog.js';
 import type { Endpoint, EndpointState } from '../../src/router/core/endpoint.js';
 import type { EndpointRole, PdProtocol } from '../../src/router/core/pd.js';
+import { RouterMetrics } from '../../src/router/metrics/metrics.js';
 
 function ep(role: EndpointRole, state: EndpointState, draining = false): Endpoint {
   return {
@@ -171,4 +172,25 @@ test('P/D answers do not depend on the order the inputs arrived in', () => {
   assert.equal(JSON.stringify(a.resolve('m')), JSON.stringify(b.resolve('m')));
   assert.deepEqual(a.models(), b.models());
   assert.equal(a.model('m')?.status, 'loading');
+});
+
+test('P/D metrics: per role and per model, gone with the model (bounded label values)', async () => {
+  const c = new ModelCatalog();
+  const metrics = new RouterMetrics(c, { defaultMetrics: false });
+  staticPd(c, ['prefill', 'decode']);
+  ready(c, 'e0');
+  metrics.pd.call('m', 'prefill', 0.01);
+  metrics.pd.prefillFailed('m', 'connect');
+  metrics.pd.decodeOnly('m', 'prefill-failed');
+  let text = (await metrics.exposition()).body;
+  assert.match(text, /^llm_router_pd_requests_total\{model="m",role="prefill"\} 1$/m);
+  assert.match(text, /^llm_router_pd_request_duration_seconds_count\{model="m",role="prefill"\} 1$/m);
+  assert.match(text, /^llm_router_pd_prefill_failures_total\{model="m",kind="connect"\} 1$/m);
+  assert.match(text, /^llm_router_pd_decode_only_total\{model="m",reason="prefill-failed"\} 1$/m);
+  assert.match(text, /^llm_router_model_role_ready_endpoints\{model="m",role="prefill"\} 1$/m);
+  assert.match(text, /^llm_router_model_role_ready_endpoints\{model="m",role="decode"\} 0$/m);
+  c.setDeclarations('static', []);
+  c.setEndpoints('static', []);
+  text = (await metrics.exposition()).body;
+  assert.doesNotMatch(text, /model="m"/);
 });
