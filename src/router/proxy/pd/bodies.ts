@@ -35,6 +35,11 @@ export function kvTransferParamsOf(answer: Buffer): Buffer | undefined {
   return raw !== undefined && raw[0] === 0x7b ? raw : undefined;
 }
 
+/** The client's body without kv_transfer_params of its own (the same bytes when it has none). */
+export function withoutKvTransferParams(body: Buffer): Buffer {
+  return editMembers(body, [{ key: 'kv_transfer_params', value: undefined }]);
+}
+
 /** vllm-nixl, decode call: the client's body plus the prefill's kv_transfer_params, unchanged. */
 export function nixlDecodeBody(body: Buffer, kvTransferParams: Buffer): Buffer {
   return editMembers(body, [{ key: 'kv_transfer_params', value: kvTransferParams }]);

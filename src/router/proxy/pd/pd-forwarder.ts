@@ -11,7 +11,7 @@ import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders } from '../headers.js';
 import type { UpstreamPools } from '../pools.js';
-import { kvTransferParamsOf } from './bodies.js';
+import { kvTransferParamsOf, withoutKvTransferParams } from './bodies.js';
 import { callEngine, type CallOutcome, type EngineCall } from './engine-call.js';
 import { runLlmdSidecar } from './llm-d-sidecar.js';
 import { promptChars } from './prompt-chars.js';
@@ -76,11 +76,15 @@ export class PdForwarder {
     const decode = this.policies.decode.pick(job.candidates(), job.route);
     if (decode === undefined)
       return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready decode endpoint', endpoint: undefined };
-    // a `both` endpoint serves whole requests; other paths (embeddings, tokenize, ...) have no prefill half
-    if (decode.role === 'both' || !PD_PATHS.has(job.path)) return this.decodeHop(job, decode, job.body, undefined, res);
+    // other paths (embeddings, tokenize, ...) have no prefill half
+    if (!PD_PATHS.has(job.path)) return this.decodeHop(job, decode, job.body, undefined, res);
+    // the KV transfer of a P/D model is the router's to name: a client's own would point an engine at any host
+    const body = withoutKvTransferParams(job.body);
+    // a `both` endpoint serves whole requests
+    if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res);
     const canSkip = allowsDecodeOnly(job.protocol);
     const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
-    const pair = this.pair(job, decode, prefill, res);
+    const pair = this.pair(job, body, decode, prefill, res);
     if (prefill === undefined) {
       // the catalog says ready only when the protocol can do without a prefill; the list was empty at resolve time
       if (canSkip) return pair.decodeOnly('no-prefill');
@@ -91,10 +95,10 @@ export class PdForwarder {
     return RUNNERS[job.protocol](pair);
   }
 
-  private pair(job: PdJob, decode: Endpoint, prefill: Endpoint | undefined, res: ResponseSink): PdPair {
+  private pair(job: PdJob, body: Buffer, decode: Endpoint, prefill: Endpoint | undefined, res: ResponseSink): PdPair {
     return {
       sink: res,
-      body: job.body,
+      body,
       path: job.path,
       decode,
       prefill: prefill as Endpoint,
@@ -104,7 +108,7 @@ export class PdForwarder {
       forwardDecode: (body, extra, sink) => this.decodeHop(job, decode, body, extra, sink ?? res),
       decodeOnly: (reason: DecodeOnlyReason) => {
         this.observer.decodeOnly(job.model, reason);
-        return this.decodeHop(job, decode, job.body, undefined, res);
+        return this.decodeHop(job, decode, body, undefined, res);
       },
       passBack: (verdict) => this.passBack(job, prefill as Endpoint, verdict.answer, res),
     };

@@ -19,7 +19,7 @@ export type PrefillVerdict =
 export interface PdPair {
   /** the client's response */
   readonly sink: ResponseSink;
-  /** the request's body as the client sent it (an alias's model replaced) */
+  /** the request's body as the client sent it (an alias's model replaced, a kv_transfer_params of its own removed) */
   readonly body: Buffer;
   /** the route path, without query (/v1/chat/completions, /v1/completions, /v1/responses) */
   readonly path: string;
