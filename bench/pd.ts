@@ -10,7 +10,8 @@
 // two whole-request engines against one prefill and one decode engine, at 1 and at 8 concurrent clients.
 import http from 'node:http';
 import path from 'node:path';
-import { freePort, startProc, waitUntil, fetchOnce, type Proc } from './procs.js';
+import { freePort, postTimed, startProc, waitUntil, fetchOnce, type Proc } from './procs.js';
+import { NIXL_PREFILL_PARAMS } from '../src/tools/sim/pd-checks.js';
 import { median, type Row } from './report.js';
 
 export interface PdBenchResult {
@@ -38,45 +39,14 @@ interface Stats {
 }
 
 const MODEL = 'pd-bench';
-const PREFILL_PARAMS = {
-  do_remote_decode: true,
-  do_remote_prefill: false,
-  remote_engine_id: null,
-  remote_block_ids: null,
-  remote_host: null,
-  remote_port: null,
-};
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-/** One POST on a kept-alive connection; resolves with the status, the body and when its first body byte came. */
-function post(port: number, body: string): Promise<{ status: number; text: string; firstByteMs: number }> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/v1/chat/completions',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
-      },
-      (res) => {
-        let text = '';
-        let firstByteMs = -1;
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          if (firstByteMs < 0) firstByteMs = performance.now() - started;
-          text += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, firstByteMs }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+/** One POST on a kept-alive connection, with its time to first body byte. */
+async function post(port: number, body: string): Promise<{ status: number; text: string; firstByteMs: number }> {
+  const started = Date.now();
+  const r = await postTimed(port, body, { agent });
+  return { status: r.status, text: r.text, firstByteMs: r.firstDataAt - started };
 }
 
 function percentile(values: readonly number[], p: number): number {
@@ -132,7 +102,7 @@ async function startRouter(
 
 /** The client doing P/D itself: the prefill call, then the decode call with the prefill's kv_transfer_params. */
 async function directPd(prefill: number, decode: number, request: Record<string, unknown>): Promise<void> {
-  const p = await post(prefill, JSON.stringify({ ...request, kv_transfer_params: PREFILL_PARAMS, stream: false, max_tokens: 1 }));
+  const p = await post(prefill, JSON.stringify({ ...request, kv_transfer_params: NIXL_PREFILL_PARAMS, stream: false, max_tokens: 1 }));
   const params = (JSON.parse(p.text) as { kv_transfer_params: unknown }).kv_transfer_params;
   const d = await post(decode, JSON.stringify({ ...request, kv_transfer_params: params }));
   if (p.status !== 200 || d.status !== 200) throw new Error(`direct P/D answered ${p.status}, ${d.status}`);

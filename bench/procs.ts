@@ -105,6 +105,46 @@ export function fetchOnce(
   });
 }
 
+export interface TimedAnswer {
+  readonly status: number;
+  readonly text: string;
+  /** ms since epoch when the response head, and its first body byte, arrived */
+  readonly headAt: number;
+  readonly firstDataAt: number;
+}
+
+/** A POST of a JSON body to /v1/chat/completions, with when its head and first body byte arrived. */
+export function postTimed(port: number, body: string, opts: { agent?: http.Agent | false; timeoutMs?: number } = {}): Promise<TimedAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/v1/chat/completions',
+        agent: opts.agent ?? false,
+        timeout: opts.timeoutMs ?? 120_000,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        const headAt = Date.now();
+        let firstDataAt = 0;
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          if (firstDataAt === 0) firstDataAt = Date.now();
+          text += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headAt, firstDataAt }));
+        res.on('error', reject);
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 /** Polls until `check` passes `times` times in a row, failing after `timeoutMs` or when `proc` exits. */
 export async function waitUntil(
   what: string,

@@ -1,9 +1,8 @@
 // Wake latency: a request held for a model with no engine, then the engine starts and loads. How long after the
 // engine's model is loaded does the held client get its first byte? That is the delay the router itself adds to every
 // cold start (probing, releasing the hold, forwarding). Measured over many cold starts of a simulated engine.
-import http from 'node:http';
 import path from 'node:path';
-import { fetchOnce, freePort, startProc, waitUntil, type Proc } from './procs.js';
+import { fetchOnce, freePort, postTimed, startProc, waitUntil, type Proc } from './procs.js';
 
 export interface WakeResult {
   readonly starts: number;
@@ -16,32 +15,6 @@ export interface WakeResult {
 
 const MODEL = 'wake-model';
 const BODY = JSON.stringify({ model: MODEL, stream: true, max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] });
-
-/** Sends one request and resolves with the time its response's first byte arrived (ms since epoch). */
-function firstByteAt(port: number): Promise<{ at: number; status: number }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/v1/chat/completions',
-        agent: false,
-        timeout: 120_000,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(BODY) },
-      },
-      (res) => {
-        const at = Date.now();
-        res.resume();
-        res.on('end', () => resolve({ at, status: res.statusCode ?? 0 }));
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
-    req.end(BODY);
-  });
-}
 
 export async function runWake(
   opts: { cli: string; dir: string; starts: number; loadingSeconds: number; probeWakeIntervalSeconds: number },
@@ -84,7 +57,7 @@ export async function runWake(
         async () => !(await fetchOnce(routerPort, 'GET', '/v1/models')).text.includes('"status":"ready"'),
         { proc: router },
       );
-      const answer = firstByteAt(routerPort);
+      const answer = postTimed(routerPort, BODY);
       await waitUntil('request held', async () => /"held":1/.test((await fetchOnce(routerPort, 'GET', '/demand')).text), { proc: router });
       let engine: Proc | undefined;
       try {
@@ -109,7 +82,7 @@ export async function runWake(
           ],
           path.join(opts.dir, 'sim-wake.log'),
         );
-        const { at, status } = await answer;
+        const { headAt: at, status } = await answer;
         if (status !== 200) throw new Error(`wake ${i + 1}: the held request answered ${status}`);
         const loadedAt = (JSON.parse((await fetchOnce(enginePort, 'GET', '/_sim/fault')).text) as { loadedAt: number }).loadedAt;
         ms.push(at - loadedAt);

@@ -74,6 +74,30 @@ function assertDecodeAnswer(res: Awaited<ReturnType<typeof post>>, stream: boole
   }
 }
 
+/** A streaming and a JSON request through the pair, both answered by the decode engine; what each engine received. */
+async function streamAndJson(
+  p: Pair,
+): Promise<{ prefilled: Awaited<ReturnType<typeof simRequests>>; decoded: Awaited<ReturnType<typeof simRequests>> }> {
+  assertDecodeAnswer(await post(p.router.url, STREAM_BODY), true);
+  assertDecodeAnswer(await post(p.router.url, JSON_BODY), false);
+  const [prefilled, decoded] = await Promise.all([simRequests(p.prefill.url), simRequests(p.decode.url)]);
+  return { prefilled, decoded };
+}
+
+/** Sends a stream and leaves (aborts the request) once `arrived` says the engines have it. */
+async function leaveOnce(router: string, arrived: () => Promise<boolean>): Promise<void> {
+  const controller = new AbortController();
+  const pending = request(`${router}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: STREAM_BODY,
+    signal: controller.signal,
+  }).catch(() => undefined);
+  await until('the request arrived', arrived);
+  controller.abort();
+  await pending;
+}
+
 describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
   let p: Pair;
   before(async () => {
@@ -82,12 +106,7 @@ describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
   after(stopAll);
 
   test('stream and JSON: the prefill sees exactly the modified body, the decode the prefill kv_transfer_params, the client only decode', async () => {
-    const stream = await post(p.router.url, STREAM_BODY);
-    assertDecodeAnswer(stream, true);
-    const json = await post(p.router.url, JSON_BODY);
-    assertDecodeAnswer(json, false);
-
-    const [prefilled, decoded] = await Promise.all([simRequests(p.prefill.url), simRequests(p.decode.url)]);
+    const { prefilled, decoded } = await streamAndJson(p);
     assert.equal(prefilled.length, 2);
     assert.equal(decoded.length, 2);
     const kv =
@@ -154,16 +173,7 @@ describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
   test('a client that leaves during the prefill: the prefill call is aborted and no decode call is made', async () => {
     await setFault(p.prefill.url, { mode: 'hang' });
     const before = { prefill: await simStats(p.prefill.url), decode: await simStats(p.decode.url) };
-    const controller = new AbortController();
-    const pending = request(`${p.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: STREAM_BODY,
-      signal: controller.signal,
-    }).catch(() => undefined);
-    await until('the prefill got the request', async () => (await simStats(p.prefill.url)).received === before.prefill.received + 1);
-    controller.abort();
-    await pending;
+    await leaveOnce(p.router.url, async () => (await simStats(p.prefill.url)).received === before.prefill.received + 1);
     await until('the prefill saw the abort', async () => (await simStats(p.prefill.url)).aborted === before.prefill.aborted + 1, 5_000);
     assert.equal((await simStats(p.decode.url)).received, before.decode.received);
     await setFault(p.prefill.url, { mode: 'none' });
@@ -223,17 +233,16 @@ describe('P/D: llm-d-sidecar', { timeout: 60_000 }, () => {
   after(stopAll);
 
   test('stream and JSON: one call to the decode sidecar naming the prefill; the sidecar runs the prefill', async () => {
-    const stream = await post(p.router.url, STREAM_BODY, { 'x-prefiller-host-port': '10.9.9.9:1' });
-    assertDecodeAnswer(stream, true);
-    const json = await post(p.router.url, JSON_BODY);
-    assertDecodeAnswer(json, false);
-    const decoded = await simRequests(p.decode.url);
-    const prefilled = await simRequests(p.prefill.url);
+    // a client's own header is dropped: only the router names the prefill
+    const forged = await post(p.router.url, JSON_BODY, { 'x-prefiller-host-port': '10.9.9.9:1' });
+    assertDecodeAnswer(forged, false);
+    assert.equal((await simRequests(p.decode.url)).at(-1)?.headers['x-prefiller-host-port'], `127.0.0.1:${p.prefill.port}`);
+    await Promise.all([p.prefill.url, p.decode.url].map((u) => call(`${u}/_sim/reset-stats`, { method: 'POST' })));
+    const { prefilled, decoded } = await streamAndJson(p);
     assert.deepEqual(
       decoded.map((r) => r.body.toString()),
       [STREAM_BODY, JSON_BODY],
     );
-    // the router's header, never the client's
     assert.deepEqual(
       decoded.map((r) => r.headers['x-prefiller-host-port']),
       [`127.0.0.1:${p.prefill.port}`, `127.0.0.1:${p.prefill.port}`],
@@ -243,7 +252,7 @@ describe('P/D: llm-d-sidecar', { timeout: 60_000 }, () => {
       decoded.map((r) => r.headers['x-request-id']),
     );
     assert.equal((await simStats(p.decode.url)).pd.remote, 2);
-    assert.equal(await metric(p.router.url, 'llm_router_pd_requests_total', { model: MODEL, role: 'decode' }), 2);
+    assert.equal(await metric(p.router.url, 'llm_router_pd_requests_total', { model: MODEL, role: 'decode' }), 3);
   });
 
   test('a prompt shorter than --pd-min-prompt-chars and a path with no prefill half go to the decode without the header', async () => {
@@ -280,11 +289,7 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
   after(stopAll);
 
   test('stream and JSON: the same body with bootstrap fields to both at once; the client gets the decode answer', async () => {
-    const stream = await post(p.router.url, STREAM_BODY);
-    assertDecodeAnswer(stream, true);
-    const json = await post(p.router.url, JSON_BODY);
-    assertDecodeAnswer(json, false);
-    const [prefilled, decoded] = await Promise.all([simRequests(p.prefill.url), simRequests(p.decode.url)]);
+    const { prefilled, decoded } = await streamAndJson(p);
     const rooms = new Set<string>();
     for (const [i, client] of [STREAM_BODY, JSON_BODY].entries()) {
       const body = prefilled[i]?.body.toString() ?? '';
@@ -326,19 +331,10 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
   test('a client that leaves during the prefill: neither call continues', async () => {
     await setFault(p.prefill.url, { mode: 'hang' });
     const before = { prefill: await simStats(p.prefill.url), decode: await simStats(p.decode.url) };
-    const controller = new AbortController();
-    const pending = request(`${p.router.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: STREAM_BODY,
-      signal: controller.signal,
-    }).catch(() => undefined);
-    await until('both got the request', async () => {
+    await leaveOnce(p.router.url, async () => {
       const [a, b] = await Promise.all([simStats(p.prefill.url), simStats(p.decode.url)]);
       return a.received === before.prefill.received + 1 && b.received === before.decode.received + 1;
     });
-    controller.abort();
-    await pending;
     await until('both saw the abort', async () => {
       const [a, b] = await Promise.all([simStats(p.prefill.url), simStats(p.decode.url)]);
       return a.aborted === before.prefill.aborted + 1 && b.aborted === before.decode.aborted + 1;

@@ -4,7 +4,14 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
-import { checkNixlPrefill, MalformedPd, readBootstrap, readNixlParams, readPrefillerHeader } from '../../src/tools/sim/pd-checks.js';
+import {
+  checkNixlPrefill,
+  MalformedPd,
+  NIXL_PREFILL_PARAMS,
+  readBootstrap,
+  readNixlParams,
+  readPrefillerHeader,
+} from '../../src/tools/sim/pd-checks.js';
 
 const engines: SimEngine[] = [];
 after(async () => {
@@ -32,22 +39,20 @@ async function post(
   return { status: res.statusCode, json, ms: performance.now() - t0 };
 }
 
-const PREFILL_PARAMS = {
-  do_remote_decode: true,
-  do_remote_prefill: false,
-  remote_engine_id: null,
-  remote_block_ids: null,
-  remote_host: null,
-  remote_port: null,
-};
-const prefillBody = (prompt: string): object => ({ model: 'm', prompt, max_tokens: 1, stream: false, kv_transfer_params: PREFILL_PARAMS });
+const prefillBody = (prompt: string): object => ({
+  model: 'm',
+  prompt,
+  max_tokens: 1,
+  stream: false,
+  kv_transfer_params: NIXL_PREFILL_PARAMS,
+});
 
 test('prefill requests are checked field by field', () => {
   const ok = prefillBody('x') as Record<string, unknown>;
   checkNixlPrefill(ok, '/v1/completions');
   for (const [what, body] of [
     ['no params', { ...ok, kv_transfer_params: undefined }],
-    ['remote decode off', { ...ok, kv_transfer_params: { ...PREFILL_PARAMS, do_remote_decode: false } }],
+    ['remote decode off', { ...ok, kv_transfer_params: { ...NIXL_PREFILL_PARAMS, do_remote_decode: false } }],
     ['streamed', { ...ok, stream: true }],
     ['stream_options kept', { ...ok, stream_options: {} }],
     ['two tokens', { ...ok, max_tokens: 2 }],

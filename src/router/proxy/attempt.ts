@@ -28,14 +28,15 @@ export interface AttemptRequest {
   readonly headersTimeoutMs: number;
 }
 
-class TotalTimeoutError extends Error {
+/** The whole request's time (--total-timeout) is over. */
+export class TotalTimeoutError extends Error {
   readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
 }
 class ClientGoneError extends Error {
   readonly code = 'LLM_ROUTER_CLIENT_GONE';
 }
 /** The engine's answer cannot be passed on as framed (found by the router's own checks, after the engine client's). */
-class UpstreamProtocolError extends Error {
+export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
 }
 

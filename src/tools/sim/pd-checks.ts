@@ -4,8 +4,8 @@
 
 export class MalformedPd extends Error {}
 
-/** The kv_transfer_params vLLM's NIXL connector wants on a prefill call. */
-const PREFILL_PARAMS: Readonly<Record<string, unknown>> = {
+/** The kv_transfer_params vLLM's NIXL connector wants on a prefill call (the simulator's own reading of it). */
+export const NIXL_PREFILL_PARAMS: Readonly<Record<string, unknown>> = {
   do_remote_decode: true,
   do_remote_prefill: false,
   remote_engine_id: null,
@@ -22,7 +22,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 export function checkNixlPrefill(body: Record<string, unknown>, path: string): void {
   const params = body.kv_transfer_params;
   if (!isObject(params)) throw new MalformedPd('a prefill request needs kv_transfer_params (an object)');
-  for (const [k, v] of Object.entries(PREFILL_PARAMS))
+  for (const [k, v] of Object.entries(NIXL_PREFILL_PARAMS))
     if (params[k] !== v) throw new MalformedPd(`kv_transfer_params.${k} must be ${JSON.stringify(v)} on a prefill request`);
   if (body.stream !== false) throw new MalformedPd('a prefill request must have "stream": false');
   if ('stream_options' in body) throw new MalformedPd('a prefill request must not have stream_options');

@@ -8,7 +8,15 @@ import type { EngineContext } from './context.js';
 import { answerLater, newId } from './generation.js';
 import { sendJson } from './http-io.js';
 import { completionBody, echoBody, errorBody, newGeneration, usage, type GenerationApi } from './openai.js';
-import { checkNixlPrefill, MalformedPd, readBootstrap, readNixlParams, readPrefillerHeader, type RemotePrefill } from './pd-checks.js';
+import {
+  checkNixlPrefill,
+  MalformedPd,
+  NIXL_PREFILL_PARAMS,
+  readBootstrap,
+  readNixlParams,
+  readPrefillerHeader,
+  type RemotePrefill,
+} from './pd-checks.js';
 import { peerPost, PrefillLedger, promptHash, type RoomOutcome } from './pd-peer.js';
 import type { Exchange } from './request-stats.js';
 import { fillerText, promptTokens } from './tokens.js';
@@ -27,16 +35,6 @@ export interface SimPdRequest {
   readonly raw: Buffer;
   readonly model: string;
 }
-
-/** What vLLM's NIXL connector puts on a prefill call (the sidecar role sends it too). */
-const PREFILL_PARAMS = {
-  do_remote_decode: true,
-  do_remote_prefill: false,
-  remote_engine_id: null,
-  remote_block_ids: null,
-  remote_host: null,
-  remote_port: null,
-};
 
 const ROOM_STATUS: Readonly<Record<RoomOutcome, number>> = { sent: 200, 'prefill-gone': 410, timeout: 504, 'other-prompt': 409 };
 
@@ -216,7 +214,7 @@ export class SimPd {
     const requestId = r.req.headers['x-request-id'];
     const answer = await peerPost(
       `http://${prefiller.host}:${prefiller.port}${r.path}`,
-      { ...rest, kv_transfer_params: PREFILL_PARAMS, stream: false, ...limits },
+      { ...rest, kv_transfer_params: NIXL_PREFILL_PARAMS, stream: false, ...limits },
       this.abortSignal(r.exchange),
       typeof requestId === 'string' ? { 'x-request-id': requestId } : {},
     );

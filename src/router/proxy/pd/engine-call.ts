@@ -1,7 +1,7 @@
 // One call to an engine whose answer the router reads whole instead of streaming it to the client: the prefill
 // call of a P/D request. It can be aborted (the client left, or the pair is given up) and never rejects.
 import type { FailureKind } from '../../core/forward.js';
-import { classify } from '../attempt.js';
+import { classify, TotalTimeoutError, UpstreamProtocolError } from '../attempt.js';
 import type { EngineClient, EngineHandler } from '../engine-client.js';
 
 /** a prefill answer is one token and some metadata; anything far larger is not one */
@@ -34,14 +34,6 @@ class Aborted extends Error {
   readonly code = 'LLM_ROUTER_ABORTED';
 }
 
-class TooLarge extends Error {
-  readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
-}
-
-class TotalTimeout extends Error {
-  readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
-}
-
 class BufferingHandler implements EngineHandler {
   private abortFn: ((err?: Error) => void) | undefined;
   private status = 0;
@@ -58,7 +50,7 @@ class BufferingHandler implements EngineHandler {
   ) {
     if (req.deadline > 0)
       this.timer = setTimeout(
-        () => this.abortFn?.(new TotalTimeout('total request time exceeded')),
+        () => this.abortFn?.(new TotalTimeoutError('total request time exceeded')),
         Math.max(req.deadline - Date.now(), 1),
       );
   }
@@ -93,7 +85,7 @@ class BufferingHandler implements EngineHandler {
   onData(chunk: Buffer): boolean {
     this.size += chunk.length;
     if (this.size > MAX_ANSWER_BYTES) {
-      this.abortFn?.(new TooLarge(`the answer is larger than ${MAX_ANSWER_BYTES} bytes`));
+      this.abortFn?.(new UpstreamProtocolError(`the answer is larger than ${MAX_ANSWER_BYTES} bytes`));
       return false;
     }
     this.chunks.push(chunk);
