@@ -1,10 +1,10 @@
 // P/D: what the router adds when it serves a model through a prefill and a decode engine, and time to first token of
 // P/D against aggregated serving, on simulated engines (`npm run bench -- --only pd`).
 //
-// Added latency: JSON requests, one at a time, on engines that answer at once. The direct P/D path is the same two
-// calls (prefill, then decode with its kv_transfer_params) made by the client itself; the router's added latency is
-// (through the router) - (direct), for P/D and for a plain aggregated request, measured in the same rounds. Their
-// difference is what the prefill hop costs the router.
+// Added latency: JSON requests, one at a time, on engines that answer at once; the four paths take turns request by
+// request. The direct P/D path is the same two calls (prefill, then decode with its kv_transfer_params) made by the
+// client itself; the router's added latency is (through the router) - (direct) per round, for P/D and for a plain
+// aggregated request, then the median over rounds. Their difference is what the prefill hop costs the router.
 //
 // TTFT: streams with a prompt whose prefill is costly on the simulator (--prefill-ms-per-token); aggregated serving on
 // two whole-request engines against one prefill and one decode engine, at 1 and at 8 concurrent clients.
@@ -22,7 +22,7 @@ export interface PdBenchResult {
     readonly directPd: number;
     readonly routerPd: number;
   };
-  /** router p50 - direct p50, ms */
+  /** router p50 - direct p50 in the same round, ms, median over rounds */
   readonly addedAggregatedMs: number;
   readonly addedPdMs: number;
   /** what the prefill hop adds: addedPd - addedAggregated */
@@ -108,14 +108,19 @@ async function directPd(prefill: number, decode: number, request: Record<string,
   if (p.status !== 200 || d.status !== 200) throw new Error(`direct P/D answered ${p.status}, ${d.status}`);
 }
 
-async function timed(n: number, run: () => Promise<void>): Promise<number> {
-  const ms: number[] = [];
+/** Runs the paths one request each in turn (rotating the order), `n` times: the p50 ms of each. */
+async function interleavedP50(n: number, paths: Record<string, () => Promise<void>>): Promise<Record<string, number>> {
+  const names = Object.keys(paths);
+  const ms: Record<string, number[]> = Object.fromEntries(names.map((k) => [k, []]));
   for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await run();
-    ms.push(performance.now() - t0);
+    for (let j = 0; j < names.length; j++) {
+      const name = names[(i + j) % names.length] as string;
+      const t0 = performance.now();
+      await (paths[name] as () => Promise<void>)();
+      ms[name]?.push(performance.now() - t0);
+    }
   }
-  return median(ms);
+  return Object.fromEntries(names.map((k) => [k, median(ms[k] ?? [])]));
 }
 
 async function addedLatency(
@@ -123,7 +128,7 @@ async function addedLatency(
   dir: string,
   o: { requests: number; rounds: number },
   log: (l: string) => void,
-): Promise<PdBenchResult['latency']> {
+): Promise<PdBenchResult['latency'] & Pick<PdBenchResult, 'addedAggregatedMs' | 'addedPdMs'>> {
   const fast = ['--ttft-ms', '0', '--itl-ms', '0', '--output-tokens', '4'];
   const prefill = await startSim(cli, dir, 'lat-prefill', [...fast, '--role', 'prefill']);
   const decode = await startSim(cli, dir, 'lat-decode', [...fast, '--role', 'decode']);
@@ -139,31 +144,35 @@ async function addedLatency(
     const r = await post(port, body);
     if (r.status !== 200) throw new Error(`answered ${r.status}: ${r.text}`);
   };
-  const paths: Record<keyof PdBenchResult['latency'], () => Promise<void>> = {
+  const paths: Record<string, () => Promise<void>> = {
     directAggregated: () => ok(whole.port),
     routerAggregated: () => ok(aggregated.port),
     directPd: () => directPd(prefill.port, decode.port, request),
     routerPd: () => ok(router.port),
   };
-  const samples: Record<string, number[]> = { directAggregated: [], routerAggregated: [], directPd: [], routerPd: [] };
+  const rounds: Record<string, number>[] = [];
   try {
-    for (const run of Object.values(paths)) await timed(50, run); // warm-up: JIT, connections
+    await interleavedP50(50, paths); // warm-up: JIT, connections
     for (let round = 0; round < o.rounds; round++) {
-      for (const [name, run] of Object.entries(paths)) {
-        const p50 = await timed(o.requests, run);
-        samples[name]?.push(p50);
-        log(`pd latency round ${round + 1}/${o.rounds} ${name}: p50 ${p50.toFixed(3)} ms`);
-      }
+      const p50 = await interleavedP50(o.requests, paths);
+      rounds.push(p50);
+      log(
+        `pd latency round ${round + 1}/${o.rounds}: ${Object.entries(p50)
+          .map(([k, v]) => `${k} ${v.toFixed(3)} ms`)
+          .join(', ')}`,
+      );
     }
   } finally {
     await Promise.all([router, aggregated, prefill, decode, whole].map((x) => x.proc.stop()));
   }
-  const m = (k: string): number => median(samples[k] ?? []);
+  const m = (k: string): number => median(rounds.map((r) => r[k] as number));
   return {
     directAggregated: m('directAggregated'),
     routerAggregated: m('routerAggregated'),
     directPd: m('directPd'),
     routerPd: m('routerPd'),
+    addedAggregatedMs: median(rounds.map((r) => (r.routerAggregated as number) - (r.directAggregated as number))),
+    addedPdMs: median(rounds.map((r) => (r.routerPd as number) - (r.directPd as number))),
   };
 }
 
@@ -299,9 +308,16 @@ export async function runPd(opts: { cli: string; dir: string; quick: boolean }, 
         { concurrency: 8, requests: 96 },
       ];
   const t = await ttft(opts.cli, opts.dir, { promptTokens, prefillMsPerToken, levels }, log);
-  const addedAggregatedMs = latency.routerAggregated - latency.directAggregated;
-  const addedPdMs = latency.routerPd - latency.directPd;
-  return { latency, addedAggregatedMs, addedPdMs, prefillHopMs: addedPdMs - addedAggregatedMs, ttft: t, promptTokens, prefillMsPerToken };
+  const { addedAggregatedMs, addedPdMs, ...p50 } = latency;
+  return {
+    latency: p50,
+    addedAggregatedMs,
+    addedPdMs,
+    prefillHopMs: addedPdMs - addedAggregatedMs,
+    ttft: t,
+    promptTokens,
+    prefillMsPerToken,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

@@ -80,6 +80,9 @@ export class PrefillLedger {
   }
 }
 
+/** kept-alive connections to the other simulators, as an engine keeps its KV side channel open */
+const peers = new http.Agent({ keepAlive: true });
+
 /** A POST of JSON to another simulator; resolves with its status and JSON answer, or status 0 when unreachable. */
 export function peerPost(
   url: string,
@@ -92,7 +95,7 @@ export function peerPost(
   return new Promise((resolve) => {
     const req = http.request(url, {
       method: 'POST',
-      agent: false,
+      agent: peers,
       timeout: timeoutMs,
       signal,
       headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) },
