@@ -8,6 +8,7 @@ import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
   allReady,
   call,
+  endpointState,
   FAST_PROBES,
   metric,
   setFault,
@@ -340,6 +341,20 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
       return a.aborted === before.prefill.aborted + 1 && b.aborted === before.decode.aborted + 1;
     });
     await setFault(p.prefill.url, { mode: 'none' });
+  });
+
+  test('a decode endpoint that cannot be reached: the prefill call is given up, the client gets an error, not silence', async () => {
+    const before = await simStats(p.prefill.url);
+    await setFault(p.decode.url, { mode: 'refuse', seconds: 1.5 });
+    const res = await post(p.router.url, JSON_BODY);
+    assert.ok(res.status === 502 || res.status === 503, `${res.status} ${res.text}`);
+    await until('the prefill call given up', async () => {
+      const now = await simStats(p.prefill.url);
+      return now.running === 0 && now.received - before.received === now.aborted - before.aborted;
+    });
+    // the refused connection failed the decode endpoint; it is back once the simulator listens again
+    await endpointState(p.router.url, p.decode.url, 'failed');
+    await endpointState(p.router.url, p.decode.url, 'ready');
   });
 
   test('prefill down: 503 model_unavailable naming the missing role; /engines and /v1/models say so', async () => {

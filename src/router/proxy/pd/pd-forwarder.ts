@@ -84,34 +84,36 @@ export class PdForwarder {
     if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res);
     const canSkip = allowsDecodeOnly(job.protocol);
     const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
-    const pair = this.pair(job, body, decode, prefill, res);
     if (prefill === undefined) {
       // the catalog says ready only when the protocol can do without a prefill; the list was empty at resolve time
-      if (canSkip) return pair.decodeOnly('no-prefill');
+      if (canSkip) return this.decodeOnly(job, body, decode, 'no-prefill', res);
       return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready prefill endpoint', endpoint: undefined };
     }
     const min = this.opts.pd.minPromptChars;
-    if (canSkip && min > 0 && promptChars(job.route.body, min) < min) return pair.decodeOnly('short-prompt');
-    return RUNNERS[job.protocol](pair);
+    if (canSkip && min > 0 && promptChars(job.route.body, min) < min) return this.decodeOnly(job, body, decode, 'short-prompt', res);
+    return RUNNERS[job.protocol](this.pair(job, body, decode, prefill, res));
   }
 
-  private pair(job: PdJob, body: Buffer, decode: Endpoint, prefill: Endpoint | undefined, res: ResponseSink): PdPair {
+  private pair(job: PdJob, body: Buffer, decode: Endpoint, prefill: Endpoint, res: ResponseSink): PdPair {
     return {
       sink: res,
       body,
       path: job.path,
       decode,
-      prefill: prefill as Endpoint,
-      bootstrapPort: prefill?.bootstrapPort ?? this.opts.pd.sglangBootstrapPort,
-      callPrefill: (body, onStatus) => this.prefillHop(job, prefill as Endpoint, body, res, onStatus),
-      judgePrefill: (outcome, expectKv) => this.judge(job.model, prefill as Endpoint, outcome, expectKv),
-      forwardDecode: (body, extra, sink) => this.decodeHop(job, decode, body, extra, sink ?? res),
-      decodeOnly: (reason: DecodeOnlyReason) => {
-        this.observer.decodeOnly(job.model, reason);
-        return this.decodeHop(job, decode, body, undefined, res);
-      },
-      passBack: (verdict) => this.passBack(job, prefill as Endpoint, verdict.answer, res),
+      prefill,
+      bootstrapPort: prefill.bootstrapPort ?? this.opts.pd.sglangBootstrapPort,
+      callPrefill: (b, onStatus) => this.prefillHop(job, prefill, b, res, onStatus),
+      judgePrefill: (outcome, expectKv) => this.judge(job.model, prefill, outcome, expectKv),
+      forwardDecode: (b, extra, sink) => this.decodeHop(job, decode, b, extra, sink ?? res),
+      decodeOnly: (reason) => this.decodeOnly(job, body, decode, reason, res),
+      passBack: (verdict) => this.passBack(job, prefill, verdict.answer, res),
     };
+  }
+
+  /** The request to the decode endpoint alone, counted as a decode-only fallback. */
+  private decodeOnly(job: PdJob, body: Buffer, decode: Endpoint, reason: DecodeOnlyReason, res: ResponseSink): Promise<ForwardResult> {
+    this.observer.decodeOnly(job.model, reason);
+    return this.decodeHop(job, decode, body, undefined, res);
   }
 
   private headers(job: PdJob, length: number, extra: readonly string[] | undefined): string[] {

@@ -33,20 +33,21 @@ export const runSglang: PdProtocolRunner = async (pair) => {
       return verdict;
     });
     const decoded = await pair.forwardDecode(body, undefined, gate);
-    // the decode side could not be reached at all: the prefill would wait for a partner that never comes
-    if (decoded.kind === 'unanswered') prefill.abort();
+    if (decoded.kind === 'unanswered') {
+      // the decode side could not be reached at all: the prefill would wait for a partner that never comes
+      prefill.abort();
+      await judged;
+      return decoded;
+    }
     const verdict = await judged;
     // the prefill answered 2xx and the decode answer has gone out: how the prefill's body ended changes nothing
-    if (gate.isOpen) return decoded;
+    if (gate.isOpen || verdict.kind === 'ok') return decoded;
     switch (verdict.kind) {
-      case 'ok':
-        return decoded;
       case 'client-gone':
         return { kind: 'client-gone', endpoint: pair.prefill };
       case 'refused':
         return pair.passBack(verdict);
       case 'failed':
-        if (decoded.kind === 'unanswered') return decoded;
         return {
           kind: 'unanswered',
           failure: 'other',
