@@ -32,6 +32,8 @@ import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
+import { Dashboard } from '../server/dashboard/index.js';
+import { VERSION } from '../../version.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -60,6 +62,8 @@ export class RouterApp {
   private readonly stopDemandView: () => void;
   /** set in a worker of --workers: the line to the primary */
   private readonly link: WorkerLink | undefined;
+  /** the operator's view: GET /dashboard and GET /events */
+  private readonly dashboard: Dashboard;
 
   constructor(
     readonly config: RouterConfig,
@@ -74,8 +78,19 @@ export class RouterApp {
       tls: engineTls,
       kind: config.engineClient,
     });
-    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) =>
-      this.prober.expedite(model),
+    this.scaling = new Scaling(
+      this.catalog,
+      config.scaling,
+      config.retryAfterSeconds,
+      log.child({ component: 'scaling' }),
+      (model) => this.prober.expedite(model),
+      {
+        coldStart: (c) => {
+          this.metrics.coldStart(c.model, c.kind, c.ms / 1000);
+          this.dashboard.coldStart(c);
+        },
+        wakeAlarm: (a) => this.dashboard.wakeAlarm(a),
+      },
     );
     if (cluster.isWorker) {
       // the primary answers for the whole instance, from every worker's part
@@ -99,6 +114,20 @@ export class RouterApp {
       this.demandView = own.view;
       this.stopDemandView = own.stop;
     }
+    this.dashboard = new Dashboard({
+      catalog: this.catalog,
+      scaling: this.scaling,
+      demand: this.demandView,
+      instance: {
+        version: VERSION,
+        pid: process.pid,
+        worker: cluster.worker?.id ?? null,
+        workers: config.workers,
+        startedAt: this.startedAt,
+      },
+      statsIntervalMs: config.engineStatsIntervalMs,
+      log: log.child({ component: 'dashboard' }),
+    });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
       inFlight: (m) => this.scaling.demand.inFlight(m),
@@ -113,7 +142,10 @@ export class RouterApp {
         apiKey: config.engineApiKey,
         passiveFailureThreshold: config.passiveFailureThreshold,
         tls: engineTls,
-        onFailover: (model) => this.metrics.failover(model),
+        onFailover: (model) => {
+          this.metrics.failover(model);
+          this.dashboard.failover(model);
+        },
         onFailure: (endpoint, failure) => this.metrics.upstreamFailure(endpoint.url, failure),
         wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
       },
@@ -170,6 +202,7 @@ export class RouterApp {
       { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
       { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
+      ...this.dashboard.routes(),
     ];
     const routes: Route[] = [
       ...INFERENCE_PATHS.map(
@@ -233,6 +266,8 @@ export class RouterApp {
       this.log.warn(
         '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',
       );
+    // first, so that its timeline starts with the models as the sources declare them
+    this.dashboard.start();
     this.sync.register('static');
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');
@@ -319,6 +354,8 @@ export class RouterApp {
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     // requests still waiting for a cold start get their 503 now and retry on a replica that stays
     this.scaling.hold.stop();
+    // event streams never end by themselves: the dashboards reconnect to a replica that stays
+    this.dashboard.stop();
     this.kubernetes?.stop();
     // close() completes once every connection the server accepted has ended, answered by the fast path or not
     const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];

@@ -129,6 +129,7 @@ export class ModelCatalog implements InFlightLedger {
         draining: spec.draining === true,
         lastProbe: undefined,
         lastError: undefined,
+        lastErrorAt: undefined,
         inFlight: 0,
       };
       next.set(spec.id, endpoint);
@@ -148,7 +149,10 @@ export class ModelCatalog implements InFlightLedger {
   setState(e: Endpoint, state: EndpointState, error?: string): void {
     if (!this.contains(e)) return;
     const endpoint = own(e);
-    if (error !== undefined) endpoint.lastError = error;
+    if (error !== undefined) {
+      endpoint.lastError = error;
+      endpoint.lastErrorAt = this.now();
+    }
     if (endpoint.draining && state !== 'draining') return;
     if (endpoint.state === state) return;
     const from = endpoint.state;
