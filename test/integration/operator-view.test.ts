@@ -136,7 +136,12 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     );
     const e = engines.endpoints[0]!;
     assert.deepEqual(Object.keys(e).sort(), documentedFields('endpoints[]'));
-    assert.deepEqual(Object.keys(engines.models[0]!).filter((k) => k !== 'aliasOf').sort(), documentedFields('models[]').filter((k) => k !== 'aliasOf'));
+    assert.deepEqual(
+      Object.keys(engines.models[0]!)
+        .filter((k) => k !== 'aliasOf')
+        .sort(),
+      documentedFields('models[]').filter((k) => k !== 'aliasOf'),
+    );
     assert.deepEqual(Object.keys(e.lastProbe as object).sort(), documentedFields('endpoints[].lastProbe'));
     assert.deepEqual(Object.keys(e.load as object).sort(), documentedFields('endpoints[].load'));
     assert.match(String(e.lastError), /ECONNREFUSED/);

@@ -1,0 +1,153 @@
+// The dashboard in a real browser (Debian's chromium, driven by puppeteer-core, which downloads no browser): a router
+// with Kubernetes discovery in front of a simulator, a model woken from zero while the page is open. The page follows
+// it from scaled-to-zero through loading to ready without a reload, shows the engine's start-up error as past once it
+// is ready, and asks nothing of any other origin. The screenshot goes to the test's temp folder (and, with
+// LLM_ROUTER_DASHBOARD_SCREENSHOT=FILE, to that file: docs/dashboard.png is made so).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { addReadyPod, deployment } from '../support/kube-objects.js';
+import { freePort, stopAll } from '../support/process.js';
+import { FAST_PROBES, startRouter, startSim, type Running } from '../support/router.js';
+import { within } from '../support/within.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+/** without the background-networking flags chromium's own connections are refused on a closed network, and it waits */
+const CHROMIUM_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+const MODEL = 'demo-chat';
+
+describe('the dashboard in a browser', { timeout: 90_000 }, () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dashboard-browser-'));
+  let kube: FakeKube;
+  let router: Running;
+  let browser: Browser;
+  let page: Page;
+  const requested: string[] = [];
+  let navigations = 0;
+
+  /** The model's state as its row on the page says it. */
+  const rowState = (model: string): Promise<string | null> =>
+    page.evaluate((m) => document.querySelector(`tr[data-model="${m}"]`)?.getAttribute('data-state') ?? null, model);
+  const waitForRow = (model: string, state: string, timeoutMs: number): Promise<unknown> =>
+    page.waitForFunction(
+      (m, s) => document.querySelector(`tr[data-model="${m}"]`)?.getAttribute('data-state') === s,
+      { timeout: timeoutMs },
+      model,
+      state,
+    );
+
+  before(async () => {
+    kube = await startFakeKube();
+    kube.create(deployment('demo', 0, { labels: { model: MODEL } }));
+    router = await startRouter(
+      [
+        '--service-discovery',
+        'k8s',
+        '--k8s-label-selector',
+        'app=llm',
+        '--known-models',
+        'demo-embed',
+        '--admin-port',
+        '0',
+        ...FAST_PROBES,
+      ],
+      { KUBECONFIG: kube.kubeconfigPath },
+    );
+    browser = await within(
+      30_000,
+      'chromium starts',
+      puppeteer.launch({
+        executablePath: CHROMIUM,
+        headless: true,
+        userDataDir: path.join(dir, 'profile'),
+        args: CHROMIUM_FLAGS,
+        protocolTimeout: 30_000,
+      }),
+    );
+    page = await browser.newPage();
+    await page.setViewport({ width: 1400, height: 900 });
+    page.on('request', (r) => requested.push(r.url()));
+    page.on('framenavigated', (f) => {
+      if (f === page.mainFrame()) navigations++;
+    });
+  });
+  after(async () => {
+    await browser?.close();
+    await stopAll();
+    await kube?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('a model goes from scaled-to-zero through loading to ready on the open page; the start-up error shows as past', async () => {
+    await page.goto(`${router.adminUrl}/dashboard`, { waitUntil: 'load', timeout: 15_000 });
+    await waitForRow(MODEL, 'scaled-to-zero', 15_000);
+    assert.equal(await page.$eval('#connection', (e) => e.textContent), 'live');
+    // every state the row shows from now on, in order (a script as text: tsx would wrap a named function in a helper
+    // the page does not have)
+    await page.evaluate(`(() => {
+      const seen = [];
+      window.seen = seen;
+      const record = () => {
+        const state = document.querySelector('tr[data-model="${MODEL}"]')?.getAttribute('data-state');
+        if (state && seen.at(-1) !== state) seen.push(state);
+      };
+      record();
+      new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true });
+    })()`);
+
+    // the autoscaler wakes the model: the Deployment wants a replica, then its pod is Ready with an engine that
+    // refuses connections for a second and loads for another
+    kube.patch('deployments', 'default', 'demo', { spec: { replicas: 1 } });
+    await waitForRow(MODEL, 'loading', 15_000);
+    const port = await freePort();
+    await startSim(['--model', MODEL, '--startup-refuse-seconds', '1', '--startup-loading-seconds', '1'], { port, waitListening: false });
+    addReadyPod(kube, 'demo-1', MODEL, port);
+    await waitForRow(MODEL, 'ready', 30_000);
+
+    assert.deepEqual(await page.evaluate(() => (window as unknown as { seen: string[] }).seen), ['scaled-to-zero', 'loading', 'ready']);
+    assert.equal(navigations, 1, 'the page was never reloaded');
+    assert.equal(await rowState('demo-embed'), 'scaled-to-zero');
+
+    const endpoint = `http://127.0.0.1:${port}`;
+    const error = await page.waitForFunction(
+      (url) => {
+        const cell = document.querySelector(`tr[data-endpoint="${url}"] [data-error]`);
+        return cell ? { kind: cell.getAttribute('data-error'), text: cell.textContent } : false;
+      },
+      { timeout: 10_000 },
+      endpoint,
+    );
+    const shown = (await error.jsonValue()) as { kind: string; text: string };
+    assert.equal(shown.kind, 'past', `the engine's start-up error is history once it is ready: ${shown.text}`);
+    assert.match(shown.text, /^past/);
+    const timeline = await page.$$eval('#timeline li', (items) => items.map((li) => `${li.getAttribute('data-type')} ${li.textContent}`));
+    assert.ok(
+      timeline.some((t) => t.startsWith('model-state') && t.includes(`${MODEL}: loading → ready`)),
+      timeline.join('\n'),
+    );
+    assert.ok(timeline.some((t) => t.startsWith('cold-start') && t.includes(MODEL)));
+
+    const origin = new URL(router.adminUrl).origin;
+    const foreign = requested.filter((u) => !u.startsWith(`${origin}/`) && !u.startsWith('data:'));
+    assert.deepEqual(foreign, [], 'nothing from another origin');
+
+    const shot = path.join(dir, 'dashboard.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    const png = readFileSync(shot);
+    assert.ok(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])) && png.length > 10_000);
+    if (process.env.LLM_ROUTER_DASHBOARD_SCREENSHOT) copyFileSync(shot, process.env.LLM_ROUTER_DASHBOARD_SCREENSHOT);
+  });
+});
