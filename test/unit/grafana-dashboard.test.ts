@@ -33,6 +33,7 @@ test('the Grafana dashboard is well formed for an import', () => {
         cells.add(`${i},${j}`);
       }
     if (p.type === 'row') continue;
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana's variable syntax, not a template literal
     assert.deepEqual(p.datasource, { type: 'prometheus', uid: '${datasource}' }, p.title);
     assert.ok(p.targets && p.targets.length > 0, `${p.title} has queries`);
     assert.equal(new Set(p.targets.map((t) => t.refId)).size, p.targets.length, `${p.title}: unique refIds`);
