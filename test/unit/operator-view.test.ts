@@ -221,4 +221,14 @@ test('why a model is in its state', () => {
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), 'every endpoint failed; http://p:8000: connect ECONNREFUSED');
   c.setState(c.endpoints()[0]!, 'ready');
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), '1 of 1 endpoint ready');
+  c.setEndpoints('kubernetes', [
+    { id: 'p', url: 'http://p:8000', models: ['m'] },
+    { id: 'q', url: 'http://q:8000', models: ['m'] },
+    { id: 'r', url: 'http://r:8000', models: ['m'] },
+  ]);
+  c.setState(c.endpoints().find((e) => e.id === 'r')!, 'failed', 'connect ECONNREFUSED');
+  assert.equal(
+    explainModel(view(), mine(), { held: 0, stalled: false }),
+    '1 of 3 endpoints ready; 1 coming up; http://r:8000 failed: connect ECONNREFUSED',
+  );
 });

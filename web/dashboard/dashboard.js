@@ -41,10 +41,12 @@ function toMs(at) {
   return typeof at === 'number' ? at : Date.parse(at);
 }
 
+/** 8.9 s, 2 min, 2 min 5 s, 1 h 10 min */
 function seconds(s) {
   if (s < 60) return `${Math.round(s * 10) / 10} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  const [big, small, bigUnit, smallUnit] =
+    s < 3600 ? [Math.floor(s / 60), Math.round(s % 60), 'min', 's'] : [Math.floor(s / 3600), Math.round((s % 3600) / 60), 'h', 'min'];
+  return small === 0 ? `${big} ${bigUnit}` : `${big} ${bigUnit} ${small} ${smallUnit}`;
 }
 
 function ago(at) {
@@ -132,7 +134,7 @@ function endpointRow(e) {
     ? el(
         'div',
         null,
-        el('span', { class: e.lastProbe.ok ? '' : 'error-current' }, e.lastProbe.ok ? 'ok ' : 'failed '),
+        el('span', { class: e.lastProbe.ok ? '' : 'error-current' }, e.lastProbe.ok ? 'ok ' : 'not ready '),
         age(e.lastProbe.at),
         el('div', { class: 'small' }, e.lastProbe.detail),
       )

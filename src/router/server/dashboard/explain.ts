@@ -20,9 +20,11 @@ export function explainModel(m: ModelView, endpoints: readonly Endpoint[], facts
   const waiting = facts.held > 0 ? `; ${plural(facts.held, 'request')} held` : '';
   switch (m.status) {
     case 'ready': {
+      const coming = live.filter((e) => e.state === 'discovered' || e.state === 'serving-api').length;
       const failed = live.filter((e) => e.state === 'failed');
+      const more = coming > 0 ? `; ${coming} coming up` : '';
       const failing = failed[0] ? `; ${failed[0].url} failed: ${failed[0].lastError ?? probeOf(failed[0])}` : '';
-      return `${m.readyEndpoints} of ${plural(m.endpoints, 'endpoint')} ready${failing}`;
+      return `${m.readyEndpoints} of ${plural(m.endpoints, 'endpoint')} ready${more}${failing}`;
     }
     case 'loading': {
       const coming = live.filter((e) => e.state === 'discovered' || e.state === 'serving-api');
