@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import puppeteer from 'puppeteer-core';
+import { launchChromium } from '../test/support/browser.js';
 import { freePort, stopAll } from '../test/support/process.js';
 import { call, chat, startRouter, startSim } from '../test/support/router.js';
 
@@ -30,20 +30,7 @@ const router = await startRouter([
   '0.5',
 ]);
 const profile = mkdtempSync(path.join(os.tmpdir(), 'dashboard-shot-'));
-const browser = await puppeteer.launch({
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  userDataDir: profile,
-  args: [
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-});
+const browser = await launchChromium(profile);
 try {
   const page = await browser.newPage();
   await page.setViewport({ width: 1440, height: 1000 });

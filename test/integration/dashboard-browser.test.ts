@@ -8,25 +8,14 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchChromium } from '../support/browser.js';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
 import { FAST_PROBES, startRouter, startSim, type Running } from '../support/router.js';
 import { within } from '../support/within.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-/** without the background-networking flags chromium's own connections are refused on a closed network, and it waits */
-const CHROMIUM_FLAGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const MODEL = 'demo-chat';
 
 describe('the dashboard in a browser', { timeout: 90_000 }, () => {
@@ -66,17 +55,7 @@ describe('the dashboard in a browser', { timeout: 90_000 }, () => {
       ],
       { KUBECONFIG: kube.kubeconfigPath },
     );
-    browser = await within(
-      30_000,
-      'chromium starts',
-      puppeteer.launch({
-        executablePath: CHROMIUM,
-        headless: true,
-        userDataDir: path.join(dir, 'profile'),
-        args: CHROMIUM_FLAGS,
-        protocolTimeout: 30_000,
-      }),
-    );
+    browser = await within(30_000, 'chromium starts', launchChromium(path.join(dir, 'profile')));
     page = await browser.newPage();
     await page.setViewport({ width: 1400, height: 900 });
     page.on('request', (r) => requested.push(r.url()));
@@ -109,31 +88,32 @@ describe('the dashboard in a browser', { timeout: 90_000 }, () => {
       new MutationObserver(record).observe(document.body, { subtree: true, childList: true, attributes: true });
     })()`);
 
-    // the autoscaler wakes the model: the Deployment wants a replica, then its pod is Ready with an engine that
-    // refuses connections for a second and loads for another
+    // the autoscaler wakes the model: the Deployment wants a replica, then its pod is Ready before its engine listens
     kube.patch('deployments', 'default', 'demo', { spec: { replicas: 1 } });
     await waitForRow(MODEL, 'loading', 15_000);
     const port = await freePort();
-    await startSim(['--model', MODEL, '--startup-refuse-seconds', '1', '--startup-loading-seconds', '1'], { port, waitListening: false });
+    const endpoint = `http://127.0.0.1:${port}`;
     addReadyPod(kube, 'demo-1', MODEL, port);
+    const errorCell = (kind: string): Promise<unknown> =>
+      page.waitForFunction(
+        (url, k) => document.querySelector(`tr[data-endpoint="${url}"] [data-error]`)?.getAttribute('data-error') === k,
+        { timeout: 15_000 },
+        endpoint,
+        kind,
+      );
+    await errorCell('current');
+    assert.match(await page.$eval(`tr[data-endpoint="${endpoint}"] [data-error]`, (e) => e.textContent ?? ''), /ECONNREFUSED/);
+    // the engine starts, and loads its model for a second
+    await startSim(['--model', MODEL, '--startup-loading-seconds', '1'], { port });
     await waitForRow(MODEL, 'ready', 30_000);
 
     assert.deepEqual(await page.evaluate(() => (window as unknown as { seen: string[] }).seen), ['scaled-to-zero', 'loading', 'ready']);
     assert.equal(navigations, 1, 'the page was never reloaded');
     assert.equal(await rowState('demo-embed'), 'scaled-to-zero');
 
-    const endpoint = `http://127.0.0.1:${port}`;
-    const error = await page.waitForFunction(
-      (url) => {
-        const cell = document.querySelector(`tr[data-endpoint="${url}"] [data-error]`);
-        return cell ? { kind: cell.getAttribute('data-error'), text: cell.textContent } : false;
-      },
-      { timeout: 10_000 },
-      endpoint,
-    );
-    const shown = (await error.jsonValue()) as { kind: string; text: string };
-    assert.equal(shown.kind, 'past', `the engine's start-up error is history once it is ready: ${shown.text}`);
-    assert.match(shown.text, /^past/);
+    await errorCell('past');
+    const shown = await page.$eval(`tr[data-endpoint="${endpoint}"] [data-error]`, (e) => e.textContent ?? '');
+    assert.match(shown, /^past/, `the engine's start-up error is history once it is ready: ${shown}`);
     const timeline = await page.$$eval('#timeline li', (items) => items.map((li) => `${li.getAttribute('data-type')} ${li.textContent}`));
     assert.ok(
       timeline.some((t) => t.startsWith('model-state') && t.includes(`${MODEL}: loading → ready`)),

@@ -34,9 +34,8 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
   let enginePort: number;
 
   before(async () => {
-    // the engine refuses connections for a while: the router records ECONNREFUSED before it is ready
+    // nothing listens on the engine's port yet: the router records ECONNREFUSED (the last test starts the engine)
     enginePort = await freePort();
-    await startSim(['--model', 'demo-chat', '--startup-refuse-seconds', '1', '--id', 'late'], { port: enginePort, waitListening: false });
     router = await startRouter([
       '--static-backends',
       `http://127.0.0.1:${enginePort}`,
@@ -128,6 +127,15 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
   });
 
   test('/engines: the documented fields, and the start-up error with its time, shown as past once ready', async () => {
+    const refused = await eventually(
+      'the refused connection recorded',
+      async () => (await call(`${router.url}/engines`, { headers: AUTH })).json<EngineJson>().endpoints[0]!,
+      (e) => /ECONNREFUSED/.test(String(e.lastError)),
+      15_000,
+    );
+    assert.equal(refused.state, 'discovered');
+    assert.equal(refused.lastErrorPast, false, 'while the engine is starting the error is the present');
+    await startSim(['--model', 'demo-chat'], { port: enginePort });
     const engines = await eventually(
       'the engine ready after refusing',
       async () => (await call(`${router.url}/engines`, { headers: AUTH })).json<EngineJson>(),
