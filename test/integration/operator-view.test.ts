@@ -103,6 +103,9 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     assert.match(String(page.headers['content-security-policy']), /default-src 'none'; script-src 'self'/);
     // nothing from another origin: every src and href is relative (or the empty data: icon)
     for (const m of page.text.matchAll(/(?:src|href)="([^"]*)"/g)) assert.match(m[1]!, /^(dashboard\/[\w.]+|data:,)$/);
+    const slash = await call(`${router.url}/dashboard/`, { headers: AUTH });
+    assert.equal(slash.status, 301);
+    assert.equal(new URL(String(slash.headers.location), `${router.url}/dashboard/`).href, `${router.url}/dashboard`);
     const basic = `Basic ${Buffer.from(`operator:${KEY}`).toString('base64')}`;
     assert.equal((await call(`${router.url}/dashboard/dashboard.js`, { headers: { authorization: basic } })).status, 200);
 
@@ -137,9 +140,10 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     assert.equal(refused.lastErrorPast, false, 'while the engine is starting the error is the present');
     await startSim(['--model', 'demo-chat'], { port: enginePort });
     const engines = await eventually(
-      'the engine ready after refusing',
+      'the engine ready after refusing, and its load scraped',
       async () => (await call(`${router.url}/engines`, { headers: AUTH })).json<EngineJson>(),
-      (v) => v.endpoints[0]?.state === 'ready',
+      // and scraped once, so that every field has its value
+      (v) => v.endpoints[0]?.state === 'ready' && v.endpoints[0]?.load !== null,
       20_000,
     );
     const e = engines.endpoints[0]!;

@@ -52,6 +52,7 @@ export class Dashboard {
   routes(): Route[] {
     return [
       ...this.page.paths.map((path): Route => ({ method: 'GET', path, browser: true, handler: (_req, res, p) => this.page.serve(res, p) })),
+      { method: 'GET', path: '/dashboard/', browser: true, handler: (_req, res) => DashboardPage.redirectFromSlash(res) },
       { method: 'GET', path: '/events', browser: true, handler: (req, res) => this.stream.handle(req, res) },
     ];
   }

@@ -41,6 +41,13 @@ export class DashboardPage {
     return [...this.assets.keys()];
   }
 
+  /** /dashboard/ (typed often) would resolve the page's relative links one level too deep: it moves to /dashboard */
+  static redirectFromSlash(res: ServerResponse): void {
+    // relative, so that it holds behind a proxy that serves the router under a path prefix
+    res.writeHead(301, { location: '../dashboard', 'content-length': 0 });
+    res.end();
+  }
+
   serve(res: ServerResponse, path: string): void {
     const asset = this.assets.get(path) as Asset;
     res.writeHead(200, {
