@@ -16,7 +16,7 @@ import {
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Logger } from '../../util/log.js';
 import { desiredState, type PodLike, type WorkloadLike } from './desired.js';
-import { Reflector, type ReflectorHealth } from './reflector.js';
+import { FailureLog, Reflector, type ReflectorHealth } from './reflector.js';
 
 export const SOURCE = 'kubernetes';
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -99,6 +99,7 @@ export class KubernetesSource {
     const custom = kc.makeApiClient(CustomObjectsApi);
     const selector = opts.labelSelector || undefined;
     const sel = selector ? { labelSelector: selector } : {};
+    const failures = new FailureLog(log);
     const make = (
       resource: string,
       path: string,
@@ -115,6 +116,7 @@ export class KubernetesSource {
         onSynced: () => this.synced(resource),
         onError: (r, reason) => this.observer?.error(r, reason),
         log,
+        failures,
       });
     this.pods = make('pods', `/api/v1/namespaces/${ns}/pods`, async () => asList(await core.listNamespacedPod({ namespace: ns, ...sel })));
     this.workloads = [
