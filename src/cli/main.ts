@@ -2,6 +2,7 @@
 // Entry point: picks the subcommand and hands it its own arguments; each command parses its flags.
 import { UsageError } from '../router/config/flags.js';
 import { StartupError } from '../router/core/startup-error.js';
+import { didYouMean } from '../router/util/suggest.js';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
   serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
@@ -48,7 +49,7 @@ async function main(argv: string[]): Promise<void> {
   const command = COMMANDS[name];
   // vllm_router takes its flags with no subcommand: treat a leading flag as `serve` so binaries can be swapped
   if (!command && name.startsWith('--')) return serve(argv);
-  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}\n\n${topUsage()}`);
+  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, Object.keys(COMMANDS))}\n\n${topUsage()}`);
   await (await command.load())(rest);
 }
 

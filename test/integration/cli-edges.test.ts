@@ -2,7 +2,7 @@
 // only through env serves with no command, and shutdown says what it does (a second Ctrl-C exits at once).
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startCli, stopAll, type Started } from '../support/process.js';
@@ -65,6 +65,29 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000 },
     const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--service-discovery', 'k8s'], env);
     assert.equal(await within(15_000, 'exit', exited(proc)), 2);
     assert.match(oneLine(proc), /--service-discovery k8s needs access to a Kubernetes API server.*no kubeconfig/);
+  });
+
+  test('typos on the command line, in env and in the YAML file: exit 2 with the closest name', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'typos-'));
+    const file = path.join(dir, 'router.yaml');
+    writeFileSync(file, 'prot: 8001\nknown-models: [m]\n');
+    const cases: { args: string[]; env?: Record<string, string>; says: RegExp }[] = [
+      { args: ['serve', '--prot', '1', '--known-models', 'm'], says: /unknown flag --prot \(did you mean --port\?\)/ },
+      {
+        args: ['serve', '--known-models', 'm'],
+        env: { LLM_ROUTER_PORTT: '1' },
+        says: /LLM_ROUTER_PORTT matches no flag \(did you mean LLM_ROUTER_PORT\?\)/,
+      },
+      { args: ['serve', '--config', file], says: /unknown setting "prot" \(did you mean port\?\)/ },
+      { args: ['sever', '--known-models', 'm'], says: /unknown command "sever" \(did you mean serve\?\)/ },
+      { args: ['sim', '--modle', 'x'], says: /unknown flag --modle \(did you mean --model\?\)/ },
+    ];
+    for (const c of cases) {
+      const proc = startCli(c.args, c.env ?? {});
+      assert.equal(await within(15_000, `exit of ${c.args.join(' ')}`, exited(proc)), 2, c.args.join(' '));
+      assert.match(proc.output(), c.says);
+      assert.doesNotMatch(proc.output(), /^\s+at /m, 'no stack frames');
+    }
   });
 
   test('shutdown says when draining starts and ends; a second SIGINT exits at once', async () => {
