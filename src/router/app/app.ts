@@ -3,7 +3,6 @@ import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
@@ -30,6 +29,7 @@ import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
+import { listen } from '../util/listen.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import { Dashboard } from '../server/dashboard/index.js';
@@ -291,11 +291,18 @@ export class RouterApp {
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
-    this.server.listen({ port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG });
-    await once(this.server, 'listening');
+    await listen(
+      this.server,
+      { port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG },
+      { flag: '--port', env: 'LLM_ROUTER_PORT' },
+    );
     if (this.adminServer) {
-      this.adminServer.listen({ port: this.config.security.adminPort, host: this.config.host, backlog: LISTEN_BACKLOG });
-      await once(this.adminServer, 'listening');
+      const adminPort = this.config.security.adminPort ?? 0;
+      await listen(
+        this.adminServer,
+        { port: adminPort, host: this.config.host, backlog: LISTEN_BACKLOG },
+        { flag: '--admin-port', env: 'LLM_ROUTER_ADMIN_PORT' },
+      );
     }
     if (this.config.logStatsIntervalMs > 0) {
       this.statsTimer = setInterval(() => this.logStats(), this.config.logStatsIntervalMs);
@@ -351,6 +358,11 @@ export class RouterApp {
     const graceMs = opts.shutdownTimeoutMs ?? this.config.security.shutdownTimeoutMs;
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
+    const stopStarted = Date.now();
+    this.log.info(
+      { inFlight: this.concurrency.inFlight, drainSeconds: drainMs / 1000, shutdownTimeoutSeconds: graceMs / 1000 },
+      `draining: /ready answers 503; serving ${drainMs / 1000} s more, then waiting up to ${graceMs / 1000} s for the requests in flight`,
+    );
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     // requests still waiting for a cold start get their 503 now and retry on a replica that stays
     this.scaling.hold.stop();
@@ -379,5 +391,6 @@ export class RouterApp {
     await this.prober.stop();
     await this.engineStats.stop();
     await this.pools.closeAll();
+    this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
 }
