@@ -1,11 +1,8 @@
-// The pieces of the operator's view that are pure or in-process: "did you mean" (a bounded edit distance), client text
-// made safe for the log, when a last error is past, the browser's Basic credentials, the timeline ring and what feeds
+// The pieces of the operator's view that are pure or in-process: client text made safe for the log, when a last error is past, the browser's Basic credentials, the timeline ring and what feeds
 // it, the demand rate, and the sentence that says why a model is in its state.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import fc from 'fast-check';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
-import { editDistance, similarNames } from '../../src/router/catalog/suggest.js';
 import { lastErrorIsPast, type Endpoint } from '../../src/router/core/endpoint.js';
 import { presentedKey } from '../../src/router/server/auth.js';
 import { DemandRate } from '../../src/router/server/dashboard/demand-rate.js';
@@ -14,45 +11,6 @@ import { TimelineRecorder } from '../../src/router/server/dashboard/recorder.js'
 import { Timeline, type TimelineEvent } from '../../src/router/server/dashboard/timeline.js';
 import { errors } from '../../src/router/server/errors.js';
 import { loggable } from '../../src/router/util/log.js';
-
-/** The textbook optimal-string-alignment distance, computed in full: what the banded one must agree with. */
-function reference(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++)
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
-      d[i]![j] = v;
-    }
-  return d[a.length]![b.length]!;
-}
-
-test('the banded edit distance agrees with the full computation up to its limit', () => {
-  const text = fc.string({ unit: fc.constantFrom('a', 'b', 'c', '-'), maxLength: 12 });
-  fc.assert(
-    fc.property(text, text, fc.integer({ min: 0, max: 4 }), (a, b, limit) => {
-      assert.equal(editDistance(a, b, limit), Math.min(reference(a, b), limit + 1));
-    }),
-    { numRuns: 2_000, seed: 17 },
-  );
-});
-
-test('did you mean: a swap, a missing letter and case are close; other names and huge inputs get nothing', () => {
-  const known = ['demo-chat', 'demo-embed', 'llama-3-8b', 'Qwen2.5-7B'];
-  assert.deepEqual(similarNames('demo-chta', known), ['demo-chat']);
-  assert.deepEqual(similarNames('demo-cht', known), ['demo-chat']);
-  assert.deepEqual(similarNames('DEMO-CHAT', known), ['demo-chat']);
-  assert.deepEqual(similarNames('qwen2.5-7b', known), ['Qwen2.5-7B']);
-  assert.deepEqual(similarNames('llama-3-70b', known), ['llama-3-8b']);
-  assert.deepEqual(similarNames('gpt-4o', known), []);
-  assert.deepEqual(similarNames('x'.repeat(100_000), ['x'.repeat(100_000)]), []);
-  // the closest first, at most three
-  assert.deepEqual(similarNames('m-1', ['m-1x', 'm-2', 'm-3', 'm-4', 'n-11']), ['m-1x', 'm-2', 'm-3']);
-  assert.equal(errors.modelNotFound('demo-chta', ['demo-chat']).message, 'The model "demo-chta" does not exist. Did you mean "demo-chat"?');
-  assert.equal(errors.modelNotFound('m', ['a', 'b', 'c']).message, 'The model "m" does not exist. Did you mean "a", "b" or "c"?');
-  assert.equal(errors.modelNotFound('m').message, 'The model "m" does not exist.');
-});
 
 test('loggable: cut to 128 characters (a surrogate pair stays whole), then control characters escaped', () => {
   assert.equal(loggable('demo-chta'), 'demo-chta');

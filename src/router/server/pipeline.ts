@@ -12,7 +12,7 @@ import type { Forwarder } from '../proxy/forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
 import { loggable, type Logger } from '../util/log.js';
-import { similarNames } from '../catalog/suggest.js';
+import { similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
@@ -205,7 +205,7 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
     r.metricModel = UNKNOWN_MODEL_LABEL;
     r.loggedModel = loggable(requested);
     const known = catalog.models().map((m) => m.id);
-    r.answer(errors.modelNotFound(requested, similarNames(requested, known)));
+    r.answer(errors.modelNotFound(requested, similar(requested, known)));
     return undefined;
   }
   r.metricModel = resolution.model;
