@@ -36,7 +36,9 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   // under --workers every line says which worker wrote it
   const app = new RouterApp(config, cluster.isWorker && cluster.worker ? log.child({ worker: cluster.worker.id }) : log);
-  await app.start();
+  // the signal handlers are in place before the router says it listens: a SIGTERM right after that line (a pod deleted
+  // as it starts) is a graceful stop, not the default action that kills the process
+  const started = app.start();
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) {
@@ -49,16 +51,19 @@ export async function runServe(argv: string[]): Promise<void> {
     }
     stopping = true;
     log.info({ signal }, signal === 'SIGINT' ? 'shutting down (Ctrl-C again to exit at once)' : 'shutting down');
-    app.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err: String(err) }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    started
+      .then(() => app.stop())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error({ err: String(err) }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   // a cluster worker also stops when the primary goes away, so no worker outlives it
   if (cluster.isWorker) process.on('disconnect', () => stop('primary-gone'));
+  await started;
 }
