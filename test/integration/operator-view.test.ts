@@ -109,6 +109,10 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     const basic = `Basic ${Buffer.from(`operator:${KEY}`).toString('base64')}`;
     assert.equal((await call(`${router.url}/dashboard/dashboard.js`, { headers: { authorization: basic } })).status, 200);
 
+    // a request whose prompt and key must never reach the operator's view
+    const prompt = 'PROMPT-MARKER-5d1f';
+    const body = JSON.stringify({ model: 'demo-chat', messages: [{ role: 'user', content: prompt }] });
+    await call(`${router.url}/v1/chat/completions`, { body, headers: AUTH });
     const events = await request(`${router.url}/events`, { headers: { authorization: basic } });
     assert.equal(events.statusCode, 200);
     assert.equal(events.headers['content-type'], 'text/event-stream; charset=utf-8');
@@ -117,6 +121,7 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
       text += chunk.toString();
       if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
     }
+    assert.ok(!text.includes(prompt) && !text.includes(KEY), 'no prompt, no key');
     const snapshot = JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)![1]!) as {
       state: { models: { id: string; status: string; retryAfterSeconds: number | null }[] };
       timeline: { type: string }[];
