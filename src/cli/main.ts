@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // Entry point: picks the subcommand and hands it its own arguments; each command parses its flags.
 import { UsageError } from '../router/config/flags.js';
+import { StartupError } from '../router/core/startup-error.js';
+import { didYouMean } from '../router/util/suggest.js';
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: string[]) => Promise<void>> }> = {
   serve: { summary: 'run the router', load: async () => (await import('./serve.js')).runServe },
@@ -23,7 +25,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<(argv: str
 };
 
 function topUsage(): string {
-  const lines = ['usage: llm-router <command> [flags]', '', 'commands:'];
+  const lines = ['usage: llm-router [command] [flags]   (no command: serve)', '', 'commands:'];
   for (const [name, c] of Object.entries(COMMANDS)) lines.push(`  ${name.padEnd(8)} ${c.summary}`);
   lines.push('', "run 'llm-router <command> --help' for the flags of a command");
   return lines.join('\n');
@@ -31,10 +33,14 @@ function topUsage(): string {
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
-    process.stdout.write(topUsage() + '\n');
-    return;
+  const serve = await (COMMANDS.serve as (typeof COMMANDS)[string]).load();
+  if (name === '--help' || name === '-h' || name === 'help') {
+    // the commands, then the flags of serve, which is what runs without a command
+    process.stdout.write(`${topUsage()}\n\n`);
+    return serve(['--help']);
   }
+  // like vllm_router's binary: no command serves (a container configured through LLM_ROUTER_* env only)
+  if (name === undefined) return serve([]);
   if (name === '--version' || name === 'version') {
     const { VERSION } = await import('../version.js');
     process.stdout.write(`llm-router ${VERSION}\n`);
@@ -42,12 +48,17 @@ async function main(argv: string[]): Promise<void> {
   }
   const command = COMMANDS[name];
   // vllm_router takes its flags with no subcommand: treat a leading flag as `serve` so binaries can be swapped
-  if (!command && name.startsWith('--')) return (await (COMMANDS.serve as (typeof COMMANDS)[string]).load())(argv);
-  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}\n\n${topUsage()}`);
+  if (!command && name.startsWith('--')) return serve(argv);
+  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, Object.keys(COMMANDS))}\n\n${topUsage()}`);
   await (await command.load())(rest);
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
+  if (err instanceof StartupError) {
+    // something the operator can fix, said in one line: no stack
+    process.stderr.write(`llm-router: ${err.message}\n`);
+    process.exit(err.exitCode);
+  }
   if (err instanceof UsageError) {
     process.stderr.write(`llm-router: ${err.message}\n`);
     if (!err.message.includes('\n')) process.stderr.write("run 'llm-router --help' or 'llm-router <command> --help' for usage\n");

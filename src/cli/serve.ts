@@ -8,7 +8,7 @@ import { loadRouterConfig } from '../router/config/config.js';
 import { ROUTER_FLAGS } from '../router/config/router-flags.js';
 import { RouterApp } from '../router/app/app.js';
 import { createLogger } from '../router/util/log.js';
-import { usage } from '../router/config/flags.js';
+import { usage, UsageError } from '../router/config/flags.js';
 
 const SUMMARY =
   'Routes OpenAI-compatible requests by model to engines whose model is loaded; answers 404 for unknown models and 503 + Retry-After for declared models with no ready engine.';
@@ -19,6 +19,16 @@ export async function runServe(argv: string[]): Promise<void> {
     return;
   }
   const config = loadRouterConfig(argv);
+  if (
+    config.serviceDiscovery === 'static' &&
+    config.staticBackends.length === 0 &&
+    config.knownModels.length === 0 &&
+    config.aliases.size === 0
+  ) {
+    throw new UsageError(
+      'nothing to route to: give engines with --static-backends URL,... and --static-models MODEL,... (env LLM_ROUTER_STATIC_BACKENDS, LLM_ROUTER_STATIC_MODELS), or --service-discovery k8s, or declare --known-models',
+    );
+  }
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   if (config.workers > 1 && cluster.isPrimary) {
     runPrimary(config, log);
@@ -26,22 +36,34 @@ export async function runServe(argv: string[]): Promise<void> {
   }
   // under --workers every line says which worker wrote it
   const app = new RouterApp(config, cluster.isWorker && cluster.worker ? log.child({ worker: cluster.worker.id }) : log);
-  await app.start();
+  // the signal handlers are in place before the router says it listens: a SIGTERM right after that line (a pod deleted
+  // as it starts) is a graceful stop, not the default action that kills the process
+  const started = app.start();
   let stopping = false;
   const stop = (signal: string): void => {
-    if (stopping) return;
+    if (stopping) {
+      // a second Ctrl-C means now: the requests still in flight are cut
+      if (signal === 'SIGINT') {
+        log.warn({ signal }, 'second SIGINT: exiting now without waiting for the requests in flight');
+        process.exit(130);
+      }
+      return;
+    }
     stopping = true;
-    log.info({ signal }, 'shutting down');
-    app.stop().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err: String(err) }, 'error while shutting down');
-        process.exit(1);
-      },
-    );
+    log.info({ signal }, signal === 'SIGINT' ? 'shutting down (Ctrl-C again to exit at once)' : 'shutting down');
+    started
+      .then(() => app.stop())
+      .then(
+        () => process.exit(0),
+        (err: unknown) => {
+          log.error({ err: String(err) }, 'error while shutting down');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   // a cluster worker also stops when the primary goes away, so no worker outlives it
   if (cluster.isWorker) process.on('disconnect', () => stop('primary-gone'));
+  await started;
 }

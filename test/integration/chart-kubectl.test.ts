@@ -165,7 +165,7 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     );
   });
 
-  test('three models: engines, the P/D pair, a ScaledObject and a ServiceMonitor', async () => {
+  test('three models: engines, the P/D pair, a ScaledObject, a ServiceMonitor and the Grafana dashboard', async () => {
     const names = await dryRun(await rendered('three.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'three-models.yaml')]));
     for (const n of [
       'deployment.apps/llm-router-llama-8b',
@@ -174,10 +174,11 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
       'deployment.apps/llm-router-qwen-decode',
       'scaledobject.keda.sh/llm-router-mixtral',
       'servicemonitor.monitoring.coreos.com/llm-router',
+      'configmap/llm-router-grafana-dashboard',
     ]) {
       assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
     }
-    assert.equal(names.length, 13);
+    assert.equal(names.length, 14);
   });
 
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {

@@ -4,7 +4,7 @@
 // the pod's grace period, string values that stay strings, zero lint findings, and plain manifests that match.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -184,6 +184,24 @@ describe("Helm's engine, as tools/chart-render runs it", () => {
       renderTemplate('out:\n  {{- toYaml .Values.env | nindent 2 }}', values),
       'out:\n  a: "yes"\n  b: "on"\n  c: "true"\n  d: "No"\n  e: "8000"\n  f: "1.5"\n  g: "null"\n  h: "~"\n  i: plain',
     );
+  });
+
+  test('.Files.Get reads the other files of the chart, through a symbolic link too; a missing one is empty', () => {
+    const dir = path.join(scratch, `files${charts++}`);
+    mkdirSync(path.join(dir, 'templates'), { recursive: true });
+    mkdirSync(path.join(dir, 'files'));
+    writeFileSync(path.join(dir, 'Chart.yaml'), 'apiVersion: v2\nname: f\nversion: 0.1.0\n');
+    writeFileSync(path.join(dir, 'files', 'a.txt'), 'from a file');
+    writeFileSync(path.join(scratch, `outside-${charts}.json`), '{"x": 1}');
+    symlinkSync(path.join('..', '..', `outside-${charts}.json`), path.join(dir, 'files', 'linked.json'));
+    writeFileSync(
+      path.join(dir, 'templates', 't.yaml'),
+      'a: {{ .Files.Get "files/a.txt" | quote }}\nlinked: {{ .Files.Get "files/linked.json" | fromJson | toJson }}\nnone: [{{ .Files.Get "nope" }}]\nvalues: [{{ .Files.Get "values.yaml" }}]',
+    );
+    const { documents } = renderChart(dir);
+    assert.equal(documents[0]?.text, 'a: "from a file"\nlinked: {"x":1}\nnone: []\nvalues: []');
+    writeFileSync(path.join(dir, '.helmignore'), 'files/\n');
+    assert.throws(() => renderChart(dir), /\.helmignore is not supported/);
   });
 
   test('values merge like Helm: maps merge, lists and scalars replace, null removes a default, later files win', () => {
@@ -389,6 +407,25 @@ describe('chart with three models: one standalone, one at zero replicas with KED
 
   test('lint finds nothing in it', () => {
     assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'three-models.yaml')), []);
+  });
+
+  test("the Grafana dashboard: deploy/grafana/llm-router.json in a ConfigMap with the sidecar's label", () => {
+    const cm = find(objs, 'ConfigMap', 'llm-router-grafana-dashboard');
+    assert.equal(cm.metadata.labels.grafana_dashboard, '1');
+    assert.equal(cm.metadata.annotations.grafana_folder, 'LLM');
+    assert.equal(cm.metadata.namespace, 'default');
+    const file = readFileSync(path.join(ROOT, 'deploy', 'grafana', 'llm-router.json'), 'utf8');
+    assert.equal(cm.data['llm-router.json'], file.trimEnd(), 'the same bytes, through the chart link dashboards/llm-router.json');
+    assert.equal(JSON.parse(cm.data['llm-router.json']).uid, 'llm-router');
+    const elsewhere = objects(
+      renderChart(CHART, {
+        values: [{ grafana: { dashboard: { enabled: true, namespace: 'monitoring', labels: { dashboards: 'llm' } } } }],
+      }),
+    );
+    const moved = find(elsewhere, 'ConfigMap', 'llm-router-grafana-dashboard');
+    assert.equal(moved.metadata.namespace, 'monitoring');
+    assert.equal(moved.metadata.labels.dashboards, 'llm');
+    assert.equal(moved.metadata.annotations, undefined);
   });
 
   test('the external-push KEDA flavour points ScaledObjects at the router, which gets --keda-scaler-port', () => {

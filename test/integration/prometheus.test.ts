@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startPrometheus, promtoolCheckMetrics, promtoolCheckRules, type Prometheus } from '../support/prometheus.js';
-import { documentedPromql, forModel, type PromqlSource } from '../support/promql-sources.js';
+import { asGrafanaSends, documentedPromql, forModel, type PromqlSource } from '../support/promql-sources.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, startRouter, startSim, type Running } from '../support/router.js';
 import { until } from '../support/within.js';
@@ -15,7 +15,9 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
   let router: Running;
   let prom: Prometheus;
   let sources: PromqlSource[];
-  const triggers = (): PromqlSource[] => sources.filter((s) => !s.alert && /llm_router_model_demand_total/.test(s.expr));
+  /** the KEDA trigger wherever it is given (the dashboard's demand panel is a graph, not a trigger) */
+  const triggers = (): PromqlSource[] =>
+    sources.filter((s) => !s.alert && !s.where.startsWith('deploy/grafana/') && /llm_router_model_demand_total/.test(s.expr));
   const value = async (expr: string): Promise<number | undefined> => {
     const r = await prom.query(expr);
     assert.equal(r.status, 'success', `${expr}: ${r.error}`);
@@ -59,9 +61,33 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000 }, 
     const canonical = new Set(triggers().map((s) => forModel(s.expr, 'X').replace(/\s+/g, ' ')));
     assert.equal(canonical.size, 1, `one trigger, not variants: ${[...canonical].join('\n')}`);
     for (const s of sources) {
-      const r = await prom.query(forModel(s.expr, 'zero'));
+      const r = await prom.query(asGrafanaSends(forModel(s.expr, 'zero'), 'zero'));
       assert.equal(r.status, 'success', `${s.where}: ${s.expr}: ${r.error}`);
     }
+  });
+
+  test('the Grafana dashboard: every expression evaluates, for one model and for all, and every metric it names exists', async () => {
+    const dashboard = sources.filter((s) => s.where.startsWith('deploy/grafana/'));
+    assert.ok(dashboard.length >= 20, `the dashboard's expressions were collected: ${dashboard.length}`);
+    assert.ok(dashboard.some((s) => s.expr.includes('$model') && s.expr.includes('$__rate_interval')));
+    for (const s of dashboard)
+      for (const model of ['served', '.*']) {
+        const r = await prom.query(asGrafanaSends(s.expr, model));
+        assert.equal(r.status, 'success', `${s.expr} (model ${model}): ${r.error}`);
+      }
+    // a misspelled metric is no error in PromQL, only an empty answer: the names are checked against the exposition
+    const exposition = (await call(`${router.adminUrl}/metrics`)).text;
+    const families = new Set([...exposition.matchAll(/^# TYPE (\S+) /gm)].map((m) => m[1]));
+    const named = new Set(dashboard.flatMap((s) => s.expr.match(/\bllm_router_\w+/g) ?? []));
+    assert.ok(named.size >= 15, [...named].join(', '));
+    for (const name of named)
+      assert.ok(families.has(name) || families.has(name.replace(/_(bucket|sum|count)$/, '')), `${name} is exported`);
+    // and the panels show something for a model that is served: its state and its ready endpoint
+    const ready = dashboard.find((s) => s.expr.includes('llm_router_model_ready_endpoints'))!;
+    await until('the ready endpoint in Prometheus', async () => (await value(asGrafanaSends(ready.expr, 'served'))) === 1, 15_000, 200);
+    const state = dashboard.find((s) => s.expr.includes('llm_router_model_state{'))!;
+    assert.equal(await value(asGrafanaSends(state.expr, 'served')), 3, 'ready is 3 in the state timeline');
+    assert.equal(await value(asGrafanaSends(state.expr, 'zero')), 1, 'scaled-to-zero is 1');
   });
 
   test('one request to a model at zero: the trigger is above 0 within three scrape intervals', async (t) => {

@@ -65,7 +65,9 @@ export function documentedPromql(): PromqlSource[] {
   for (const f of files(path.join(ROOT, 'deploy'), '.yaml').filter((f) => !f.includes(`${path.sep}helm${path.sep}`))) {
     for (const doc of parseAllDocuments(readFileSync(f, 'utf8'))) collect(doc.toJS(), path.relative(ROOT, f), out);
   }
-  for (const f of files(path.join(ROOT, 'deploy'), '.json')) collect(JSON.parse(readFileSync(f, 'utf8')), path.relative(ROOT, f), out);
+  // the chart's dashboards/ is a link to deploy/grafana/: each file once
+  for (const f of files(path.join(ROOT, 'deploy'), '.json').filter((f) => !f.includes(`${path.sep}helm${path.sep}`)))
+    collect(JSON.parse(readFileSync(f, 'utf8')), path.relative(ROOT, f), out);
   const chart = renderChart(CHART_DIR, {
     values: [
       {
@@ -81,4 +83,16 @@ export function documentedPromql(): PromqlSource[] {
 /** The expression about `model`: every model="..." matcher (the docs write M or an example name) names it. */
 export function forModel(expr: string, model: string): string {
   return expr.replace(/model="[^"]*"/g, `model=${JSON.stringify(model)}`);
+}
+
+/**
+ * What Grafana sends Prometheus for a dashboard expression: its variables filled in as Grafana fills them (`$model`
+ * with the model chosen, the interval variables with durations), so that Prometheus can evaluate it.
+ */
+export function asGrafanaSends(expr: string, model: string): string {
+  return expr
+    .replaceAll('$__rate_interval', '1m')
+    .replaceAll('$__interval', '15s')
+    .replaceAll('$__range', '1h')
+    .replace(/\$\{?model\}?/g, model);
 }

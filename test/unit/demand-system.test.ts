@@ -24,17 +24,28 @@ const silent = createLogger({ level: 'silent', format: 'json' });
 const snap = (instance: string, at: number, models: DemandSnapshot['models']): DemandSnapshot => ({ instance, at, workers: 1, models });
 const m = (over: Partial<typeof EMPTY_MODEL_DEMAND>) => ({ ...EMPTY_MODEL_DEMAND, ...over });
 
-test('workers of one instance add up; the latest times win', () => {
+test('workers of one instance add up; the latest times win, and the oldest held request is the earliest', () => {
   const merged = mergeWorkers('pod-a', 100, [
-    snap('w1', 90, { x: m({ held: 2, arrivals: 3, lastArrivalAt: 50 }), y: m({}) }),
+    snap('w1', 90, { x: m({ held: 2, arrivals: 3, lastArrivalAt: 50, oldestHeldAt: 45 }), y: m({}) }),
     snap('w2', 95, { x: m({ inFlight: 1, arrivals: 1, lastArrivalAt: 70, lastEndAt: 60 }) }),
+    snap('w3', 95, { x: m({ held: 1, arrivals: 1, lastArrivalAt: 30, oldestHeldAt: 30 }) }),
   ]);
   assert.deepEqual(merged, {
     instance: 'pod-a',
     at: 100,
-    workers: 2,
-    models: { x: { held: 2, inFlight: 1, arrivals: 4, lastArrivalAt: 70, lastEndAt: 60, lastHoldTimeoutAt: null }, y: EMPTY_MODEL_DEMAND },
+    workers: 3,
+    models: {
+      x: { held: 3, inFlight: 1, arrivals: 5, lastArrivalAt: 70, lastEndAt: 60, lastHoldTimeoutAt: null, oldestHeldAt: 30 },
+      y: EMPTY_MODEL_DEMAND,
+    },
   });
+});
+
+test('a snapshot from a router without oldestHeldAt is read, and merges as none held', () => {
+  const { oldestHeldAt: _, ...older } = m({ held: 1, arrivals: 1 });
+  const parsed = parseSnapshot(snap('old', 10, { x: older }));
+  assert.ok(parsed);
+  assert.equal(mergeWorkers('pod', 10, [parsed]).models.x?.oldestHeldAt, null);
 });
 
 test("replicas add up, and activity ages are taken on each sender's clock, so clocks need not agree", () => {

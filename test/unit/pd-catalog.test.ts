@@ -6,6 +6,8 @@ import { ModelCatalog, pdModelState } from '../../src/router/catalog/catalog.js'
 import type { Endpoint, EndpointState } from '../../src/router/core/endpoint.js';
 import type { EndpointRole, PdProtocol } from '../../src/router/core/pd.js';
 import { RouterMetrics } from '../../src/router/metrics/metrics.js';
+import type { ModelView } from '../../src/router/core/model.js';
+import { explainModel } from '../../src/router/server/dashboard/explain.js';
 
 function ep(role: EndpointRole, state: EndpointState, draining = false): Endpoint {
   return {
@@ -25,6 +27,7 @@ function ep(role: EndpointRole, state: EndpointState, draining = false): Endpoin
     draining,
     lastProbe: undefined,
     lastError: undefined,
+    lastErrorAt: undefined,
     inFlight: 0,
   };
 }
@@ -94,8 +97,8 @@ test('a model with a prefill endpoint resolves to its decode side and its ready 
   );
   assert.deepEqual(c.model('m')?.pd, {
     protocol: 'vllm-nixl',
-    prefill: { endpoints: 1, ready: 1 },
-    decode: { endpoints: 2, ready: 2 },
+    prefill: { ready: 1, total: 1 },
+    decode: { ready: 2, total: 2 },
     missing: [],
   });
 });
@@ -193,4 +196,20 @@ test('P/D metrics: per role and per model, gone with the model (bounded label va
   c.setEndpoints('static', []);
   text = (await metrics.exposition()).body;
   assert.doesNotMatch(text, /model="m"/);
+});
+
+test("the operator's page explains a P/D model by the role that holds it back, or says it serves decode-only", () => {
+  const c = new ModelCatalog({ pdProtocol: 'sglang' });
+  staticPd(c, ['prefill', 'decode']);
+  ready(c, 'e1');
+  for (const e of c.endpoints()) if (e.id === 'e0') c.setState(e, 'failed', 'connection refused');
+  const explain = (): string => explainModel(c.model('m') as ModelView, c.endpoints(), { held: 0, stalled: false });
+  assert.equal(explain(), 'P/D (sglang), no ready prefill endpoint: every endpoint failed; http://10.0.0.0:8000: connection refused');
+  const nixl = new ModelCatalog();
+  staticPd(nixl, ['prefill', 'decode']);
+  ready(nixl, 'e1');
+  assert.match(
+    explainModel(nixl.model('m') as ModelView, nixl.endpoints(), { held: 0, stalled: false }),
+    /^1 of 2 endpoints ready; 1 coming up; P\/D \(vllm-nixl\), no ready prefill endpoint: decode-only$/,
+  );
 });

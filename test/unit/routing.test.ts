@@ -27,6 +27,7 @@ function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Writable {
     draining: false,
     lastProbe: undefined,
     lastError: undefined,
+    lastErrorAt: undefined,
     inFlight,
     ...(engineLoad ? { engineLoad } : {}),
   };

@@ -1,7 +1,8 @@
 package main
 
 // Loading a chart directory as Helm's loader does for a chart without dependencies: Chart.yaml becomes .Chart,
-// values.yaml the defaults, and every file below templates/ a template named <chart>/templates/<path>.
+// values.yaml the defaults, every file below templates/ a template named <chart>/templates/<path>, and every other
+// file .Files (a symbolic link is read through, as Helm's loader does).
 
 import (
 	"errors"
@@ -46,10 +47,20 @@ type templateFile struct {
 	Data string
 }
 
+// Files is .Files: the chart's other files by their path in the chart (dashboards/x.json).
+type Files map[string][]byte
+
+// Get is Helm's .Files.Get: the file's text, "" when there is no such file.
+func (f Files) Get(name string) string { return string(f[name]) }
+
+// GetBytes is Helm's .Files.GetBytes.
+func (f Files) GetBytes(name string) []byte { return f[name] }
+
 type Chart struct {
 	Metadata  *Metadata
 	Values    map[string]interface{}
 	Templates []templateFile
+	Files     Files
 }
 
 func loadChart(dir string) (*Chart, error) {
@@ -97,7 +108,46 @@ func loadChart(dir string) (*Chart, error) {
 		return nil, err
 	}
 	sort.Slice(c.Templates, func(i, j int) bool { return c.Templates[i].Name < c.Templates[j].Name })
+	if c.Files, err = loadFiles(dir); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// loadFiles reads every file that is not the chart's metadata, its values or a template. .helmignore is not read here, so a
+// chart that has one is refused rather than given files Helm would leave out.
+func loadFiles(dir string) (Files, error) {
+	files := Files{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "templates" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch rel {
+		case ".helmignore":
+			return errors.New(".helmignore is not supported by this renderer")
+		// Helm's loader gives these their own places, never .Files
+		case "Chart.yaml", "Chart.lock", "values.yaml", "values.schema.json", "requirements.yaml", "requirements.lock":
+			return nil
+		}
+		body, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[rel] = body
+		return nil
+	})
+	return files, err
 }
 
 // templatePath is the name a template has in the engine and in `# Source:` lines.

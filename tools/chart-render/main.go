@@ -1,7 +1,8 @@
 // chart-render prints a Helm chart rendered as `helm template` prints it, built from the libraries Helm's engine
 // is built from (text/template, Sprig, go-yaml), for machines without helm. It covers what a chart without
-// dependencies uses: values files, .Release, .Chart, .Capabilities, .Template, and Helm's template functions.
-// Not covered (an error or a missing function says so): subcharts, .Files, --set, toToml, toYamlPretty.
+// dependencies uses: values files, .Release, .Chart, .Capabilities, .Template, .Files.Get and .Files.GetBytes, and
+// Helm's template functions. Not covered (an error or a missing function says so): subcharts, .helmignore, the other
+// .Files methods (Glob, AsConfig, AsSecrets, Lines), --set, toToml, toYamlPretty.
 //
 //	chart-render [CHART] [-f VALUES]... [--release-name N] [--namespace NS] [--show-only templates/X.yaml]...
 //	             [--kube-version v1.32.0] [--api-versions group/version]... [--json]
@@ -154,6 +155,7 @@ func run(o *options, stderr io.Writer) (string, error) {
 			"Service":   "Helm",
 		},
 		"Values": coalesce(warn, c.Metadata.Name, c.Values, user),
+		"Files":  c.Files,
 	}
 	files, err := render(c, top)
 	if err != nil {

@@ -3,7 +3,6 @@ import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
@@ -31,8 +30,11 @@ import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
+import { listen } from '../util/listen.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
+import { Dashboard } from '../server/dashboard/index.js';
+import { VERSION } from '../../version.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -61,6 +63,8 @@ export class RouterApp {
   private readonly stopDemandView: () => void;
   /** set in a worker of --workers: the line to the primary */
   private readonly link: WorkerLink | undefined;
+  /** the operator's view: GET /dashboard and GET /events */
+  private readonly dashboard: Dashboard;
 
   constructor(
     readonly config: RouterConfig,
@@ -76,8 +80,19 @@ export class RouterApp {
       tls: engineTls,
       kind: config.engineClient,
     });
-    this.scaling = new Scaling(this.catalog, config.scaling, config.retryAfterSeconds, log.child({ component: 'scaling' }), (model) =>
-      this.prober.expedite(model),
+    this.scaling = new Scaling(
+      this.catalog,
+      config.scaling,
+      config.retryAfterSeconds,
+      log.child({ component: 'scaling' }),
+      (model) => this.prober.expedite(model),
+      {
+        coldStart: (c) => {
+          this.metrics.coldStart(c.model, c.kind, c.ms / 1000);
+          this.dashboard.coldStart(c);
+        },
+        wakeAlarm: (a) => this.dashboard.wakeAlarm(a),
+      },
     );
     if (cluster.isWorker) {
       // the primary answers for the whole instance, from every worker's part
@@ -101,6 +116,20 @@ export class RouterApp {
       this.demandView = own.view;
       this.stopDemandView = own.stop;
     }
+    this.dashboard = new Dashboard({
+      catalog: this.catalog,
+      scaling: this.scaling,
+      demand: this.demandView,
+      instance: {
+        version: VERSION,
+        pid: process.pid,
+        worker: cluster.worker?.id ?? null,
+        workers: config.workers,
+        startedAt: this.startedAt,
+      },
+      statsIntervalMs: config.engineStatsIntervalMs,
+      log: log.child({ component: 'dashboard' }),
+    });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
       inFlight: (m) => this.scaling.demand.inFlight(m),
@@ -115,7 +144,10 @@ export class RouterApp {
         apiKey: config.engineApiKey,
         passiveFailureThreshold: config.passiveFailureThreshold,
         tls: engineTls,
-        onFailover: (model) => this.metrics.failover(model),
+        onFailover: (model) => {
+          this.metrics.failover(model);
+          this.dashboard.failover(model);
+        },
         onFailure: (endpoint, failure) => this.metrics.upstreamFailure(endpoint.url, failure),
         wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
       },
@@ -184,6 +216,7 @@ export class RouterApp {
       { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
       { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
+      ...this.dashboard.routes(),
     ];
     const routes: Route[] = [
       ...INFERENCE_PATHS.map(
@@ -247,6 +280,8 @@ export class RouterApp {
       this.log.warn(
         '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',
       );
+    // first, so that its timeline starts with the models as the sources declare them
+    this.dashboard.start();
     this.sync.register('static');
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');
@@ -270,11 +305,18 @@ export class RouterApp {
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
-    this.server.listen({ port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG });
-    await once(this.server, 'listening');
+    await listen(
+      this.server,
+      { port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG },
+      { flag: '--port', env: 'LLM_ROUTER_PORT' },
+    );
     if (this.adminServer) {
-      this.adminServer.listen({ port: this.config.security.adminPort, host: this.config.host, backlog: LISTEN_BACKLOG });
-      await once(this.adminServer, 'listening');
+      const adminPort = this.config.security.adminPort ?? 0;
+      await listen(
+        this.adminServer,
+        { port: adminPort, host: this.config.host, backlog: LISTEN_BACKLOG },
+        { flag: '--admin-port', env: 'LLM_ROUTER_ADMIN_PORT' },
+      );
     }
     if (this.config.logStatsIntervalMs > 0) {
       this.statsTimer = setInterval(() => this.logStats(), this.config.logStatsIntervalMs);
@@ -330,9 +372,16 @@ export class RouterApp {
     const graceMs = opts.shutdownTimeoutMs ?? this.config.security.shutdownTimeoutMs;
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
+    const stopStarted = Date.now();
+    this.log.info(
+      { inFlight: this.concurrency.inFlight, drainSeconds: drainMs / 1000, shutdownTimeoutSeconds: graceMs / 1000 },
+      `draining: /ready answers 503; serving ${drainMs / 1000} s more, then waiting up to ${graceMs / 1000} s for the requests in flight`,
+    );
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     // requests still waiting for a cold start get their 503 now and retry on a replica that stays
     this.scaling.hold.stop();
+    // event streams never end by themselves: the dashboards reconnect to a replica that stays
+    this.dashboard.stop();
     this.kubernetes?.stop();
     // close() completes once every connection the server accepted has ended, answered by the fast path or not
     const servers = [this.server, ...(this.adminServer ? [this.adminServer] : [])];
@@ -356,5 +405,6 @@ export class RouterApp {
     await this.prober.stop();
     await this.engineStats.stop();
     await this.pools.closeAll();
+    this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
 }

@@ -220,6 +220,7 @@ export class ModelCatalog implements InFlightLedger {
         draining: spec.draining === true,
         lastProbe: undefined,
         lastError: undefined,
+        lastErrorAt: undefined,
         inFlight: 0,
       };
       next.set(spec.id, endpoint);
@@ -239,7 +240,10 @@ export class ModelCatalog implements InFlightLedger {
   setState(e: Endpoint, state: EndpointState, error?: string): void {
     if (!this.contains(e)) return;
     const endpoint = own(e);
-    if (error !== undefined) endpoint.lastError = error;
+    if (error !== undefined) {
+      endpoint.lastError = error;
+      endpoint.lastErrorAt = this.now();
+    }
     if (endpoint.draining && state !== 'draining') return;
     if (endpoint.state === state) return;
     const from = endpoint.state;
@@ -375,8 +379,8 @@ export class ModelCatalog implements InFlightLedger {
     const pd: PdView = {
       protocol,
       ...(protocols.length > 1 ? { conflictingProtocols: protocols } : {}),
-      prefill: { endpoints: e.endpoints.filter((x) => x.role === 'prefill').length, ready: prefill.length },
-      decode: { endpoints: e.endpoints.filter(decodeCapable).length, ready: routable.length - prefill.length },
+      prefill: { ready: prefill.length, total: e.endpoints.filter((x) => x.role === 'prefill').length },
+      decode: { ready: routable.length - prefill.length, total: e.endpoints.filter(decodeCapable).length },
       missing,
     };
     return {

@@ -272,6 +272,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     envPrefix: 'LLM_ROUTER_',
     ...(fileValues ? { file: fileValues, fileName: file } : {}),
     refused: REFUSED_FLAGS,
+    // the benchmark's switch between engine clients; the other commands' variables share the prefix
+    envAllowed: ['LLM_ROUTER_ENGINE_CLIENT'],
+    envOtherPrefixes: ['LLM_ROUTER_SIM_', 'LLM_ROUTER_PROBE_', 'LLM_ROUTER_LINT_', 'LLM_ROUTER_DEMO_'],
   });
   const f = new FlagReader(parsed);
   const explicit = (name: string): boolean => {

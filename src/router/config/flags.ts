@@ -1,5 +1,9 @@
-// A small, strict command-line parser driven by a table of flag specs.
-// Flag values can also come from the environment and a config file; precedence: flag > env > file > default.
+// Each command's flags are one table of specs (name, kind, default, env, choices, help): the command line is parsed by
+// commander from it, and the environment and the config file are read from it too; precedence flag > env > file >
+// default. A name that matches no flag, on the command line, in the file or in an LLM_ROUTER_* variable, is refused
+// with the closest one suggested.
+import { Command, CommanderError, Option } from 'commander';
+import { didYouMean } from '../util/suggest.js';
 
 export type FlagKind = 'string' | 'int' | 'number' | 'boolean' | 'list' | 'repeat';
 
@@ -46,6 +50,10 @@ export interface ParseOptions {
   readonly allowPositionals?: boolean;
   /** flags that exist elsewhere but are refused here, with the one-line reason */
   readonly refused?: ReadonlyMap<string, string>;
+  /** variables with the prefix that are not flags but are read elsewhere (a benchmark switch) */
+  readonly envAllowed?: readonly string[];
+  /** prefixes of other commands' variables, which start with this command's prefix */
+  readonly envOtherPrefixes?: readonly string[];
 }
 
 function envName(prefix: string, flag: string): string {
@@ -104,9 +112,133 @@ function coerce(spec: FlagSpec, raw: unknown, where: string): FlagValue {
   }
 }
 
-function suggest(name: string, specs: readonly FlagSpec[]): string {
-  const close = specs.find((s) => s.name.includes(name) || name.includes(s.name));
-  return close ? ` (did you mean --${close.name}?)` : '';
+/** Every spelling of every flag: its name and its aliases. */
+function spellings(specs: readonly FlagSpec[]): string[] {
+  return specs.flatMap((s) => [s.name, ...(s.aliases ?? [])]);
+}
+
+/**
+ * Rewrites a boolean flag's value into commander's form: `--x true`, `--x=true` -> `--x`; `--x false`, `--x=false` ->
+ * `--no-x`. Any other value of a boolean is left for coerce() to refuse with the usual message.
+ */
+function normaliseBooleans(argv: readonly string[], byName: ReadonlyMap<string, FlagSpec>): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (arg === '--') {
+      out.push(...argv.slice(i));
+      break;
+    }
+    const m = /^--([^=]+)(?:=(.*))?$/.exec(arg);
+    const spec = m ? byName.get(m[1] as string) : undefined;
+    if (!m || spec?.kind !== 'boolean') {
+      out.push(arg);
+      continue;
+    }
+    let value = m[2];
+    if (value === undefined && /^(true|false)$/i.test(argv[i + 1] ?? '')) value = argv[++i];
+    if (value === undefined || /^true$/i.test(value)) out.push(`--${m[1]}`);
+    else if (/^false$/i.test(value)) out.push(`--no-${m[1]}`);
+    else coerce(spec, value, `--${spec.name}`);
+  }
+  return out;
+}
+
+/** The first argument that is neither a flag nor a flag's value (to name it in the error). */
+function firstPositional(tokens: readonly string[], byName: ReadonlyMap<string, FlagSpec>): string | undefined {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i] as string;
+    if (t === '--') return tokens[i + 1];
+    if (!t.startsWith('--')) return t;
+    const spec = byName.get(t.slice(2));
+    if (spec !== undefined && spec.kind !== 'boolean') i++;
+  }
+  return undefined;
+}
+
+/** commander's words for a usage mistake, in this CLI's own form ("unknown flag --x (did you mean --y?)"). */
+function usageFrom(err: CommanderError, specs: readonly FlagSpec[]): UsageError {
+  const unknown = /unknown option '--([^'=]+)/.exec(err.message);
+  if (unknown) {
+    const name = unknown[1] as string;
+    return new UsageError(`unknown flag --${name}${didYouMean(name, spellings(specs), (c) => `--${c}`)}`);
+  }
+  const missing = /option '--([^ ']+)[^']*' argument missing/.exec(err.message);
+  if (missing) return new UsageError(`--${missing[1]} needs a value`);
+  if (err.code === 'commander.excessArguments') return new UsageError('unexpected argument: this command takes flags only');
+  return new UsageError(err.message.replace(/^error: /, ''));
+}
+
+/** Parses the command line with commander, from the same specs; returns each flag given there, coerced. */
+function parseArgv(
+  argv: readonly string[],
+  specs: readonly FlagSpec[],
+  byName: ReadonlyMap<string, FlagSpec>,
+  opts: ParseOptions,
+): {
+  values: Map<string, FlagValue>;
+  positionals: string[];
+} {
+  const cmd = new Command()
+    .exitOverride()
+    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined, outputError: () => undefined })
+    .helpOption(false)
+    .showSuggestionAfterError(false)
+    .allowExcessArguments(opts.allowPositionals === true);
+  if (opts.allowPositionals) cmd.argument('[args...]');
+  // one commander option per spelling; each keeps the raw text in arrival order, coerced below by the spec
+  const raw = new Map<string, string[]>();
+  const keep = (spec: FlagSpec) => (value: string) => {
+    raw.set(spec.name, [...(raw.get(spec.name) ?? []), value]);
+    return value;
+  };
+  for (const spec of specs) {
+    for (const name of [spec.name, ...(spec.aliases ?? [])]) {
+      if (spec.kind === 'boolean') {
+        cmd.addOption(new Option(`--${name}`));
+        cmd.on(`option:${name}`, () => raw.set(spec.name, ['true']));
+        cmd.addOption(new Option(`--no-${name}`));
+        cmd.on(`option:no-${name}`, () => raw.set(spec.name, ['false']));
+      } else cmd.addOption(new Option(`--${name} <value>`).argParser(keep(spec)));
+    }
+  }
+  const tokens = normaliseBooleans(argv, byName);
+  try {
+    cmd.parse(tokens, { from: 'user' });
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    const stray = err.code === 'commander.excessArguments' ? firstPositional(tokens, byName) : undefined;
+    throw stray === undefined ? usageFrom(err, specs) : new UsageError(`unexpected argument ${JSON.stringify(stray)}`);
+  }
+  const values = new Map<string, FlagValue>();
+  for (const [name, texts] of raw) {
+    const spec = byName.get(name) as FlagSpec;
+    // a repeatable flag gathers every occurrence; any other takes the last, as shells and most CLIs do
+    if (spec.kind === 'repeat')
+      values.set(
+        name,
+        texts.flatMap((t) => coerce(spec, t, `--${name}`) as string[]),
+      );
+    else values.set(name, coerce(spec, texts.at(-1) as string, `--${name}`));
+  }
+  return { values, positionals: [...cmd.args] };
+}
+
+/** LLM_ROUTER_* variables that name no flag: a typo there must not be ignored silently. */
+function unknownEnv(specs: readonly FlagSpec[], opts: ParseOptions): void {
+  const prefix = opts.envPrefix;
+  if (!prefix || !opts.env) return;
+  const known = new Set<string>(opts.envAllowed ?? []);
+  for (const spec of specs) {
+    for (const n of [spec.name, ...(spec.aliases ?? [])]) known.add(envName(prefix, n));
+    for (const e of spec.env ?? []) known.add(e);
+  }
+  for (const key of Object.keys(opts.env)) {
+    if (!key.startsWith(prefix) || known.has(key)) continue;
+    // the variables of the other commands share the prefix (LLM_ROUTER_SIM_PORT is sim's, not serve's)
+    if ((opts.envOtherPrefixes ?? []).some((p) => key.startsWith(p))) continue;
+    throw new UsageError(`environment variable ${key} matches no flag${didYouMean(key, known)}; unset it or fix its name`);
+  }
 }
 
 export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], opts: ParseOptions = {}): ParsedFlags {
@@ -115,58 +247,17 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
     byName.set(spec.name, spec);
     for (const alias of spec.aliases ?? []) byName.set(alias, spec);
   }
-  const fromArgv = new Map<string, FlagValue>();
-  const positionals: string[] = [];
-
   const refuse = (name: string): void => {
     const why = opts.refused?.get(name);
     if (why !== undefined) throw new UsageError(`--${name} is not supported by llm-router: ${why}`);
   };
-
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string;
-    if (arg === '--') {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    if (!arg.startsWith('--')) {
-      if (!opts.allowPositionals) throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
-      positionals.push(arg);
-      continue;
-    }
-    const eq = arg.indexOf('=');
-    let name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-    let inline: string | undefined = eq >= 0 ? arg.slice(eq + 1) : undefined;
-    refuse(name);
-    let spec = byName.get(name);
-    if (!spec && name.startsWith('no-')) {
-      const positive = byName.get(name.slice(3));
-      if (positive?.kind === 'boolean' && inline === undefined) {
-        spec = positive;
-        inline = 'false';
-        name = positive.name;
-      }
-    }
-    if (!spec) throw new UsageError(`unknown flag --${name}${suggest(name, specs)}`);
-    let raw: string;
-    if (inline !== undefined) raw = inline;
-    else if (spec.kind === 'boolean') {
-      const next = argv[i + 1];
-      if (next !== undefined && /^(true|false)$/i.test(next)) {
-        raw = next;
-        i++;
-      } else raw = 'true';
-    } else {
-      const next = argv[i + 1];
-      if (next === undefined) throw new UsageError(`--${spec.name} needs a value`);
-      raw = next;
-      i++;
-    }
-    const value = coerce(spec, raw, `--${spec.name}`);
-    const previous = fromArgv.get(spec.name);
-    if (spec.kind === 'repeat' && Array.isArray(previous) && Array.isArray(value)) fromArgv.set(spec.name, [...previous, ...value]);
-    else fromArgv.set(spec.name, value);
+  for (const arg of argv) {
+    if (arg === '--') break;
+    const m = /^--([^=]+)/.exec(arg);
+    if (m) refuse(m[1] as string);
   }
+  const { values: fromArgv, positionals } = parseArgv(argv, specs, byName, opts);
+  unknownEnv(specs, opts);
 
   const fileValues = new Map<string, FlagValue>();
   if (opts.file) {
@@ -174,7 +265,10 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
       const name = normaliseKey(key);
       refuse(name);
       const spec = byName.get(name);
-      if (!spec) throw new UsageError(`${opts.fileName ?? 'config file'}: unknown setting ${JSON.stringify(key)}${suggest(name, specs)}`);
+      if (!spec)
+        throw new UsageError(
+          `${opts.fileName ?? 'config file'}: unknown setting ${JSON.stringify(key)}${didYouMean(name, spellings(specs))}`,
+        );
       if (raw === null || raw === undefined) continue;
       fileValues.set(spec.name, coerce(spec, raw, `${opts.fileName ?? 'config file'}: ${key}`));
     }

@@ -57,6 +57,8 @@ export interface Endpoint {
   readonly draining: boolean;
   readonly lastProbe: ProbeRecord | undefined;
   readonly lastError: string | undefined;
+  /** ms since epoch when lastError was last recorded */
+  readonly lastErrorAt: number | undefined;
   /** requests this router is forwarding to it right now */
   readonly inFlight: number;
   /** the latest load scraped from the engine's /metrics (src/router/health/engine-stats.ts); judge staleness by `at` */
@@ -75,6 +77,15 @@ export interface EngineLoad {
   readonly kvUsage: number | undefined;
   /** load the engine carries beyond this router's in-flight requests, in requests (see otherLoad in engine-stats.ts) */
   readonly otherLoad: number;
+}
+
+/**
+ * The last error is past once the endpoint is ready and has been seen ready after it (moved to ready, or a good probe),
+ * so a start-up ECONNREFUSED does not read as a present fault on an endpoint that has served for hours.
+ */
+export function lastErrorIsPast(e: Endpoint): boolean {
+  if (e.lastErrorAt === undefined || e.state !== 'ready') return false;
+  return e.since > e.lastErrorAt || (e.lastProbe?.ok === true && e.lastProbe.at > e.lastErrorAt);
 }
 
 /** A load snapshot older than this many scrape intervals is unknown load, never idle. */

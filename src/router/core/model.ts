@@ -33,9 +33,10 @@ export type Resolution =
     };
 
 /** One role's endpoints of a P/D model. */
+/** Ready and total endpoints of one role of a model. */
 export interface RoleCount {
-  readonly endpoints: number;
   readonly ready: number;
+  readonly total: number;
 }
 
 export interface PdView {

@@ -4,6 +4,7 @@ import {
   AggregatorRegistry,
   Counter,
   Gauge,
+  Histogram,
   Registry,
   collectDefaultMetrics,
   type Metric,
@@ -47,11 +48,15 @@ export async function aggregateExposition(workers: readonly WorkerMetrics[]): Pr
 }
 
 const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+/** a cold start takes seconds (a small model on a warm node) to most of an hour (a large one downloaded first) */
+const COLD_START_BUCKETS: number[] = [1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600];
 
 /** What the request path counts for one model: plain numbers, turned into Prometheus samples only at scrape time. */
 interface ModelTally {
   demand: number;
   readonly byStatus: Map<number, number>;
+  /** answers the router made itself, by their stable error code */
+  readonly byCode: Map<string, number>;
   /** per bucket of DURATION_BUCKETS, plus +Inf; not cumulative */
   readonly durationBuckets: Float64Array;
   durationSum: number;
@@ -112,6 +117,9 @@ export class RouterMetrics {
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
+  private readonly coldStarts: Histogram<'model' | 'kind'>;
+  /** models with cold-start series, so that they go with the model */
+  private readonly coldStartModels = new Set<string>();
   private discoveryHealth: () => Readonly<Record<string, string>> = () => ({});
   private scaling: ScalingGauges = { held: () => 0, inFlight: () => 0, oldestHeldSeconds: () => 0, stalled: () => false };
   /** set in a worker of --workers: the primary sums every worker's metrics */
@@ -140,6 +148,11 @@ export class RouterMetrics {
       if (e.type !== 'declarations' && e.type !== 'endpoint-removed') return;
       const keep = new Set(declaredModels());
       for (const model of tallies.keys()) if (model !== '' && model !== UNKNOWN_MODEL_LABEL && !keep.has(model)) tallies.delete(model);
+      for (const model of this.coldStartModels) {
+        if (keep.has(model)) continue;
+        this.coldStartModels.delete(model);
+        for (const kind of ['load', 'wake']) this.coldStarts.remove({ model, kind });
+      }
     });
     new Counter({
       name: 'llm_router_requests_total',
@@ -149,6 +162,16 @@ export class RouterMetrics {
       collect() {
         this.reset();
         for (const [model, t] of tallies) for (const [status, n] of t.byStatus) this.inc({ model, status: String(status) }, n);
+      },
+    });
+    new Counter({
+      name: 'llm_router_errors_total',
+      help: 'Inference requests the router answered with its own error, by model and the error code (model_not_found, queue_full, ...)',
+      labelNames: ['model', 'code'],
+      registers,
+      collect() {
+        this.reset();
+        for (const [model, t] of tallies) for (const [code, n] of t.byCode) this.inc({ model, code }, n);
       },
     });
     this.registry.registerMetric(new DurationHistogram(tallies) as unknown as Metric);
@@ -167,6 +190,15 @@ export class RouterMetrics {
       name: 'llm_router_upstream_failures_total',
       help: 'Failed attempts to forward to an engine, by endpoint and kind of failure',
       labelNames: ['endpoint', 'kind'],
+      registers,
+    });
+    // under --workers every worker measures the same cold starts with its own prober: the primary keeps one (max)
+    this.coldStarts = new Histogram({
+      name: 'llm_router_model_cold_start_seconds',
+      help: 'Measured cold starts per model: kind="load" from an endpoint discovered to ready, kind="wake" from the model leaving scaled-to-zero to its first ready endpoint',
+      labelNames: ['model', 'kind'],
+      buckets: COLD_START_BUCKETS,
+      aggregator: 'max',
       registers,
     });
     this.failovers = new Counter({
@@ -300,6 +332,7 @@ export class RouterMetrics {
       t = {
         demand: 0,
         byStatus: new Map(),
+        byCode: new Map(),
         durationBuckets: new Float64Array(DURATION_BUCKETS.length + 1),
         durationSum: 0,
         durationCount: 0,
@@ -314,15 +347,25 @@ export class RouterMetrics {
     this.tally(model).demand++;
   }
 
-  /** Records a finished request; `model` is the canonical name, '' when the request named none, or UNKNOWN_MODEL_LABEL. */
-  answered(model: string, status: number, seconds: number): void {
+  /**
+   * Records a finished request; `model` is the canonical name, '' when the request named none, or UNKNOWN_MODEL_LABEL;
+   * `code` is the stable code of an error the router answered itself.
+   */
+  answered(model: string, status: number, seconds: number, code?: string): void {
     const t = this.tally(model);
     t.byStatus.set(status, (t.byStatus.get(status) ?? 0) + 1);
+    if (code !== undefined) t.byCode.set(code, (t.byCode.get(code) ?? 0) + 1);
     let i = 0;
     while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
     (t.durationBuckets[i] as number)++;
     t.durationSum += seconds;
     t.durationCount++;
+  }
+
+  /** A cold start was measured (src/router/scaling/cold-start.ts). */
+  coldStart(model: string, kind: 'load' | 'wake', seconds: number): void {
+    this.coldStartModels.add(model);
+    this.coldStarts.observe({ model, kind }, seconds);
   }
 
   upstreamFailure(endpointUrl: string, kind: string): void {

@@ -10,6 +10,17 @@ export interface RetryAfterOptions {
   readonly maxSeconds: number;
 }
 
+/** One measured cold start: an endpoint's load (discovered -> first ready) or a model's wake (left zero -> ready). */
+export interface ColdStart {
+  readonly model: string;
+  readonly kind: 'load' | 'wake';
+  readonly ms: number;
+  /** ms since epoch when it ended */
+  readonly at: number;
+  /** the endpoint that loaded (kind load) */
+  readonly endpoint?: string;
+}
+
 interface Learned {
   /** last measured endpoint load time, ms */
   loadMs?: number;
@@ -35,6 +46,8 @@ export class ColdStartLearner {
     private readonly catalog: ModelCatalog,
     private readonly opts: RetryAfterOptions,
     private readonly now: () => number = Date.now,
+    /** each measurement as it is made (the operator's timeline, the cold-start metric) */
+    private readonly onMeasured: (c: ColdStart) => void = () => undefined,
   ) {}
 
   start(): void {
@@ -92,7 +105,10 @@ export class ColdStartLearner {
     if (e.type === 'endpoint-state' && e.endpoint.state === 'ready' && e.endpoint.firstReadyAt === e.endpoint.since) {
       // its first readiness: how long this model takes to load on an engine
       const loadMs = e.endpoint.since - e.endpoint.discoveredAt;
-      for (const m of e.endpoint.models) this.entry(m).loadMs = loadMs;
+      for (const m of e.endpoint.models) {
+        this.entry(m).loadMs = loadMs;
+        this.onMeasured({ model: m, kind: 'load', ms: loadMs, at: e.endpoint.since, endpoint: e.endpoint.url });
+      }
     }
     this.observeStates();
   }
@@ -110,6 +126,7 @@ export class ColdStartLearner {
       if (view.status === 'ready' && l.wakeStartedAt !== undefined) {
         l.wakeMs = now - l.wakeStartedAt;
         l.wakeStartedAt = undefined;
+        this.onMeasured({ model: view.id, kind: 'wake', ms: l.wakeMs, at: now });
       }
       if (view.status === 'scaled-to-zero') l.wakeStartedAt = undefined;
     }

@@ -14,6 +14,8 @@ export interface ModelDemandSnapshot {
   readonly lastEndAt: number | null;
   /** the last time a held request gave up waiting (demand happened, even though nothing was served) */
   readonly lastHoldTimeoutAt: number | null;
+  /** when the oldest request held now arrived; absent from routers that predate it */
+  readonly oldestHeldAt?: number | null;
 }
 
 export interface DemandSnapshot {
@@ -48,6 +50,7 @@ export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = {
   lastArrivalAt: null,
   lastEndAt: null,
   lastHoldTimeoutAt: null,
+  oldestHeldAt: null,
 };
 
 const count = z.number().int().nonnegative();
@@ -59,6 +62,7 @@ const modelSchema = z.object({
   lastArrivalAt: time,
   lastEndAt: time,
   lastHoldTimeoutAt: time,
+  oldestHeldAt: time.optional(),
 });
 const snapshotSchema = z.object({
   instance: z.string().min(1).max(200),
@@ -74,6 +78,7 @@ export function parseSnapshot(value: unknown): DemandSnapshot | undefined {
 }
 
 const later = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
+const earlier = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.min(a, b));
 
 /** Sums the snapshots of the workers of one instance (one machine, one clock) into the instance's snapshot. */
 export function mergeWorkers(instance: string, at: number, snapshots: readonly DemandSnapshot[]): DemandSnapshot {
@@ -90,6 +95,7 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
         lastArrivalAt: later(m.lastArrivalAt, d.lastArrivalAt),
         lastEndAt: later(m.lastEndAt, d.lastEndAt),
         lastHoldTimeoutAt: later(m.lastHoldTimeoutAt, d.lastHoldTimeoutAt),
+        oldestHeldAt: earlier(m.oldestHeldAt ?? null, d.oldestHeldAt ?? null),
       };
     }
   }

@@ -22,6 +22,16 @@ export interface DemandOptions {
   /** demand with no endpoint for longer than this raises the stuck-wake alarm, ms */
   readonly wakeAlarmMs: number;
   readonly now?: () => number;
+  /** the stuck-wake alarm of a model was raised (or cleared), after demand of this many seconds */
+  readonly onWakeAlarm?: (alarm: WakeAlarm) => void;
+}
+
+export interface WakeAlarm {
+  readonly model: string;
+  readonly raised: boolean;
+  /** raised: how long the model has had demand with no endpoint; cleared: why */
+  readonly demandForSeconds: number;
+  readonly cleared?: 'endpoint-appeared' | 'demand-ended';
 }
 
 export class DemandTracker {
@@ -35,6 +45,8 @@ export class DemandTracker {
     private readonly log: Logger,
     /** requests held for the model now (from the hold queue) */
     private readonly held: (model: string) => number = () => 0,
+    /** when the oldest request held for the model now arrived (ms since epoch), or null */
+    private readonly oldestHeldAt: (model: string) => number | null = () => null,
   ) {
     this.now = opts.now ?? Date.now;
   }
@@ -123,6 +135,7 @@ export class DemandTracker {
         lastArrivalAt: d.lastArrivalAt,
         lastEndAt: d.lastEndAt,
         lastHoldTimeoutAt: d.lastHoldTimeoutAt,
+        oldestHeldAt: this.oldestHeldAt(m),
       };
     }
     return { instance, at: this.now(), workers: 1, models: out };
@@ -138,18 +151,27 @@ export class DemandTracker {
     return (this.catalog.model(model)?.endpoints ?? 0) > 0;
   }
 
+  private clearAlarm(model: string, d: ModelDemand, now: number, cleared: 'endpoint-appeared' | 'demand-ended'): void {
+    const demandForSeconds = d.episodeStart === undefined ? 0 : Math.round((now - d.episodeStart) / 1000);
+    this.opts.onWakeAlarm?.({ model, raised: false, demandForSeconds, cleared });
+  }
+
   /** Opens, raises and clears stuck-wake episodes. */
   checkWakes(): void {
     const now = this.now();
     for (const [model, d] of this.models) {
       if (this.hasEndpoint(model)) {
-        if (d.stalled) this.log.info({ model }, 'stuck wake cleared: an endpoint appeared');
+        if (d.stalled) {
+          this.log.info({ model }, 'stuck wake cleared: an endpoint appeared');
+          this.clearAlarm(model, d, now, 'endpoint-appeared');
+        }
         d.episodeStart = undefined;
         d.stalled = false;
         continue;
       }
       if (!this.active(model)) {
         // demand went away before anything appeared: the episode ends without an alarm (or its alarm clears)
+        if (d.stalled) this.clearAlarm(model, d, now, 'demand-ended');
         d.episodeStart = undefined;
         d.stalled = false;
         continue;
@@ -161,6 +183,7 @@ export class DemandTracker {
           { model, demandForSeconds: Math.round((now - d.episodeStart) / 1000), held: this.held(model) },
           'stuck wake: the model has had demand with no endpoint even discovered; check its autoscaler (KEDA ScaledObject, metrics) and workload',
         );
+        this.opts.onWakeAlarm?.({ model, raised: true, demandForSeconds: Math.round((now - d.episodeStart) / 1000) });
       }
     }
   }

@@ -74,8 +74,13 @@ export class HoldQueue {
 
   /** Age of the oldest waiting request, seconds (0 when none). */
   oldestAgeSeconds(model: string): number {
-    const first = this.queues.get(model)?.[0];
-    return first ? (this.now() - first.arrivedAt) / 1000 : 0;
+    const first = this.oldestHeldAt(model);
+    return first === null ? 0 : (this.now() - first) / 1000;
+  }
+
+  /** When the oldest waiting request arrived (ms since epoch), or null when none waits. */
+  oldestHeldAt(model: string): number | null {
+    return this.queues.get(model)?.[0]?.arrivedAt ?? null;
   }
 
   models(): string[] {

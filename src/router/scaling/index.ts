@@ -2,12 +2,18 @@
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { ScalingConfig } from '../config/config.js';
 import type { Logger } from '../util/log.js';
-import { ColdStartLearner } from './cold-start.js';
-import { DemandTracker } from './demand.js';
+import { ColdStartLearner, type ColdStart } from './cold-start.js';
+import { DemandTracker, type WakeAlarm } from './demand.js';
 import type { DemandSnapshot } from './demand-snapshot.js';
 import type { DemandView } from './demand-view.js';
 import { HoldQueue } from './hold-queue.js';
 import { KedaScaler, type ModelLookup } from './keda.js';
+
+/** What scaling reports as it happens (the operator's timeline, metrics). */
+export interface ScalingObservers {
+  readonly coldStart?: (c: ColdStart) => void;
+  readonly wakeAlarm?: (a: WakeAlarm) => void;
+}
 
 export class Scaling {
   readonly hold: HoldQueue;
@@ -23,6 +29,7 @@ export class Scaling {
     private readonly log: Logger,
     /** the first request started waiting for a model (its endpoints should be probed now) */
     onWaiting?: (model: string) => void,
+    observers: ScalingObservers = {},
   ) {
     this.hold = new HoldQueue(catalog, {
       onWaiting,
@@ -31,8 +38,19 @@ export class Scaling {
       releasePerEndpoint: config.releasePerEndpoint,
       onTimeout: (model) => this.demand.holdTimedOut(model),
     });
-    this.demand = new DemandTracker(catalog, { graceMs: config.graceMs, wakeAlarmMs: config.wakeAlarmMs }, log, (m) => this.hold.held(m));
-    this.coldStart = new ColdStartLearner(catalog, { defaultSeconds: retryAfterDefault, maxSeconds: config.maxRetryAfterSeconds });
+    this.demand = new DemandTracker(
+      catalog,
+      { graceMs: config.graceMs, wakeAlarmMs: config.wakeAlarmMs, onWakeAlarm: observers.wakeAlarm },
+      log,
+      (m) => this.hold.held(m),
+      (m) => this.hold.oldestHeldAt(m),
+    );
+    this.coldStart = new ColdStartLearner(
+      catalog,
+      { defaultSeconds: retryAfterDefault, maxSeconds: config.maxRetryAfterSeconds },
+      Date.now,
+      observers.coldStart,
+    );
   }
 
   /** The KEDA scaler's port once started (undefined when it is off). */

@@ -4,6 +4,7 @@
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { StartupError } from '../core/startup-error.js';
 import type { Logger } from '../util/log.js';
 import { isActive, load, type ModelTotals } from './demand-snapshot.js';
 
@@ -159,7 +160,14 @@ export class KedaScaler {
   async start(host: string, port: number): Promise<void> {
     this.port = await new Promise<number>((resolve, reject) =>
       this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) =>
-        err ? reject(err) : resolve(bound),
+        // grpc-js says "No address added out of total 1 resolved" whatever the cause; a port taken is the usual one
+        err
+          ? reject(
+              new StartupError(
+                `cannot listen on ${host}:${port} for the KEDA scaler (--keda-scaler-port, env LLM_ROUTER_KEDA_SCALER_PORT): ${err.message}; is the port in use?`,
+              ),
+            )
+          : resolve(bound),
       ),
     );
     this.timer = setInterval(() => {

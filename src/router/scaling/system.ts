@@ -25,7 +25,7 @@ function peerList(config: RouterConfig, log: Logger): PeerList | undefined {
   const lists: PeerList[] = [];
   if (s.peers.length > 0) lists.push(new StaticPeers(s.peers));
   if (s.peerSelector) {
-    const kubeConfig = loadKubeConfig();
+    const kubeConfig = loadKubeConfig('--scaler-peer-selector');
     lists.push(
       new PeerPods(
         {

@@ -1,9 +1,10 @@
 // Admin and listing endpoints: liveness, the router's own readiness, metrics, the engine table and the model list.
 import type { ServerResponse } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
-import type { EngineLoad } from '../core/endpoint.js';
-import { isFresh } from '../core/endpoint.js';
+import type { Endpoint, EndpointState, EngineLoad } from '../core/endpoint.js';
+import { isFresh, lastErrorIsPast } from '../core/endpoint.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
+import type { EndpointRole } from '../core/pd.js';
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
@@ -34,8 +35,39 @@ export async function metrics(res: ServerResponse, m: RouterMetrics): Promise<vo
   res.end(body);
 }
 
+export interface LoadView {
+  readonly running: number;
+  readonly waiting: number;
+  readonly kvUsage: number | null;
+  readonly at: string;
+  readonly fresh: boolean;
+}
+
+export interface EndpointView {
+  readonly id: string;
+  readonly url: string;
+  readonly source: string;
+  readonly models: readonly string[];
+  readonly role: EndpointRole;
+  /** where probes go, when not to `url` (llm-router/probe-port) */
+  readonly probeUrl?: string;
+  /** an SGLang prefill's bootstrap port (sglang.ai/bootstrap-port) */
+  readonly bootstrapPort?: number;
+  readonly state: EndpointState;
+  readonly since: string;
+  readonly discoveredAt: string;
+  readonly everReady: boolean;
+  readonly inFlight: number;
+  readonly load: LoadView | null;
+  readonly lastProbe: { readonly at: string; readonly ok: boolean; readonly detail: string } | null;
+  readonly lastError: string | null;
+  readonly lastErrorAt: string | null;
+  /** the endpoint has been ready since the error: it is history, not the present fault */
+  readonly lastErrorPast: boolean;
+}
+
 /** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
-function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: number): object | null {
+function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: number): LoadView | null {
   if (!load) return null;
   return {
     running: load.running,
@@ -46,27 +78,34 @@ function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: nu
   };
 }
 
-export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {
+/** One endpoint as GET /engines shows it (its fields are documented in docs/operations.md, "GET /engines"). */
+export function endpointView(e: Endpoint, now: number, statsIntervalMs: number): EndpointView {
   const iso = (ms: number): string => new Date(ms).toISOString();
+  return {
+    id: e.id,
+    url: e.url,
+    source: e.source,
+    models: e.models,
+    role: e.role,
+    ...(e.probeUrl !== e.url ? { probeUrl: e.probeUrl } : {}),
+    ...(e.bootstrapPort !== undefined ? { bootstrapPort: e.bootstrapPort } : {}),
+    state: e.state,
+    since: iso(e.since),
+    discoveredAt: iso(e.discoveredAt),
+    everReady: e.everReady,
+    inFlight: e.inFlight,
+    load: loadView(e.engineLoad, now, statsIntervalMs),
+    lastProbe: e.lastProbe ? { at: iso(e.lastProbe.at), ok: e.lastProbe.ok, detail: e.lastProbe.detail } : null,
+    lastError: e.lastError ?? null,
+    lastErrorAt: e.lastErrorAt === undefined ? null : iso(e.lastErrorAt),
+    lastErrorPast: lastErrorIsPast(e),
+  };
+}
+
+export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {
   const now = Date.now();
   sendJson(res, 200, {
-    endpoints: catalog.endpoints().map((e) => ({
-      id: e.id,
-      url: e.url,
-      source: e.source,
-      models: e.models,
-      role: e.role,
-      ...(e.probeUrl !== e.url ? { probeUrl: e.probeUrl } : {}),
-      ...(e.bootstrapPort !== undefined ? { bootstrapPort: e.bootstrapPort } : {}),
-      state: e.state,
-      since: iso(e.since),
-      discoveredAt: iso(e.discoveredAt),
-      everReady: e.everReady,
-      inFlight: e.inFlight,
-      load: loadView(e.engineLoad, now, statsIntervalMs),
-      lastProbe: e.lastProbe ? { at: iso(e.lastProbe.at), ok: e.lastProbe.ok, detail: e.lastProbe.detail } : null,
-      lastError: e.lastError ?? null,
-    })),
+    endpoints: catalog.endpoints().map((e) => endpointView(e, now, statsIntervalMs)),
     models: catalog.models(),
   });
 }

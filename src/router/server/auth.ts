@@ -17,12 +17,21 @@ function parseKeysFile(text: string): string[] {
     .filter((l) => l.length > 0 && !l.startsWith('#'));
 }
 
-/** The key a client presents: `Authorization: Bearer KEY`, or `x-api-key: KEY` (Anthropic-style clients). */
+/**
+ * The key a client presents: `Authorization: Bearer KEY`, `x-api-key: KEY` (Anthropic-style clients), or HTTP Basic
+ * with the key as the password (what a browser sends for the dashboard after asking its user).
+ */
 export function presentedKey(headers: IncomingHttpHeaders): string | undefined {
   const auth = headers.authorization;
   if (typeof auth === 'string') {
     const m = /^Bearer\s+(.+)$/i.exec(auth.trim());
     if (m) return m[1];
+    const basic = /^Basic\s+([A-Za-z0-9+/]+=*)$/i.exec(auth.trim());
+    if (basic) {
+      const credentials = Buffer.from(basic[1] as string, 'base64').toString('utf8');
+      const colon = credentials.indexOf(':');
+      if (colon >= 0 && colon < credentials.length - 1) return credentials.slice(colon + 1);
+    }
   }
   const x = headers['x-api-key'];
   return typeof x === 'string' && x.length > 0 ? x : undefined;

@@ -27,6 +27,12 @@ export function sendError(res: ResponseSink, err: RouterError, extraHeaders?: Re
   res.end(body);
 }
 
+/** "a", "a" or "b", "a", "b" or "c" */
+function orList(names: readonly string[]): string {
+  const quoted = names.map((n) => JSON.stringify(n));
+  return quoted.length === 1 ? (quoted[0] as string) : `${quoted.slice(0, -1).join(', ')} or ${quoted.at(-1)}`;
+}
+
 export const errors = {
   clientTimeout: (): RouterError => ({
     status: 408,
@@ -53,12 +59,12 @@ export const errors = {
     type: 'invalid_request_error',
     message: `The request body is larger than the limit of ${limit} bytes.`,
   }),
-  modelNotFound: (model: string): RouterError => ({
+  modelNotFound: (model: string, similar: readonly string[] = []): RouterError => ({
     status: 404,
     code: 'model_not_found',
     type: 'invalid_request_error',
     param: 'model',
-    message: `The model ${JSON.stringify(model)} does not exist.`,
+    message: `The model ${JSON.stringify(model)} does not exist.${similar.length > 0 ? ` Did you mean ${orList(similar)}?` : ''}`,
   }),
   modelUnavailable: (model: string, state: string, retryAfterSeconds: number, missingRoles?: readonly string[]): RouterError => ({
     status: 503,
@@ -86,12 +92,13 @@ export const errors = {
     message: `The router has not finished listing its engines yet, so it cannot tell whether ${JSON.stringify(model)} exists; retry shortly.`,
     headers: { 'retry-after': '1', 'x-llm-router-model-state': 'unavailable' },
   }),
-  invalidApiKey: (): RouterError => ({
+  /** `basic`: a page a browser opens, which then asks its user for the key (any user name, the key as password) */
+  invalidApiKey: (challenge: 'bearer' | 'basic' = 'bearer'): RouterError => ({
     status: 401,
     code: 'invalid_api_key',
     type: 'authentication_error',
     message: 'A valid API key is required: send it as Authorization: Bearer KEY.',
-    headers: { 'www-authenticate': 'Bearer' },
+    headers: { 'www-authenticate': challenge === 'basic' ? 'Basic realm="llm-router", charset="UTF-8"' : 'Bearer' },
   }),
   rateLimited: (retryAfterSeconds: number): RouterError => ({
     status: 429,
@@ -155,6 +162,13 @@ export const errors = {
     code,
     type: 'invalid_request_error',
     message,
+  }),
+  tooManyStreams: (limit: number): RouterError => ({
+    status: 503,
+    code: 'too_many_streams',
+    type: 'service_unavailable',
+    message: `This router process already serves ${limit} /events streams; close one (another dashboard tab) or retry later.`,
+    headers: { 'retry-after': '5' },
   }),
   shuttingDown: (): RouterError => ({
     status: 503,

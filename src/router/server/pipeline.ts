@@ -12,7 +12,8 @@ import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
-import type { Logger } from '../util/log.js';
+import { loggable, type Logger } from '../util/log.js';
+import { similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
@@ -102,6 +103,8 @@ class InferenceRecord {
   readonly requestId: string;
   /** the canonical model for metrics: '' until the body named one, UNKNOWN_MODEL_LABEL for names no source knows */
   metricModel = '';
+  /** the model name the access log gives when it is not metricModel: the name a 404 was for, made loggable */
+  loggedModel: string | undefined;
   endpoint: Endpoint | undefined;
   bodyBytes = 0;
   release: (() => void) | undefined;
@@ -120,20 +123,21 @@ class InferenceRecord {
   /** Answers with one of the router's own errors, and ends the request. */
   answer(err: RouterError): void {
     sendError(this.res, err, { 'x-request-id': this.requestId });
-    this.finish(err.status);
+    this.finish(err.status, err.code);
   }
 
-  finish(status: number): void {
+  /** `code`: the stable code of an error the router answered itself */
+  finish(status: number, code?: string): void {
     this.release?.();
     const ms = performance.now() - this.started;
-    this.deps.metrics.answered(this.metricModel, status, ms / 1000);
+    this.deps.metrics.answered(this.metricModel, status, ms / 1000, code);
     // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
     if (this.deps.log.isLevelEnabled('info')) {
       this.deps.log.info(
         {
           requestId: this.requestId,
           path: this.path,
-          model: this.metricModel,
+          model: this.loggedModel ?? this.metricModel,
           endpoint: this.endpoint?.url,
           status,
           ms: Math.round(ms),
@@ -200,8 +204,11 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
     resolution = catalog.resolve(requested);
   }
   if (resolution.kind === 'unknown') {
+    // metrics keep one label for every unknown name; the access log says which name it was
     r.metricModel = UNKNOWN_MODEL_LABEL;
-    r.answer(unresolvedError(resolution, 0));
+    r.loggedModel = loggable(requested);
+    const known = catalog.models().map((m) => m.id);
+    r.answer(errors.modelNotFound(requested, similar(requested, known)));
     return undefined;
   }
   r.metricModel = resolution.model;

@@ -11,6 +11,8 @@ export interface Route {
   readonly handler: Handler;
   /** reachable without an API key (liveness and readiness probes) */
   readonly public?: boolean;
+  /** opened in a browser (the dashboard): a 401 asks the browser for the key (HTTP Basic, the key as password) */
+  readonly browser?: boolean;
 }
 
 export function createRequestListener(
@@ -37,7 +39,7 @@ export function createRequestListener(
     }
     if (!route.public && opts.keys?.refuses(req.headers)) {
       req.resume();
-      return sendError(res, errors.invalidApiKey());
+      return sendError(res, errors.invalidApiKey(route.browser ? 'basic' : 'bearer'));
     }
     try {
       const done = route.handler(req, res, path);

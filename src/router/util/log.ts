@@ -44,3 +44,21 @@ export function createLogger(opts: { level: string; format: 'text' | 'json'; out
     opts.format === 'json' ? (out as DestinationStream) : textDestination(out),
   );
 }
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is escaped
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g;
+
+/** Longest client-sent text a log line carries (a model name a 404 names, say). */
+export const LOGGED_TEXT_CHARS = 128;
+
+/**
+ * Text a client sent, made safe for a log line: cut to `maxChars` characters, then control characters (C0, DEL, C1,
+ * the Unicode line and paragraph separators) written as \uXXXX, so it cannot forge lines or drive a terminal.
+ */
+export function loggable(text: string, maxChars = LOGGED_TEXT_CHARS): string {
+  // a code-point cut keeps surrogate pairs whole; the first slice bounds the work for a huge input
+  const cut = Array.from(text.slice(0, 2 * maxChars))
+    .slice(0, maxChars)
+    .join('');
+  return cut.replace(CONTROL_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

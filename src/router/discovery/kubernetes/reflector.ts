@@ -29,6 +29,35 @@ export interface ReflectorOptions<T extends KubernetesObject> {
   readonly onError?: (resource: string, reason: string) => void;
   readonly log: Logger;
   readonly maxBackoffMs?: number;
+  /** shared by the reflectors of one source: one warning per backoff step for all of them (else each logs its own) */
+  readonly failures?: FailureLog;
+}
+
+const FAILED_MESSAGE = 'kubernetes list/watch failed; watching again from the last resourceVersion after a pause';
+
+/**
+ * Failures of several kinds against one API server, logged once per backoff step: when the API server is down, every
+ * kind fails on every retry, and a line per kind per retry says nothing more than one line per step.
+ */
+export class FailureLog {
+  private readonly resources = new Set<string>();
+  private lastAt = Number.NEGATIVE_INFINITY;
+  private quietMs = 0;
+
+  constructor(
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  report(resource: string, error: string, retryInMs: number): void {
+    this.resources.add(resource);
+    const now = this.now();
+    if (now - this.lastAt < this.quietMs) return;
+    this.log.warn({ resources: [...this.resources].sort(), error, retryInMs }, FAILED_MESSAGE);
+    this.resources.clear();
+    this.lastAt = now;
+    this.quietMs = retryInMs;
+  }
 }
 
 function statusOf(err: unknown): number | undefined {
@@ -172,10 +201,8 @@ export class Reflector<T extends KubernetesObject> {
       delay = jittered(this.backoffMs);
       this.state = this.syncedOnce ? 'erroring' : 'syncing';
       this.opts.onError?.(this.opts.resource, status !== undefined ? `http-${status}` : 'connection');
-      this.opts.log.warn(
-        { resource: this.opts.resource, error: message, retryInMs: delay },
-        'kubernetes list/watch failed; watching again from the last resourceVersion after a pause',
-      );
+      if (this.opts.failures) this.opts.failures.report(this.opts.resource, message, delay);
+      else this.opts.log.warn({ resource: this.opts.resource, error: message, retryInMs: delay }, FAILED_MESSAGE);
     }
     this.restartTimer = setTimeout(() => {
       this.restartTimer = undefined;

@@ -1,7 +1,10 @@
 // Kubernetes discovery: endpoints from ready pods, declared models from Deployments, StatefulSets and
 // LeaderWorkerSets at any replica count. Level-triggered: every event and every full list feed one reconcile
 // that computes the desired set from scratch and hands it to the catalog whole.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { StartupError } from '../../core/startup-error.js';
 import {
   AppsV1Api,
   CoreV1Api,
@@ -13,7 +16,7 @@ import {
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Logger } from '../../util/log.js';
 import { desiredState, type PodLike, type WorkloadLike } from './desired.js';
-import { Reflector, type ReflectorHealth } from './reflector.js';
+import { FailureLog, Reflector, type ReflectorHealth } from './reflector.js';
 
 export const SOURCE = 'kubernetes';
 const SA_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
@@ -34,10 +37,25 @@ export interface DiscoveryObserver {
   error(resource: string, reason: string): void;
 }
 
-export function loadKubeConfig(): KubeConfig {
+/**
+ * In a pod: its service account. Elsewhere: $KUBECONFIG, else ~/.kube/config. With none of them client-node would
+ * quietly talk to http://localhost:8080 and fail on every request; the router says what is missing instead.
+ */
+export function loadKubeConfig(why = '--service-discovery k8s'): KubeConfig {
   const kc = new KubeConfig();
-  if (process.env.KUBERNETES_SERVICE_HOST) kc.loadFromCluster();
-  else kc.loadFromDefault();
+  if (process.env.KUBERNETES_SERVICE_HOST) {
+    kc.loadFromCluster();
+    return kc;
+  }
+  const files = (process.env.KUBECONFIG ?? '').split(path.delimiter).filter(Boolean);
+  const candidates = files.length > 0 ? files : [path.join(os.homedir(), '.kube', 'config')];
+  if (!candidates.some((f) => existsSync(f))) {
+    throw new StartupError(
+      `${why} needs access to a Kubernetes API server, and there is none: not in a pod (no service account) and no kubeconfig (${files.length > 0 ? `KUBECONFIG=${process.env.KUBECONFIG} does not exist` : 'KUBECONFIG is not set and ~/.kube/config does not exist'})`,
+      2,
+    );
+  }
+  kc.loadFromDefault();
   return kc;
 }
 
@@ -82,6 +100,7 @@ export class KubernetesSource {
     const custom = kc.makeApiClient(CustomObjectsApi);
     const selector = opts.labelSelector || undefined;
     const sel = selector ? { labelSelector: selector } : {};
+    const failures = new FailureLog(log);
     const make = (
       resource: string,
       path: string,
@@ -98,6 +117,7 @@ export class KubernetesSource {
         onSynced: () => this.synced(resource),
         onError: (r, reason) => this.observer?.error(r, reason),
         log,
+        failures,
       });
     this.pods = make('pods', `/api/v1/namespaces/${ns}/pods`, async () => asList(await core.listNamespacedPod({ namespace: ns, ...sel })));
     this.workloads = [

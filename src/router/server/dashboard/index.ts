@@ -1,0 +1,82 @@
+// The operator's view, assembled: the timeline and what feeds it, the state the page shows, GET /events and the page
+// itself (GET /dashboard). RouterApp puts its routes in the admin route table, behind the same API-key rules as
+// /engines, and hands it what the prober and scaling report.
+import type { ModelCatalog } from '../../catalog/catalog.js';
+import type { ColdStart } from '../../scaling/cold-start.js';
+import type { WakeAlarm } from '../../scaling/demand.js';
+import type { DemandView } from '../../scaling/demand-view.js';
+import type { Scaling } from '../../scaling/index.js';
+import type { Logger } from '../../util/log.js';
+import type { Route } from '../routes.js';
+import { DemandRate } from './demand-rate.js';
+import { DashboardPage } from './page.js';
+import { TimelineRecorder } from './recorder.js';
+import { EventStream, STREAM_DEFAULTS, type StreamOptions } from './stream.js';
+import { Timeline } from './timeline.js';
+import { DashboardView, type InstanceInfo } from './view.js';
+
+export interface DashboardOptions {
+  readonly catalog: ModelCatalog;
+  readonly scaling: Scaling;
+  /** this instance's demand (every worker): the page's demand figures */
+  readonly demand: DemandView;
+  readonly instance: InstanceInfo;
+  readonly statsIntervalMs: number;
+  readonly log: Logger;
+  readonly stream?: StreamOptions;
+}
+
+export class Dashboard {
+  readonly timeline = new Timeline();
+  private readonly recorder: TimelineRecorder;
+  private readonly view: DashboardView;
+  private readonly stream: EventStream;
+  private readonly page = new DashboardPage();
+
+  constructor(o: DashboardOptions) {
+    // the recorder asks the view why a model changed state; it starts reporting only after the view exists
+    this.recorder = new TimelineRecorder(o.catalog, this.timeline, (model) => this.view.reason(model));
+    this.view = new DashboardView({
+      catalog: o.catalog,
+      scaling: o.scaling,
+      demand: o.demand,
+      rate: new DemandRate(),
+      recorder: this.recorder,
+      instance: o.instance,
+      statsIntervalMs: o.statsIntervalMs,
+    });
+    this.stream = new EventStream(this.view, this.timeline, o.log, o.stream ?? STREAM_DEFAULTS);
+  }
+
+  /** GET /dashboard (and its script and style sheet) and GET /events; a browser is asked for the API key if one is needed. */
+  routes(): Route[] {
+    return [
+      ...this.page.paths.map((path): Route => ({ method: 'GET', path, browser: true, handler: (_req, res, p) => this.page.serve(res, p) })),
+      { method: 'GET', path: '/dashboard/', browser: true, handler: (_req, res) => DashboardPage.redirectFromSlash(res) },
+      { method: 'GET', path: '/events', browser: true, handler: (req, res) => this.stream.handle(req, res) },
+    ];
+  }
+
+  start(): void {
+    this.recorder.start();
+    this.stream.start();
+  }
+
+  /** Ends the event streams, so that shutdown does not wait for them. */
+  stop(): void {
+    this.stream.stop();
+    this.recorder.stop();
+  }
+
+  coldStart(c: ColdStart): void {
+    this.recorder.coldStart(c);
+  }
+
+  wakeAlarm(a: WakeAlarm): void {
+    this.recorder.wakeAlarm(a);
+  }
+
+  failover(model: string): void {
+    this.recorder.failover(model);
+  }
+}

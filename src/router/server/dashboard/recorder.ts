@@ -1,0 +1,129 @@
+// Turns what the catalog, the prober and scaling report into timeline events, and keeps what the dashboard shows
+// beside the present state: since when each model is in its state, and its last cold starts.
+import type { CatalogEvent, ModelCatalog } from '../../catalog/catalog.js';
+import type { ModelState } from '../../core/model.js';
+import type { ColdStart } from '../../scaling/cold-start.js';
+import type { WakeAlarm } from '../../scaling/demand.js';
+import type { Timeline } from './timeline.js';
+
+/** cold starts kept per model */
+const COLD_STARTS_KEPT = 5;
+/** failovers of one model within this window are one timeline event */
+const FAILOVER_WINDOW_MS = 1_000;
+
+interface ModelRecord {
+  state: ModelState;
+  since: number;
+}
+
+export class TimelineRecorder {
+  private readonly models = new Map<string, ModelRecord>();
+  private readonly coldStartsByModel = new Map<string, ColdStart[]>();
+  private readonly failovers = new Map<string, number>();
+  private failoverTimer: NodeJS.Timeout | undefined;
+  private unsubscribe: (() => void) | undefined;
+
+  constructor(
+    private readonly catalog: ModelCatalog,
+    private readonly timeline: Timeline,
+    /** why a model is in its state, in a sentence (the dashboard's view computes it) */
+    private readonly reason: (model: string) => string,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    const now = this.now();
+    for (const m of this.catalog.models()) if (!m.aliasOf) this.models.set(m.id, { state: m.status, since: now });
+    this.unsubscribe = this.catalog.onChange((e) => this.onCatalog(e));
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+    clearTimeout(this.failoverTimer);
+    this.failoverTimer = undefined;
+  }
+
+  /** ms since epoch since when the model is in its present state (since this process started, at the earliest) */
+  since(model: string): number | undefined {
+    return this.models.get(model)?.since;
+  }
+
+  /** The model's last cold starts, oldest first. */
+  coldStarts(model: string): readonly ColdStart[] {
+    return this.coldStartsByModel.get(model) ?? [];
+  }
+
+  coldStart(c: ColdStart): void {
+    const kept = [...this.coldStarts(c.model), c].slice(-COLD_STARTS_KEPT);
+    this.coldStartsByModel.set(c.model, kept);
+    this.timeline.add({
+      type: 'cold-start',
+      model: c.model,
+      kind: c.kind,
+      seconds: Math.round(c.ms / 100) / 10,
+      endpoint: c.endpoint ?? null,
+    });
+  }
+
+  wakeAlarm(a: WakeAlarm): void {
+    this.timeline.add({
+      type: 'wake-alarm',
+      model: a.model,
+      raised: a.raised,
+      demandForSeconds: a.demandForSeconds,
+      cleared: a.cleared ?? null,
+    });
+  }
+
+  /** A request was retried on another endpoint; a burst of them becomes one event per model. */
+  failover(model: string): void {
+    this.failovers.set(model, (this.failovers.get(model) ?? 0) + 1);
+    this.failoverTimer ??= setTimeout(() => this.flushFailovers(), FAILOVER_WINDOW_MS);
+  }
+
+  private flushFailovers(): void {
+    this.failoverTimer = undefined;
+    for (const [model, count] of this.failovers) this.timeline.add({ type: 'failover', model, count });
+    this.failovers.clear();
+  }
+
+  private onCatalog(e: CatalogEvent): void {
+    if (e.type === 'endpoint-state') {
+      const { endpoint } = e;
+      const reason =
+        endpoint.state === 'ready' ? (endpoint.lastProbe?.detail ?? null) : (endpoint.lastError ?? endpoint.lastProbe?.detail ?? null);
+      this.timeline.add({
+        type: 'endpoint-state',
+        endpoint: endpoint.url,
+        models: endpoint.models,
+        from: e.from,
+        to: endpoint.state,
+        reason,
+      });
+    } else if (e.type === 'endpoint-added' || e.type === 'endpoint-removed') {
+      const { endpoint } = e;
+      this.timeline.add({ type: e.type, endpoint: endpoint.url, models: endpoint.models, source: endpoint.source });
+    }
+    this.observeModels();
+  }
+
+  /** Compares every model's state with the last one seen: a change is an event, with why the model is where it is. */
+  private observeModels(): void {
+    const now = this.now();
+    const seen = new Set<string>();
+    for (const m of this.catalog.models()) {
+      if (m.aliasOf) continue;
+      seen.add(m.id);
+      const before = this.models.get(m.id);
+      if (before?.state === m.status) continue;
+      this.models.set(m.id, { state: m.status, since: now });
+      this.timeline.add({ type: 'model-state', model: m.id, from: before?.state ?? null, to: m.status, reason: this.reason(m.id) });
+    }
+    for (const [model, before] of this.models) {
+      if (seen.has(model)) continue;
+      this.models.delete(model);
+      this.coldStartsByModel.delete(model);
+      this.timeline.add({ type: 'model-state', model, from: before.state, to: null, reason: 'neither declared nor served any more' });
+    }
+  }
+}

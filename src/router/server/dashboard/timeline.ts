@@ -1,0 +1,87 @@
+// The operator's timeline: a bounded ring of what happened to models and endpoints recently (state changes, cold
+// starts, failovers, wake alarms), for the dashboard and its /events stream. It holds names, URLs, states and the
+// router's own error texts: never a prompt, a key or a request body.
+import type { EndpointState } from '../../core/endpoint.js';
+import type { ModelState } from '../../core/model.js';
+
+/** What happened, without its sequence number and time (the timeline gives those). */
+export type Happening =
+  | {
+      readonly type: 'model-state';
+      readonly model: string;
+      /** null: the model was not known before */
+      readonly from: ModelState | null;
+      /** null: the model is neither declared nor served any more */
+      readonly to: ModelState | null;
+      readonly reason: string;
+    }
+  | {
+      readonly type: 'endpoint-state';
+      readonly endpoint: string;
+      readonly models: readonly string[];
+      readonly from: EndpointState;
+      readonly to: EndpointState;
+      /** the error or probe result that moved it, when there is one */
+      readonly reason: string | null;
+    }
+  | { readonly type: 'endpoint-added'; readonly endpoint: string; readonly models: readonly string[]; readonly source: string }
+  | { readonly type: 'endpoint-removed'; readonly endpoint: string; readonly models: readonly string[]; readonly source: string }
+  | {
+      readonly type: 'cold-start';
+      readonly model: string;
+      /** load: an endpoint from discovered to ready; wake: the model from scaled-to-zero to its first ready endpoint */
+      readonly kind: 'load' | 'wake';
+      readonly seconds: number;
+      readonly endpoint: string | null;
+    }
+  /** requests retried on another endpoint before any byte reached the client, counted over about a second */
+  | { readonly type: 'failover'; readonly model: string; readonly count: number }
+  | {
+      readonly type: 'wake-alarm';
+      readonly model: string;
+      /** true: raised; false: cleared */
+      readonly raised: boolean;
+      readonly demandForSeconds: number;
+      readonly cleared: 'endpoint-appeared' | 'demand-ended' | null;
+    };
+
+export type TimelineEvent = Happening & {
+  /** increases by one per event of this router process */
+  readonly seq: number;
+  /** ms since epoch */
+  readonly at: number;
+};
+
+type Listener = (event: TimelineEvent) => void;
+
+export class Timeline {
+  private readonly ring: TimelineEvent[] = [];
+  private next = 0;
+  private seq = 0;
+  private readonly listeners = new Set<Listener>();
+
+  constructor(
+    readonly capacity = 500,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  add(happening: Happening): TimelineEvent {
+    const event: TimelineEvent = { ...happening, seq: ++this.seq, at: this.now() };
+    if (this.ring.length < this.capacity) this.ring.push(event);
+    else this.ring[this.next] = event;
+    this.next = (this.next + 1) % this.capacity;
+    for (const l of this.listeners) l(event);
+    return event;
+  }
+
+  /** The most recent events, oldest first (at most `limit`). */
+  recent(limit = this.capacity): TimelineEvent[] {
+    const ordered = this.ring.length < this.capacity ? this.ring : [...this.ring.slice(this.next), ...this.ring.slice(0, this.next)];
+    return ordered.slice(Math.max(0, ordered.length - limit));
+  }
+
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}

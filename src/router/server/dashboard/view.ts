@@ -1,0 +1,150 @@
+// What the dashboard shows, as one JSON value: every model with its state, why, and its demand; every endpoint as
+// GET /engines shows it. Demand figures are the whole instance's (every worker, as GET /demand); endpoint states,
+// probes, Retry-After and cold starts are this process's view (under --workers each worker probes for itself).
+import type { ModelCatalog } from '../../catalog/catalog.js';
+import type { Endpoint } from '../../core/endpoint.js';
+import type { ModelState, RoleCount } from '../../core/model.js';
+import type { DemandView } from '../../scaling/demand-view.js';
+import type { Scaling } from '../../scaling/index.js';
+import { endpointView, type EndpointView } from '../admin.js';
+import type { DemandRate } from './demand-rate.js';
+import { explainModel } from './explain.js';
+import type { TimelineRecorder } from './recorder.js';
+
+export interface InstanceInfo {
+  readonly version: string;
+  readonly pid: number;
+  /** this worker's number under --workers, else null */
+  readonly worker: number | null;
+  readonly workers: number;
+  /** ms since epoch */
+  readonly startedAt: number;
+}
+
+export interface ModelRow {
+  readonly id: string;
+  readonly status: ModelState;
+  /** ms since epoch since when it is in this state (at the earliest when this process started) */
+  readonly since: number | null;
+  /** why it is in this state */
+  readonly reason: string;
+  readonly declaredBy: readonly string[];
+  readonly aliases: readonly string[];
+  readonly endpoints: number;
+  readonly readyEndpoints: number;
+  /** per role, when any of its endpoints is a prefill or decode one (P/D) */
+  readonly roles: Readonly<Record<string, RoleCount>> | null;
+  /** held and in flight now, arrivals since start: the whole instance */
+  readonly held: number;
+  readonly inFlight: number;
+  readonly arrivals: number;
+  /** age of the oldest held request, seconds (0 when none) */
+  readonly oldestHeldSeconds: number;
+  /** requests per minute over the last minute; null until two samples a few seconds apart */
+  readonly demandPerMinute: number | null;
+  /** what a client is told to wait now (503 Retry-After), null when the model is ready */
+  readonly retryAfterSeconds: number | null;
+  /** how long a request is held for it (--cold-start-wait), 0 when it is answered 503 at once */
+  readonly holdSeconds: number;
+  readonly wakeStalled: boolean;
+  readonly coldStarts: readonly {
+    readonly kind: 'load' | 'wake';
+    readonly seconds: number;
+    readonly at: number;
+    readonly endpoint: string | null;
+  }[];
+}
+
+/** An endpoint as GET /engines shows it (its role included). */
+export type EndpointRow = EndpointView;
+
+export interface DashboardState {
+  /** ms since epoch on the router's clock: ages on the page are computed against it */
+  readonly at: number;
+  readonly instance: InstanceInfo;
+  readonly models: readonly ModelRow[];
+  readonly endpoints: readonly EndpointRow[];
+}
+
+/** Ready and total endpoints per role; null when every endpoint serves whole requests (no P/D). */
+function roleCounts(endpoints: readonly Endpoint[]): Record<string, RoleCount> | null {
+  const counts: Record<string, RoleCount> = {};
+  let any = false;
+  for (const e of endpoints) {
+    const role = e.role;
+    if (role !== 'both') any = true;
+    const c = counts[role] ?? { ready: 0, total: 0 };
+    counts[role] = { ready: c.ready + (e.state === 'ready' && !e.draining ? 1 : 0), total: c.total + 1 };
+  }
+  return any ? counts : null;
+}
+
+export interface ViewSources {
+  readonly catalog: ModelCatalog;
+  readonly scaling: Scaling;
+  readonly demand: DemandView;
+  readonly rate: DemandRate;
+  readonly recorder: TimelineRecorder;
+  readonly instance: InstanceInfo;
+  readonly statsIntervalMs: number;
+}
+
+export class DashboardView {
+  constructor(private readonly s: ViewSources) {}
+
+  /** Why the model is in its state (also given with each model-state event on the timeline). */
+  reason(model: string): string {
+    const view = this.s.catalog.model(model);
+    if (!view) return 'neither declared nor served';
+    const endpoints = this.s.catalog.endpoints().filter((e) => e.models.includes(model));
+    return explainModel(view, endpoints, { held: this.s.scaling.hold.held(model), stalled: this.s.scaling.demand.stalled(model) });
+  }
+
+  /** The present state; `sample` adds the instance's demand to the rate's samples. */
+  async state(sample: boolean): Promise<DashboardState> {
+    const { catalog, scaling, rate, recorder } = this.s;
+    const demand = await this.s.demand.instance();
+    if (sample) rate.add(demand);
+    const now = Date.now();
+    const endpoints = catalog.endpoints();
+    const aliases = new Map<string, string[]>();
+    for (const m of catalog.models()) if (m.aliasOf) aliases.set(m.aliasOf, [...(aliases.get(m.aliasOf) ?? []), m.id]);
+    const models = catalog
+      .models()
+      .filter((m) => !m.aliasOf)
+      .map((m): ModelRow => {
+        const mine = endpoints.filter((e) => e.models.includes(m.id));
+        const d = demand.models[m.id];
+        const held = d?.held ?? 0;
+        const stalled = scaling.demand.stalled(m.id);
+        return {
+          id: m.id,
+          status: m.status,
+          since: recorder.since(m.id) ?? null,
+          reason: explainModel(m, mine, { held, stalled }),
+          declaredBy: m.declaredBy,
+          aliases: aliases.get(m.id) ?? [],
+          endpoints: m.endpoints,
+          readyEndpoints: m.readyEndpoints,
+          roles: roleCounts(mine),
+          held,
+          inFlight: d?.inFlight ?? 0,
+          arrivals: d?.arrivals ?? 0,
+          oldestHeldSeconds: d?.oldestHeldAt ? Math.max(0, (demand.at - d.oldestHeldAt) / 1000) : 0,
+          demandPerMinute: rate.perMinute(m.id),
+          retryAfterSeconds: m.status === 'ready' ? null : scaling.coldStart.retryAfterSeconds(m.id),
+          holdSeconds: scaling.hold.waitMs(m.id) / 1000,
+          wakeStalled: stalled,
+          coldStarts: recorder
+            .coldStarts(m.id)
+            .map((c) => ({ kind: c.kind, seconds: Math.round(c.ms / 100) / 10, at: c.at, endpoint: c.endpoint ?? null })),
+        };
+      });
+    return {
+      at: now,
+      instance: this.s.instance,
+      models,
+      endpoints: endpoints.map((e) => endpointView(e, now, this.s.statsIntervalMs)),
+    };
+  }
+}
