@@ -11,6 +11,8 @@ import { applyStaticSource } from '../src/router/discovery/static.js';
 import { SyncTracker } from '../src/router/discovery/sync.js';
 import { RouterMetrics } from '../src/router/metrics/metrics.js';
 import { Forwarder } from '../src/router/proxy/forwarder.js';
+import { AdapterManager } from '../src/router/adapters/manager.js';
+import { EngineAdmin } from '../src/router/adapters/engine-admin.js';
 import { PdForwarder } from '../src/router/proxy/pd/pd-forwarder.js';
 import type { H1DispatchOptions, H1Handler } from '../src/router/proxy/h1/pool.js';
 import type { UpstreamPools } from '../src/router/proxy/pools.js';
@@ -112,6 +114,18 @@ function inferenceDeps(): InferenceDeps {
     catalog,
     forwarder,
     pd,
+    adapters: new AdapterManager(
+      catalog,
+      new EngineAdmin({ apiKey: undefined, timeoutMs: 1_000 }),
+      metrics.lora,
+      {
+        defaultSlots: 1,
+        spillThreshold: 0,
+        cooldownMs: 0,
+        statsIntervalMs: 1_000,
+      },
+      log,
+    ),
     metrics,
     log,
     maxBodyBytes: config.maxBodyBytes,

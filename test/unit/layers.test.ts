@@ -17,7 +17,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['router/config'],
   ['router/catalog'],
   ['router/discovery', 'router/health', 'router/routing', 'router/metrics'],
-  ['router/proxy', 'router/scaling'],
+  ['router/proxy', 'router/scaling', 'router/adapters'],
   ['router/server'],
   ['router/app'],
   ['tools/sim', 'tools/lint', 'tools/probe', 'tools/demo'],

@@ -29,6 +29,9 @@ function ep(role: EndpointRole, state: EndpointState, draining = false): Endpoin
     lastError: undefined,
     lastErrorAt: undefined,
     inFlight: 0,
+    adapters: new Map(),
+    adapterSlots: undefined,
+    canLoadAdapters: undefined,
   };
 }
 

@@ -29,6 +29,9 @@ function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Writable {
     lastError: undefined,
     lastErrorAt: undefined,
     inFlight,
+    adapters: new Map(),
+    adapterSlots: undefined,
+    canLoadAdapters: undefined,
     ...(engineLoad ? { engineLoad } : {}),
   };
 }

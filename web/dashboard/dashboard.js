@@ -186,6 +186,12 @@ function eventText(e) {
       return e.raised
         ? `${e.model}: demand for ${seconds(e.demandForSeconds)} with no endpoint — check its autoscaler and workload`
         : `${e.model}: wake alarm cleared (${e.cleared === 'endpoint-appeared' ? 'an endpoint appeared' : 'demand ended'})`;
+    case 'adapter-load':
+      return e.result === 'failed' || e.result === 'unsupported'
+        ? `${e.adapter}: load on ${e.endpoint} ${e.result === 'failed' ? 'failed' : 'not supported'} — ${e.detail}`
+        : `${e.adapter}: loaded on ${e.endpoint} in ${seconds(e.seconds)}${e.result === 'already-loaded' ? ' (it was already)' : ''}`;
+    case 'adapter-unload':
+      return `${e.adapter}: unloaded from ${e.endpoint} (${e.reason})${e.ok ? '' : ` — the engine refused: ${e.detail}`}`;
     default:
       return e.type;
   }
@@ -194,6 +200,7 @@ function eventText(e) {
 function isWarning(e) {
   return (
     (e.type === 'wake-alarm' && e.raised) ||
+    (e.type === 'adapter-load' && e.result === 'failed') ||
     (e.type === 'endpoint-state' && e.to === 'failed') ||
     (e.type === 'model-state' && e.to === 'unavailable')
   );

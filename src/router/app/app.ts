@@ -14,6 +14,8 @@ import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
+import { AdapterManager } from '../adapters/manager.js';
+import { EngineAdmin } from '../adapters/engine-admin.js';
 import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
@@ -46,6 +48,8 @@ export class RouterApp {
   readonly scaling: Scaling;
   private readonly prober: Prober;
   private readonly engineStats: EngineStatsScraper;
+  /** LoRA adapters loaded on demand */
+  private readonly adapters: AdapterManager;
   private readonly pools: UpstreamPools;
   private readonly server: http.Server;
   /** sees each connection first and hands what it does not answer to node:http (--fast-path) */
@@ -177,6 +181,28 @@ export class RouterApp {
       this.metrics.pd,
       { pd: config.pd, timeouts: config.timeouts, engineAuthorization, forwardClientAuth: config.forwardClientAuth },
     );
+    this.adapters = new AdapterManager(
+      this.catalog,
+      new EngineAdmin({ apiKey: config.engineApiKey, tls: engineTls, timeoutMs: config.timeouts.headersMs }),
+      {
+        loaded: (e) => {
+          this.metrics.lora.loaded(e);
+          this.dashboard.adapters.loaded(e);
+        },
+        unloaded: (e) => {
+          this.metrics.lora.unloaded(e);
+          this.dashboard.adapters.unloaded(e);
+        },
+        request: (adapter, waited) => this.metrics.lora.request(adapter, waited),
+      },
+      {
+        defaultSlots: config.lora.maxLorasPerEngine,
+        spillThreshold: config.lora.spillThreshold,
+        cooldownMs: config.lora.loadCooldownMs,
+        statsIntervalMs: config.engineStatsIntervalMs,
+      },
+      log.child({ component: 'adapters' }),
+    );
     const sec = config.security;
     this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
     this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
@@ -185,6 +211,7 @@ export class RouterApp {
       catalog: this.catalog,
       forwarder,
       pd,
+      adapters: this.adapters,
       metrics: this.metrics,
       log,
       maxBodyBytes: config.maxBodyBytes,
@@ -404,6 +431,7 @@ export class RouterApp {
     this.link?.stop();
     await this.prober.stop();
     await this.engineStats.stop();
+    await this.adapters.stop();
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }

@@ -2,13 +2,17 @@
 // The answer is a pure function of the present declarations and endpoint states — never of what this process saw earlier.
 import type { Endpoint, EndpointSpec, EndpointState, EngineLoad, ProbeRecord } from '../core/endpoint.js';
 import type { InFlightLedger } from '../core/forward.js';
-import type { ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
+import type { AdapterDeclaration } from '../core/lora.js';
+import type { AdapterRoute, AdapterView, ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
 import { allowsDecodeOnly, type EndpointRole, type PdProtocol, type PdRole } from '../core/pd.js';
+import { adapterAnswer } from './adapters.js';
 
 export type CatalogEvent =
   | { readonly type: 'endpoint-added'; readonly endpoint: Endpoint }
   | { readonly type: 'endpoint-removed'; readonly endpoint: Endpoint }
   | { readonly type: 'endpoint-state'; readonly endpoint: Endpoint; readonly from: EndpointState }
+  /** the LoRA adapters an endpoint holds changed (a probe's listing, a load or an unload) */
+  | { readonly type: 'adapters'; readonly endpoint: Endpoint }
   | { readonly type: 'declarations' };
 
 type Listener = (event: CatalogEvent) => void;
@@ -127,8 +131,19 @@ export interface Declaration {
 type Owned = { -readonly [K in keyof Endpoint]: Endpoint[K] };
 const own = (e: Endpoint): Owned => e as Owned;
 
+/** A load or unload the router made, kept until a probe listing that started after it has been applied. */
+interface AdapterChange {
+  readonly loaded: boolean;
+  readonly parent: string;
+  readonly at: number;
+}
+
 export class ModelCatalog implements InFlightLedger {
   private readonly declarations = new Map<string, ReadonlyMap<string, DeclaredFacts>>();
+  /** LoRA adapters per source (--lora-adapters, the llm-router/lora-adapters annotation) */
+  private readonly adapterDeclarations = new Map<string, readonly AdapterDeclaration[]>();
+  /** per endpoint, the loads and unloads a probe that was already under way may not have seen */
+  private readonly adapterChanges = new Map<Endpoint, Map<string, AdapterChange>>();
   private aliases: ReadonlyMap<string, string> = new Map();
   private readonly bySource = new Map<string, Map<string, Owned>>();
   private readonly listeners = new Set<Listener>();
@@ -171,6 +186,84 @@ export class ModelCatalog implements InFlightLedger {
     else this.declarations.set(source, next);
     this.rebuild();
     this.emit({ type: 'declarations' });
+  }
+
+  /**
+   * Replaces the LoRA adapters one source declares. A declared adapter is a declared model whose base answers for it
+   * (its base counts as declared by that source too).
+   */
+  setAdapterDeclarations(source: string, adapters: readonly AdapterDeclaration[]): void {
+    const key = (list: readonly AdapterDeclaration[]): string =>
+      list
+        .map((a) => `${a.name}@${a.base}=${a.path}`)
+        .sort()
+        .join('\n');
+    if (key(this.adapterDeclarations.get(source) ?? []) === key(adapters)) return;
+    if (adapters.length === 0) this.adapterDeclarations.delete(source);
+    else this.adapterDeclarations.set(source, [...adapters]);
+    this.rebuild();
+    this.emit({ type: 'declarations' });
+  }
+
+  /**
+   * What a probe's /v1/models listing says an endpoint holds (name -> parent). `since`: when that probe was sent;
+   * a load or unload the router made after it wins over the listing, which may not have seen it yet.
+   */
+  recordAdapters(e: Endpoint, listed: ReadonlyMap<string, string>, since: number): void {
+    if (!this.contains(e)) return;
+    const next = new Map(listed);
+    const changes = this.adapterChanges.get(e);
+    for (const [name, c] of changes ?? []) {
+      if (c.at < since) changes?.delete(name);
+      else if (c.loaded) next.set(name, c.parent);
+      else next.delete(name);
+    }
+    this.setAdapters(e, next);
+  }
+
+  /** The router loaded `name` on the endpoint (its load call answered 200, or 400 "already loaded"). */
+  adapterLoaded(e: Endpoint, name: string, parent: string): void {
+    this.changeAdapter(e, name, { loaded: true, parent, at: this.now() });
+  }
+
+  /** The endpoint no longer holds `name`: the router unloaded it, or the engine answered that it does not serve it. */
+  adapterGone(e: Endpoint, name: string): void {
+    this.changeAdapter(e, name, { loaded: false, parent: '', at: this.now() });
+  }
+
+  /** The engine's adapter slots (max_lora of vllm:lora_requests_info), as its /metrics said. */
+  recordAdapterSlots(e: Endpoint, slots: number): void {
+    if (this.contains(e)) own(e).adapterSlots = slots;
+  }
+
+  /** Whether the engine loads adapters at run time, as a load call found out (404 on the load path: it cannot). */
+  recordAdapterLoading(e: Endpoint, can: boolean): void {
+    if (!this.contains(e) || e.canLoadAdapters === can) return;
+    own(e).canLoadAdapters = can;
+    this.rebuild();
+    this.emit({ type: 'adapters', endpoint: e });
+  }
+
+  private changeAdapter(e: Endpoint, name: string, change: AdapterChange): void {
+    if (!this.contains(e)) return;
+    let changes = this.adapterChanges.get(e);
+    if (!changes) {
+      changes = new Map();
+      this.adapterChanges.set(e, changes);
+    }
+    changes.set(name, change);
+    const next = new Map(e.adapters);
+    if (change.loaded) next.set(name, change.parent);
+    else next.delete(name);
+    this.setAdapters(e, next);
+  }
+
+  private setAdapters(e: Endpoint, next: Map<string, string>): void {
+    const current = e.adapters;
+    if (current.size === next.size && [...next].every(([n, p]) => current.get(n) === p)) return;
+    own(e).adapters = next;
+    this.rebuild();
+    this.emit({ type: 'adapters', endpoint: e });
   }
 
   /** alias -> target model; targets count as declared. */
@@ -222,6 +315,9 @@ export class ModelCatalog implements InFlightLedger {
         lastError: undefined,
         lastErrorAt: undefined,
         inFlight: 0,
+        adapters: new Map(),
+        adapterSlots: undefined,
+        canLoadAdapters: undefined,
       };
       next.set(spec.id, endpoint);
       events.push({ type: 'endpoint-added', endpoint });
@@ -229,6 +325,7 @@ export class ModelCatalog implements InFlightLedger {
     for (const [id, endpoint] of current) {
       if (!next.has(id)) events.push({ type: 'endpoint-removed', endpoint });
     }
+    for (const e of events) if (e.type === 'endpoint-removed') this.adapterChanges.delete(e.endpoint);
     if (events.length === 0) return;
     if (next.size === 0) this.bySource.delete(source);
     else this.bySource.set(source, next);
@@ -319,7 +416,7 @@ export class ModelCatalog implements InFlightLedger {
       return e;
     };
     // sources in name order: the answer must not depend on which source spoke first
-    for (const [source, models] of [...this.declarations].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+    for (const [source, models] of [...this.declarations].sort(bySourceName)) {
       for (const [m, facts] of models) {
         const e = entry(m);
         e.declaredBy.push(source);
@@ -328,7 +425,15 @@ export class ModelCatalog implements InFlightLedger {
         for (const p of facts.protocols) e.protocols.add(p);
       }
     }
+    const adapters = this.adapterFacts();
+    // a declared adapter declares its base: an adapter of a base no engine serves is at zero like it, not unknown
+    for (const a of adapters.values()) {
+      if (!a.declaration) continue;
+      const e = entry(a.declaration.base);
+      for (const source of a.declaredBy) if (!e.declaredBy.includes(source)) e.declaredBy.push(source);
+    }
     for (const target of this.aliases.values()) {
+      if (adapters.has(target) && !entries.has(target)) continue;
       const e = entry(target);
       if (!e.declaredBy.includes('alias')) e.declaredBy.push('alias');
     }
@@ -351,6 +456,15 @@ export class ModelCatalog implements InFlightLedger {
       resolutions.set(model, toResolution(model, model, false, answer));
       views.push(viewOf(model, answer, e.declaredBy));
     }
+    for (const [name, a] of adapters) {
+      // a model of that name wins: an engine's base model is never routed as an adapter
+      if (entries.has(name)) continue;
+      const base = a.declaration?.base ?? a.listing[0]?.adapters.get(name);
+      const answer: ModelAnswer = adapterAnswer(name, a.declaration, a.listing, base === undefined ? undefined : answers.get(base));
+      answers.set(name, answer);
+      resolutions.set(name, toResolution(name, name, false, answer));
+      views.push(viewOf(name, answer, a.declaredBy));
+    }
     for (const [alias, target] of this.aliases) {
       const answer = answers.get(target) as ModelAnswer;
       resolutions.set(alias, toResolution(alias, target, true, answer));
@@ -360,6 +474,34 @@ export class ModelCatalog implements InFlightLedger {
     this.resolutions = resolutions;
     this.views = views;
     this.viewsById = new Map(views.map((v) => [v.id, v]));
+  }
+
+  /**
+   * Every adapter declared or listed by an endpoint: its declaration (the first source in name order that declares the
+   * name), the sources declaring it, and the endpoints listing it, in source and id order.
+   */
+  private adapterFacts(): Map<string, AdapterFacts> {
+    const facts = new Map<string, AdapterFacts>();
+    const fact = (name: string): AdapterFacts => {
+      let f = facts.get(name);
+      if (!f) {
+        f = { declaration: undefined, declaredBy: [], listing: [] };
+        facts.set(name, f);
+      }
+      return f;
+    };
+    for (const [source, list] of [...this.adapterDeclarations].sort(bySourceName)) {
+      for (const d of list) {
+        const f = fact(d.name);
+        f.declaration ??= d;
+        if (!f.declaredBy.includes(source)) f.declaredBy.push(source);
+      }
+    }
+    for (const [, endpoints] of [...this.bySource].sort(bySourceName)) {
+      for (const e of [...endpoints.values()].sort((a, b) => (a.id < b.id ? -1 : 1)))
+        for (const name of e.adapters.keys()) fact(name).listing.push(e);
+    }
+    return facts;
   }
 
   /** One model's state, routable endpoints and view, from its declarations and endpoints. */
@@ -394,6 +536,16 @@ export class ModelCatalog implements InFlightLedger {
   }
 }
 
+function bySourceName<T>(a: [string, T], b: [string, T]): number {
+  return a[0] < b[0] ? -1 : 1;
+}
+
+interface AdapterFacts {
+  declaration: AdapterDeclaration | undefined;
+  readonly declaredBy: string[];
+  readonly listing: Endpoint[];
+}
+
 function viewOf(id: string, a: ModelAnswer, declaredBy: readonly string[], aliasOf?: string): ModelView {
   return {
     id,
@@ -403,10 +555,11 @@ function viewOf(id: string, a: ModelAnswer, declaredBy: readonly string[], alias
     endpoints: a.counts.endpoints,
     readyEndpoints: a.counts.ready,
     ...(a.pd ? { pd: a.pd } : {}),
+    ...(a.view ? { adapter: a.view } : {}),
   };
 }
 
-/** What rebuild() computes for one model, shared by the model and its aliases. */
+/** What rebuild() computes for one model (or adapter), shared by it and its aliases. */
 interface ModelAnswer {
   readonly state: ModelState;
   readonly candidates: readonly Endpoint[];
@@ -414,12 +567,25 @@ interface ModelAnswer {
   readonly missing?: readonly PdRole[];
   readonly counts: { readonly endpoints: number; readonly ready: number };
   readonly pd?: PdView;
+  /** an adapter: how it is served, and what /v1/models and /engines show of it */
+  readonly adapter?: AdapterRoute;
+  readonly view?: AdapterView;
 }
 
 function toResolution(requested: string, model: string, aliased: boolean, a: ModelAnswer): Resolution {
+  const base = a.adapter ? { base: a.adapter.base } : {};
   if (a.state === 'ready')
-    return { kind: 'routable', requested, model, aliased, candidates: a.candidates, ...(a.route ? { pd: a.route } : {}) };
-  return { kind: 'unavailable', requested, model, state: a.state, ...(a.missing ? { missing: a.missing } : {}) };
+    return {
+      kind: 'routable',
+      requested,
+      model,
+      aliased,
+      candidates: a.candidates,
+      ...(a.route ? { pd: a.route } : {}),
+      ...(a.adapter ? { adapter: a.adapter } : {}),
+      ...base,
+    };
+  return { kind: 'unavailable', requested, model, state: a.state, ...(a.missing ? { missing: a.missing } : {}), ...base };
 }
 
 function sameSpec(e: Endpoint, spec: EndpointSpec): boolean {

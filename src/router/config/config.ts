@@ -7,6 +7,7 @@ import type { EngineTlsConfig } from './engine-tls.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
 import type { EngineClientKind, EngineKind } from '../core/engine.js';
 import type { EndpointRole, PdProtocol } from '../core/pd.js';
+import { parseAdapterFlag, type AdapterDeclaration } from '../core/lora.js';
 
 export type RoutingLogic = (typeof ROUTING_LOGICS)[number];
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -25,6 +26,18 @@ export interface PdConfig {
   readonly sglangBootstrapPort: number;
   /** prompts shorter than this go decode-only where the protocol allows it; 0 = never */
   readonly minPromptChars: number;
+}
+
+/** LoRA adapters (src/router/adapters). */
+export interface LoraConfig {
+  /** --lora-adapters */
+  readonly adapters: readonly AdapterDeclaration[];
+  /** an adapter is loaded on one more engine when all its holders carry this many requests; 0 = never */
+  readonly spillThreshold: number;
+  /** slots of an engine whose /metrics does not report max_lora */
+  readonly maxLorasPerEngine: number;
+  /** an engine whose load of an adapter failed is not asked again for it this long */
+  readonly loadCooldownMs: number;
 }
 
 export interface ProbeConfig {
@@ -100,6 +113,7 @@ export interface RouterConfig {
   readonly kubernetes: KubernetesConfig | undefined;
   readonly staticBackends: readonly StaticBackend[];
   readonly pd: PdConfig;
+  readonly lora: LoraConfig;
   /** alias -> target model */
   readonly aliases: ReadonlyMap<string, string>;
   readonly knownModels: readonly string[];
@@ -230,6 +244,25 @@ function parsePerModelSeconds(pairs: readonly string[]): Map<string, number> {
   return out;
 }
 
+/** --lora-adapters: each NAME@BASE=PATH, a name given once, and never the name of a model or alias. */
+function parseLoraAdapters(entries: readonly string[], models: ReadonlySet<string>): AdapterDeclaration[] {
+  const byName = new Map<string, AdapterDeclaration>();
+  for (const entry of entries) {
+    const parsed = parseAdapterFlag(entry);
+    if (!parsed.ok) throw new UsageError(`--lora-adapters: ${parsed.why}`);
+    const a = parsed.value;
+    const m = modelName.safeParse(a.base);
+    if (!m.success)
+      throw new UsageError(`--lora-adapters: base model ${JSON.stringify(a.base)}: ${m.error.issues[0]?.message ?? 'is invalid'}`);
+    if (byName.has(a.name)) throw new UsageError(`--lora-adapters: ${a.name} is given twice`);
+    if (models.has(a.name))
+      throw new UsageError(`--lora-adapters: ${a.name} is also a model or alias name; an adapter needs a name of its own`);
+    if (a.name === a.base) throw new UsageError(`--lora-adapters: ${a.name} names itself as its base`);
+    byName.set(a.name, a);
+  }
+  return [...byName.values()];
+}
+
 function normaliseLevel(level: string): LogLevel {
   if (level === 'warning') return 'warn';
   if (level === 'critical') return 'fatal';
@@ -320,6 +353,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
   }
 
+  const modelNames = new Set([...knownModels, ...staticBackends.flatMap((b) => b.models), ...aliases.keys()]);
+  const loraAdapters = parseLoraAdapters(f.list('lora-adapters'), modelNames);
+
   const scalerPeers = f.list('scaler-peers').map((u) => u.replace(/\/+$/, ''));
   for (const u of scalerPeers) {
     if (!httpUrl.safeParse(u).success)
@@ -351,6 +387,12 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       protocol: f.string('pd-protocol') as PdProtocol,
       sglangBootstrapPort: f.number('sglang-bootstrap-port') as number,
       minPromptChars: f.number('pd-min-prompt-chars') as number,
+    },
+    lora: {
+      adapters: loraAdapters,
+      spillThreshold: f.number('lora-spill-threshold') as number,
+      maxLorasPerEngine: f.number('max-loras-per-engine') as number,
+      loadCooldownMs: seconds(f.number('lora-load-cooldown-seconds')),
     },
     aliases,
     knownModels,

@@ -111,6 +111,33 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
     env: ['VLLM_ROUTER_KNOWN_MODELS'],
     help: 'models that exist even with no engine (scaled to zero): they answer 503 + Retry-After, not 404',
   },
+  {
+    name: 'lora-adapters',
+    kind: 'list',
+    default: [],
+    help: 'LoRA adapters the router loads on demand, NAME@BASE=PATH comma separated: a request for NAME goes to an engine of BASE that holds it, or the router loads PATH there first (vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING)',
+  },
+  {
+    name: 'lora-spill-threshold',
+    kind: 'int',
+    default: 32,
+    min: 0,
+    help: 'when every engine holding an adapter carries at least this many requests (in flight plus its queue), the adapter is loaded on one more engine of its base (0 = never)',
+  },
+  {
+    name: 'max-loras-per-engine',
+    kind: 'int',
+    default: 1,
+    min: 1,
+    help: "adapters an engine holds at once, unless its /metrics reports max_lora (vllm:lora_requests_info); vLLM's --max-loras default is 1",
+  },
+  {
+    name: 'lora-load-cooldown-seconds',
+    kind: 'number',
+    default: 30,
+    min: 0,
+    help: 'an engine whose load of an adapter failed is not asked to load that adapter again for this long',
+  },
   { name: 'routing-logic', kind: 'string', default: 'roundrobin', help: `routing policy: ${ROUTING_LOGICS.join(', ')}` },
   {
     name: 'session-key',

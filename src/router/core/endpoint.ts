@@ -63,6 +63,12 @@ export interface Endpoint {
   readonly inFlight: number;
   /** the latest load scraped from the engine's /metrics (src/router/health/engine-stats.ts); judge staleness by `at` */
   readonly engineLoad?: EngineLoad;
+  /** LoRA adapters the engine lists in /v1/models (entries with a `parent`), name -> parent; learned by probes and loads */
+  readonly adapters: ReadonlyMap<string, string>;
+  /** adapters it can run at once: the engine's max_lora (vllm:lora_requests_info) once scraped */
+  readonly adapterSlots: number | undefined;
+  /** it loads adapters at run time: undefined until a load call told (an engine answering 404 on the load path cannot) */
+  readonly canLoadAdapters: boolean | undefined;
 }
 
 /** One scrape of an engine's load signals. */

@@ -7,6 +7,8 @@ export type FailureKind =
   | 'reset'
   | 'engine-5xx'
   | 'engine-busy'
+  /** the engine answered 404 for a LoRA adapter: it does not hold it (only for requests that ask to learn it) */
+  | 'model-missing'
   | 'headers-timeout'
   | 'idle-timeout'
   | 'total-timeout'

@@ -11,6 +11,21 @@ export interface PdRoute {
   readonly prefill: readonly Endpoint[];
 }
 
+/**
+ * How a request for a LoRA adapter is served: on endpoints of its base model that hold the adapter, or that the router
+ * loads it on first (src/router/adapters).
+ */
+export interface AdapterRoute {
+  readonly name: string;
+  readonly base: string;
+  /** where the router loads it from (its declaration); undefined for an adapter engines serve that no source declares */
+  readonly path: string | undefined;
+  /** the base's ready endpoints (for a P/D base: its decode side) that hold it or may load it */
+  readonly endpoints: readonly Endpoint[];
+  /** a P/D base: its ready prefill endpoints that hold it or may load it */
+  readonly prefill: readonly Endpoint[];
+}
+
 export type Resolution =
   | { readonly kind: 'unknown'; readonly requested: string }
   | {
@@ -20,6 +35,8 @@ export type Resolution =
       readonly state: Exclude<ModelState, 'ready'>;
       /** a P/D model: the roles whose absence keeps it from serving */
       readonly missing?: readonly PdRole[];
+      /** an adapter: its base model, where demand, holds and cold starts count (its engines are what scales) */
+      readonly base?: string;
     }
   | {
       readonly kind: 'routable';
@@ -28,11 +45,14 @@ export type Resolution =
       readonly aliased: boolean;
       /** the ready endpoints a request can be sent to (for a P/D model: the decode side, decode and both) */
       readonly candidates: readonly Endpoint[];
-      /** set only for a model served P/D */
+      /** set only for a model served P/D (for an adapter: `prefill` are the prefill endpoints that hold it) */
       readonly pd?: PdRoute;
+      /** set only for a LoRA adapter; `candidates` are then the endpoints that hold it */
+      readonly adapter?: AdapterRoute;
+      /** an adapter: its base model */
+      readonly base?: string;
     };
 
-/** One role's endpoints of a P/D model. */
 /** Ready and total endpoints of one role of a model. */
 export interface RoleCount {
   readonly ready: number;
@@ -60,4 +80,15 @@ export interface ModelView {
   readonly readyEndpoints: number;
   /** set only for a model served P/D (it has a prefill endpoint or a prefill declaration) */
   readonly pd?: PdView;
+  /** set only for a LoRA adapter (`endpoints` and `readyEndpoints` then count the endpoints that list it) */
+  readonly adapter?: AdapterView;
+}
+
+export interface AdapterView {
+  /** its base model */
+  readonly parent: string;
+  /** where the router loads it from; absent when no source declares it */
+  readonly path?: string;
+  /** endpoints that list it loaded now (any state but draining) */
+  readonly loadedEndpoints: number;
 }

@@ -180,6 +180,28 @@ export function parseEngineLoad(text: string): EngineLoadSample | undefined {
   return undefined;
 }
 
+const LORA_INFO = 'vllm:lora_requests_info';
+
+/**
+ * The adapter slots vLLM reports: the `max_lora` label of vllm:lora_requests_info (its value is a timestamp; the newest
+ * series wins). Undefined when the engine does not export it (LoRA off, another engine).
+ */
+export function parseMaxLoras(text: string): number | undefined {
+  let newest = Number.NEGATIVE_INFINITY;
+  let slots: number | undefined;
+  forEachSample(
+    text,
+    (name) => name === LORA_INFO,
+    (_name, labels, value) => {
+      const n = Number(labelValue(labels, 'max_lora'));
+      if (!Number.isInteger(n) || n < 1 || value < newest) return;
+      newest = value;
+      slots = n;
+    },
+  );
+  return slots;
+}
+
 export interface EngineStatsOptions {
   readonly intervalMs: number;
   /** per scrape; default max(1 s, interval) */
@@ -257,8 +279,12 @@ export class EngineStatsScraper {
         this.log.debug({ endpoint: endpoint.url, status: res.statusCode }, 'engine /metrics not usable');
         return;
       }
-      const sample = parseEngineLoad(await res.body.text());
-      if (!sample || this.stopped) return;
+      const text = await res.body.text();
+      if (this.stopped) return;
+      const slots = parseMaxLoras(text);
+      if (slots !== undefined) this.catalog.recordAdapterSlots(endpoint, slots);
+      const sample = parseEngineLoad(text);
+      if (!sample) return;
       this.catalog.recordLoad(endpoint, { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) });
     } catch (err) {
       // the snapshot ages into "unknown"; the prober, not this scraper, decides about health

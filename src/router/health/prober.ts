@@ -160,8 +160,11 @@ export class Prober implements ForwardObserver {
     try {
       // the probe URL: a decode pod behind a routing sidecar is probed on its engine's own port (llm-router/probe-port)
       const target = { url: endpoint.probeUrl, models: endpoint.models };
+      const sent = Date.now();
       let result = await probe(target, this.probeOpts);
       if (this.tracked.get(endpoint) !== t) return;
+      // what the engine holds now: an adapter a restarted engine no longer lists is no longer routed to it
+      if (result.adapters) this.catalog.recordAdapters(endpoint, result.adapters, sent);
       if (result.verdict === 'ready' && !t.warmedUp) {
         const w = await warmup(target, endpoint.models[0] as string, {
           ...this.probeOpts,

@@ -27,6 +27,8 @@ export interface ProbeResult {
   /** true when the connection was refused outright (the process is not listening) */
   readonly refused: boolean;
   readonly detail: string;
+  /** the LoRA adapters a 200 /v1/models listed (entries with a `parent`), name -> parent; absent when it was not read */
+  readonly adapters?: ReadonlyMap<string, string>;
 }
 
 interface Answer {
@@ -79,6 +81,17 @@ function listedModels(json: unknown): string[] {
   return data.flatMap((m: unknown) => (typeof (m as { id?: unknown })?.id === 'string' ? [(m as { id: string }).id] : []));
 }
 
+/** The LoRA adapters an OpenAI-compatible /v1/models answer lists: vLLM gives them a `parent`, the base model. */
+export function listedAdapters(json: unknown): Map<string, string> {
+  const adapters = new Map<string, string>();
+  const data = (json as { data?: unknown } | undefined)?.data;
+  if (!Array.isArray(data)) return adapters;
+  for (const m of data as { id?: unknown; parent?: unknown }[]) {
+    if (typeof m?.id === 'string' && typeof m.parent === 'string' && m.parent !== '') adapters.set(m.id, m.parent);
+  }
+  return adapters;
+}
+
 function missing(expected: readonly string[], listed: readonly string[]): string[] {
   return expected.filter((m) => !listed.includes(m));
 }
@@ -91,11 +104,17 @@ async function probeOpenAI(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
   const models = await get(target, '/v1/models', opts);
   if (models.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/v1/models answered ${models.status}` };
   const listed = listedModels(models.json);
+  const adapters = listedAdapters(models.json);
   const absent = missing(target.models, listed);
   if (absent.length > 0) {
-    return { verdict: 'serving-api', refused: false, detail: `/v1/models lists [${listed.join(', ')}], not ${absent.join(', ')}` };
+    return {
+      verdict: 'serving-api',
+      refused: false,
+      detail: `/v1/models lists [${listed.join(', ')}], not ${absent.join(', ')}`,
+      adapters,
+    };
   }
-  return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}` };
+  return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}`, adapters };
 }
 
 async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {

@@ -15,6 +15,7 @@ import type { ModelCatalog } from '../catalog/catalog.js';
 import type { EndpointState } from '../core/endpoint.js';
 import type { ModelState } from '../core/model.js';
 import { PdMetrics } from './pd-metrics.js';
+import { LoraMetrics } from './lora-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -114,6 +115,8 @@ export class RouterMetrics {
   readonly registry = new Registry();
   /** prefill/decode disaggregation (src/router/metrics/pd-metrics.ts) */
   readonly pd: PdMetrics;
+  /** LoRA adapters (src/router/metrics/lora-metrics.ts) */
+  readonly lora: LoraMetrics;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -136,6 +139,7 @@ export class RouterMetrics {
       for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(prefix + name);
     }
     this.pd = new PdMetrics(this.registry, catalog);
+    this.lora = new LoraMetrics(this.registry, catalog);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>
@@ -143,9 +147,15 @@ export class RouterMetrics {
         .models()
         .filter((m) => !m.aliasOf)
         .map((m) => m.id);
+    /** the models demand is counted for, from their declaration on: an adapter's demand is its base's */
+    const scaledModels = (): string[] =>
+      catalog
+        .models()
+        .filter((m) => !m.aliasOf && !m.adapter)
+        .map((m) => m.id);
     // a model neither declared nor served any more loses its series (bounded cardinality)
     catalog.onChange((e) => {
-      if (e.type !== 'declarations' && e.type !== 'endpoint-removed') return;
+      if (e.type !== 'declarations' && e.type !== 'endpoint-removed' && e.type !== 'adapters') return;
       const keep = new Set(declaredModels());
       for (const model of tallies.keys()) if (model !== '' && model !== UNKNOWN_MODEL_LABEL && !keep.has(model)) tallies.delete(model);
       for (const model of this.coldStartModels) {
@@ -183,7 +193,7 @@ export class RouterMetrics {
       collect() {
         this.reset();
         // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero
-        for (const model of declaredModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
+        for (const model of scaledModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
       },
     });
     this.upstreamFailures = new Counter({
@@ -278,7 +288,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.held(m));
+        for (const m of scaledModels()) this.set({ model: m }, metrics.scaling.held(m));
       },
     });
     new Gauge({
@@ -288,7 +298,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.inFlight(m));
+        for (const m of scaledModels()) this.set({ model: m }, metrics.scaling.inFlight(m));
       },
     });
     new Gauge({
@@ -299,7 +309,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.oldestHeldSeconds(m));
+        for (const m of scaledModels()) this.set({ model: m }, metrics.scaling.oldestHeldSeconds(m));
       },
     });
     new Gauge({
@@ -310,7 +320,7 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        for (const m of declaredModels()) this.set({ model: m }, metrics.scaling.stalled(m) ? 1 : 0);
+        for (const m of scaledModels()) this.set({ model: m }, metrics.scaling.stalled(m) ? 1 : 0);
       },
     });
     new Gauge({

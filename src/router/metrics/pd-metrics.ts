@@ -13,6 +13,7 @@ const FAILURE_KINDS: readonly PrefillFailure[] = [
     'reset',
     'engine-5xx',
     'engine-busy',
+    'model-missing',
     'headers-timeout',
     'idle-timeout',
     'total-timeout',

@@ -24,6 +24,8 @@ export interface AttemptRequest {
   readonly requestId: string;
   /** whether an engine 503 (loading / back-pressure) should be retried elsewhere instead of passed through */
   readonly retryOnEngine503: boolean;
+  /** a request for a LoRA adapter: an engine 404 means it does not hold the adapter (failure model-missing), not passed through */
+  readonly retryOnEngine404?: boolean;
   readonly idleTimeoutMs: number;
   readonly headersTimeoutMs: number;
 }
@@ -180,7 +182,7 @@ class AttemptHandler implements EngineHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true;
     this.status = statusCode;
-    if (statusCode === 503 && this.req.retryOnEngine503) {
+    if ((statusCode === 503 && this.req.retryOnEngine503) || (statusCode === 404 && this.req.retryOnEngine404 === true)) {
       // drain the small error body so the connection stays reusable, then try elsewhere
       this.discarding = true;
       return true;
@@ -249,7 +251,7 @@ class AttemptHandler implements EngineHandler {
   onComplete(): void {
     if (this.settled) return;
     if (this.discarding) {
-      this.finish({ kind: 'retryable', failure: 'engine-busy', detail: 'engine answered 503' });
+      this.finish({ kind: 'retryable', failure: this.discardedFailure(), detail: `engine answered ${this.status}` });
       return;
     }
     if (this.remaining > 0) {
@@ -261,6 +263,11 @@ class AttemptHandler implements EngineHandler {
     this.flush();
     if (!this.ended) this.res.end();
     this.finish({ kind: 'done', status: this.status });
+  }
+
+  /** what an answer drained instead of passed on says: the engine is busy (503), or does not hold the adapter (404) */
+  private discardedFailure(): FailureKind {
+    return this.status === 404 ? 'model-missing' : 'engine-busy';
   }
 
   onError(err: Error): void {
@@ -293,7 +300,7 @@ class AttemptHandler implements EngineHandler {
     }
     if (failure === 'protocol') this.finish({ kind: 'failed', failure, detail });
     else if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other')
-      this.finish({ kind: 'retryable', failure: this.discarding ? 'engine-busy' : failure, detail });
+      this.finish({ kind: 'retryable', failure: this.discarding ? this.discardedFailure() : failure, detail });
     else this.finish({ kind: 'failed', failure, detail });
   }
 }

@@ -7,6 +7,7 @@ import { attempt, type AttemptOutcome } from './attempt.js';
 import type { FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
 import type { ForwardObserver, InFlightLedger } from '../core/forward.js';
+import type { AdapterLedger } from '../core/lora.js';
 
 export interface ForwardJob {
   readonly route: RouteRequest;
@@ -19,6 +20,10 @@ export interface ForwardJob {
   readonly requestId: string;
   /** tried first instead of the policy's pick (P/D: the decode endpoint chosen with its prefill) */
   readonly first?: Endpoint;
+  /** a request for a LoRA adapter: its use per endpoint is counted there, and an engine's 404 reported */
+  readonly adapter?: AdapterLedger;
+  /** an engine's 404 means it does not hold the adapter: another holder is tried (generation paths of an adapter) */
+  readonly retryOnEngine404?: boolean;
 }
 
 export type ForwardResult =
@@ -53,6 +58,7 @@ export class Forwarder {
     for (let failovers = 0; endpoint !== undefined; failovers++) {
       const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));
       this.ledger.requestStarted(endpoint);
+      job.adapter?.requestStarted(endpoint);
       let outcome: AttemptOutcome;
       try {
         outcome = await attempt(
@@ -64,6 +70,7 @@ export class Forwarder {
             body: job.body,
             requestId: job.requestId,
             retryOnEngine503: mayRetry,
+            retryOnEngine404: job.retryOnEngine404 === true,
             headersTimeoutMs: this.timeouts.headersMs,
             idleTimeoutMs: this.timeouts.idleMs,
           },
@@ -72,6 +79,7 @@ export class Forwarder {
         );
       } finally {
         this.ledger.requestEnded(endpoint);
+        job.adapter?.requestEnded(endpoint);
       }
       switch (outcome.kind) {
         case 'done':
@@ -88,8 +96,10 @@ export class Forwarder {
           this.observer.failed(endpoint, outcome.failure, outcome.detail);
           return { kind: 'unanswered', failure: outcome.failure, detail: outcome.detail, endpoint };
         case 'retryable': {
-          // an engine's own 503 is back-pressure or loading: it says nothing against the endpoint's health
-          if (outcome.failure !== 'engine-busy') this.observer.failed(endpoint, outcome.failure, outcome.detail);
+          // an engine's own 503 is back-pressure or loading, its 404 for an adapter says it does not hold it: neither
+          // says anything against the endpoint's health
+          if (outcome.failure === 'model-missing') job.adapter?.missing(endpoint);
+          else if (outcome.failure !== 'engine-busy') this.observer.failed(endpoint, outcome.failure, outcome.detail);
           last = { failure: outcome.failure, detail: outcome.detail };
           if (!mayRetry || res.destroyed) return { kind: 'unanswered', ...last, endpoint };
           tried ??= new Set();

@@ -64,6 +64,12 @@ export interface EndpointView {
   readonly lastErrorAt: string | null;
   /** the endpoint has been ready since the error: it is history, not the present fault */
   readonly lastErrorPast: boolean;
+  /** LoRA adapters it lists as loaded */
+  readonly adapters: readonly string[];
+  /** adapters it runs at once, from its /metrics (max_lora); null when it reports none */
+  readonly adapterSlots: number | null;
+  /** it loads adapters at run time; false once its load path answered 404; null until a load was asked of it */
+  readonly canLoadAdapters: boolean | null;
 }
 
 /** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
@@ -99,6 +105,9 @@ export function endpointView(e: Endpoint, now: number, statsIntervalMs: number):
     lastError: e.lastError ?? null,
     lastErrorAt: e.lastErrorAt === undefined ? null : iso(e.lastErrorAt),
     lastErrorPast: lastErrorIsPast(e),
+    adapters: [...e.adapters.keys()].sort(),
+    adapterSlots: e.adapterSlots ?? null,
+    canLoadAdapters: e.canLoadAdapters ?? null,
   };
 }
 
@@ -110,7 +119,10 @@ export function engines(res: ServerResponse, catalog: ModelCatalog, statsInterva
   });
 }
 
-/** OpenAI's list shape, plus `status` with the same words as the x-llm-router-model-state header. */
+/**
+ * OpenAI's list shape, plus `status` with the same words as the x-llm-router-model-state header; an adapter also has
+ * `parent` and `loaded_endpoints`.
+ */
 export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt: number): void {
   const created = Math.floor(startedAt / 1000);
   sendJson(res, 200, {
@@ -121,6 +133,8 @@ export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt
       created,
       owned_by: 'llm-router',
       ...(m.aliasOf ? { root: m.aliasOf } : {}),
+      // an adapter: its base model, as vLLM lists it, and on how many endpoints it is loaded now
+      ...(m.adapter ? { parent: m.adapter.parent, loaded_endpoints: m.adapter.loadedEndpoints } : {}),
       status: m.status,
       // a P/D model: its protocol and the roles with no ready endpoint
       ...(m.pd ? { pd: { protocol: m.pd.protocol, missing_roles: m.pd.missing } } : {}),

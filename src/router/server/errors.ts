@@ -133,6 +133,28 @@ export const errors = {
     type: 'server_error',
     message: `No engine for model ${JSON.stringify(model)} could be reached.`,
   }),
+  adapterLoadFailed: (model: string, detail: string): RouterError => ({
+    status: 502,
+    code: 'adapter_load_failed',
+    type: 'server_error',
+    param: 'model',
+    message: `The engine could not load the adapter ${JSON.stringify(model)}: ${detail}`,
+  }),
+  adapterUnavailable: (model: string, detail: string, retryAfterSeconds: number): RouterError => ({
+    status: 503,
+    code: 'model_unavailable',
+    type: 'service_unavailable',
+    param: 'model',
+    message: `The adapter ${JSON.stringify(model)} cannot be loaded now (${detail}); retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': 'unavailable' },
+  }),
+  adapterNotHeld: (model: string): RouterError => ({
+    status: 502,
+    code: 'upstream_unavailable',
+    type: 'server_error',
+    param: 'model',
+    message: `The engines that should hold the adapter ${JSON.stringify(model)} answered that they do not serve it.`,
+  }),
   upstreamProtocolError: (model: string): RouterError => ({
     status: 502,
     code: 'upstream_protocol_error',

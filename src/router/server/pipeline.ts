@@ -1,5 +1,6 @@
 // The request pipeline of the inference endpoints, as named stages that both inbound paths (node:http and the fast
-// path) run: admit -> read body -> parse -> resolve -> hold (cold start) -> forward (pick, attempt, failover) -> answer.
+// path) run: admit -> read body -> parse -> resolve -> hold (cold start) -> adapter (LoRA: load on demand) ->
+// forward (pick, attempt, failover) -> answer.
 // Each stage either hands its result on or has answered the client itself; the record ends every request once.
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -17,6 +18,7 @@ import { similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
+import type { AdapterManager } from '../adapters/manager.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
@@ -41,6 +43,8 @@ export interface InferenceDeps {
   readonly forwarder: Forwarder;
   /** requests of models served P/D (src/router/proxy/pd) */
   readonly pd: PdForwarder;
+  /** LoRA adapters loaded on demand (src/router/adapters) */
+  readonly adapters: AdapterManager;
   readonly metrics: RouterMetrics;
   readonly log: Logger;
   readonly maxBodyBytes: number;
@@ -96,6 +100,14 @@ function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfte
 
 type Routable = Extract<Resolution, { kind: 'routable' }>;
 type Known = Exclude<Resolution, { kind: 'unknown' }>;
+
+/** The model whose engines serve a resolution: an adapter's base (demand, holds and Retry-After count there), else itself. */
+function scaledModel(r: Known): string {
+  return r.base ?? r.model;
+}
+
+/** Paths an adapter of a generative model is always served on: an engine's 404 there means it does not hold the adapter. */
+const ADAPTER_404_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/responses']);
 
 /** One request on its way through the stages: how it ends (metrics, access log, the admission slot) is recorded once. */
 class InferenceRecord {
@@ -212,16 +224,16 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
     return undefined;
   }
   r.metricModel = resolution.model;
-  // demand counts every request for a known model, whatever its answer: the autoscaler's signal
-  r.deps.metrics.demanded(resolution.model);
-  r.deps.scaling.demand.arrived(resolution.model);
+  // demand counts every request for a known model, whatever its answer: the autoscaler's signal (an adapter's is its base's)
+  r.deps.metrics.demanded(scaledModel(resolution));
+  r.deps.scaling.demand.arrived(scaledModel(resolution));
   return resolution;
 }
 
 /** Stage hold: with --cold-start-wait, a model with no ready endpoint is waited for in arrival order; else 503. */
 async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requested: string): Promise<Routable | undefined> {
   const { scaling, catalog } = r.deps;
-  const model = resolution.model;
+  const model = scaledModel(resolution);
   let current: Resolution = resolution;
   if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(model)) && scaling.hold.waitMs(model) > 0) {
     let held: ReturnType<typeof scaling.hold.hold>;
@@ -257,6 +269,67 @@ function candidatesOf(deps: InferenceDeps, model: string): () => readonly Endpoi
   };
 }
 
+/** Resolves once the client has closed its connection; `cancel` stops listening. */
+function clientGone(res: ResponseSink): { gone: Promise<'gone'>; cancel: () => void } {
+  let leave: () => void = () => undefined;
+  const gone = new Promise<'gone'>((resolve) => {
+    leave = () => resolve('gone');
+    res.once('close', leave);
+  });
+  return { gone, cancel: () => res.off('close', leave) };
+}
+
+/**
+ * Stage adapter: a ready endpoint of the adapter's base must hold it; when none does it is loaded first, and this
+ * request waits for that load (with every other request for it). The answer: the adapter's resolution now.
+ */
+async function loadAdapter(r: InferenceRecord, target: Routable, requested: string): Promise<Routable | undefined> {
+  const { deps } = r;
+  const route = target.adapter;
+  if (route === undefined) return target;
+  const client = clientGone(r.res);
+  const prepared = await Promise.race([deps.adapters.prepare(route, target.pd?.protocol), client.gone]);
+  client.cancel();
+  if (prepared === 'gone') {
+    r.finish(499);
+    return undefined;
+  }
+  if (prepared.kind === 'failed') {
+    r.answer(errors.adapterLoadFailed(requested, prepared.detail));
+    return undefined;
+  }
+  const retryAfter = (): number => deps.scaling.coldStart.retryAfterSeconds(route.base);
+  if (prepared.kind === 'unavailable') {
+    r.answer(errors.adapterUnavailable(requested, prepared.detail, retryAfter()));
+    return undefined;
+  }
+  // what the load changed (its endpoint holds it now), or what happened meanwhile (that endpoint went away)
+  const now = deps.catalog.resolve(requested);
+  if (now.kind !== 'routable') {
+    r.answer(now.kind === 'unavailable' ? unresolvedError(now, retryAfter()) : errors.modelNotFound(requested));
+    return undefined;
+  }
+  deps.adapters.forwarded(route.name, prepared.waited);
+  return now;
+}
+
+/**
+ * Stages adapter and forward for a LoRA adapter: an engine that answers 404 for it no longer holds it (it restarted,
+ * another router unloaded it); that is learned, and the adapter is made ready (loaded again) once more.
+ */
+async function forwardAdapter(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult | undefined> {
+  let current = target;
+  for (let round = 0; ; round++) {
+    const ready = await loadAdapter(r, current, request.model);
+    if (!ready) return undefined;
+    const result = await forwardToEngine(r, ready, request, raw);
+    if (round > 0 || result.kind !== 'unanswered' || result.failure !== 'model-missing' || r.res.destroyed) return result;
+    const again = r.deps.catalog.resolve(request.model);
+    if (again.kind !== 'routable') return result;
+    current = again;
+  }
+}
+
 /**
  * Stage forward: the policy picks among the ready endpoints, the forwarder attempts and fails over; a model served P/D
  * goes through its pair instead (src/router/proxy/pd).
@@ -265,7 +338,11 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const { deps, req } = r;
   const body = target.aliased ? rewriteModel(raw, target.model) : raw;
   const model = target.model;
-  deps.scaling.demand.begin(model);
+  const scaled = scaledModel(target);
+  // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned
+  const adapter = target.adapter ? deps.adapters.ledger(target.adapter.name) : undefined;
+  const adapterJob = adapter ? { adapter, retryOnEngine404: ADAPTER_404_PATHS.has(r.path) } : {};
+  deps.scaling.demand.begin(scaled);
   try {
     if (target.pd !== undefined) {
       return await deps.pd.forward(
@@ -280,6 +357,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           requestId: r.requestId,
           candidates: candidatesOf(deps, model),
           prefill: target.pd.prefill,
+          ...(adapter ? { adapter } : {}),
         },
         r.res,
       );
@@ -298,26 +376,31 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
         }),
         body,
         requestId: r.requestId,
+        ...adapterJob,
       },
       r.res,
     );
   } finally {
-    deps.scaling.demand.end(model);
+    deps.scaling.demand.end(scaled);
   }
 }
 
 /** Stage answer: what the client gets when the engine's answer did not reach it. */
-function answerResult(r: InferenceRecord, result: ForwardResult, requested: string, model: string): void {
+function answerResult(r: InferenceRecord, result: ForwardResult, requested: string, target: Routable): void {
   r.endpoint = result.endpoint;
   if (result.kind === 'answered' || result.kind === 'broken') return r.finish(result.status);
   if (result.kind === 'client-gone' || r.res.headersSent || r.res.destroyed) return r.finish(499);
-  const retryAfter = (): number => r.deps.scaling.coldStart.retryAfterSeconds(model);
+  const model = target.model;
+  const retryAfter = (): number => r.deps.scaling.coldStart.retryAfterSeconds(scaledModel(target));
   if (result.failure === 'headers-timeout') return r.answer(errors.upstreamTimeout('no response headers in time'));
   if (result.failure === 'total-timeout') return r.answer(errors.upstreamTimeout('total request time exceeded'));
   // the engine answered, but not in a form that can be passed on: whatever the endpoint's state is now
   if (result.failure === 'protocol') return r.answer(errors.upstreamProtocolError(requested));
   const now = r.deps.catalog.resolve(model);
   if (now.kind === 'unavailable') return r.answer(unresolvedError({ ...now, requested }, retryAfter()));
+  // an adapter no source declares, and the one engine that listed it says it does not serve it: it is unknown now
+  if (now.kind === 'unknown') return r.answer(errors.modelNotFound(requested));
+  if (result.failure === 'model-missing') return r.answer(errors.adapterNotHeld(requested));
   if (result.failure === 'engine-busy') return r.answer(errors.modelUnavailable(requested, 'loading', retryAfter()));
   r.answer(errors.upstreamUnreachable(requested));
 }
@@ -343,6 +426,8 @@ export async function handleInference(
   if (!resolution) return;
   const target = await holdUntilRoutable(r, resolution, request.model);
   if (!target) return;
-  const result = await forwardToEngine(r, target, request, raw);
-  answerResult(r, result, request.model, target.model);
+  const result =
+    target.adapter === undefined ? await forwardToEngine(r, target, request, raw) : await forwardAdapter(r, target, request, raw);
+  if (!result) return;
+  answerResult(r, result, request.model, target);
 }

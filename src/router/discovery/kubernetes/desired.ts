@@ -2,6 +2,7 @@
 // (from workloads, at any replica count). Pure: the same objects give the same answer on every router replica.
 import type { EndpointSpec } from '../../core/endpoint.js';
 import type { Declaration } from '../../catalog/catalog.js';
+import { parseAdapterAnnotation, type AdapterDeclaration } from '../../core/lora.js';
 import { declaredModelNames, PORT_ANNOTATION, type ObjectMetaLike, type PodShape } from './model-names.js';
 import {
   BOOTSTRAP_PORT_ANNOTATION,
@@ -42,10 +43,14 @@ export interface DesiredOptions {
 
 /** a pod's engine speaks https (or http) whatever --k8s-engine-scheme says */
 const SCHEME_ANNOTATION = 'llm-router/scheme';
+/** a base model's workload: the LoRA adapters the router may load on its engines, NAME=PATH comma separated */
+export const LORA_ADAPTERS_ANNOTATION = 'llm-router/lora-adapters';
 
 export interface Desired {
   readonly endpoints: EndpointSpec[];
   readonly declarations: Declaration[];
+  /** LoRA adapters of the workloads' models (their llm-router/lora-adapters annotation) */
+  readonly adapters: AdapterDeclaration[];
   /** objects that matched the selector but name no model, for a warning */
   readonly unnamed: string[];
   /** objects whose P/D label or annotation has a value the router does not know, with why, for a warning */
@@ -84,6 +89,7 @@ function badRole(labels: Readonly<Record<string, string>> | undefined): string {
 export function desiredState(pods: readonly PodLike[], workloads: readonly WorkloadLike[], opts: DesiredOptions): Desired {
   const endpoints: EndpointSpec[] = [];
   const declarations: Declaration[] = [];
+  const adapters: AdapterDeclaration[] = [];
   const unnamed: string[] = [];
   const invalid: { object: string; why: string }[] = [];
   const protocolOf = (object: string, ...annotations: (Readonly<Record<string, string>> | undefined)[]) => {
@@ -148,7 +154,17 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
     const protocol = protocolOf(object, w.metadata?.annotations, template?.metadata?.annotations);
     for (const model of names.names)
       declarations.push({ model, replicasWanted: replicas > 0, ...(role !== 'both' ? { role } : {}), ...protocol });
+    // the adapters of the workload's (first) model: the one vLLM names as their parent
+    const annotation = w.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION] ?? template?.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION];
+    if (annotation !== undefined) {
+      const parsed = parseAdapterAnnotation(annotation, names.names[0] as string);
+      adapters.push(...parsed.adapters);
+      for (const why of parsed.invalid) invalid.push({ object, why: `${LORA_ADAPTERS_ANNOTATION}: ${why}; that entry is ignored` });
+    }
   }
   endpoints.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  return { endpoints, declarations, unnamed, invalid };
+  // workloads that disagree on an adapter's path: the first in this order wins, on every replica
+  const key = (a: AdapterDeclaration): string => `${a.name}\n${a.base}\n${a.path}`;
+  adapters.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+  return { endpoints, declarations, adapters, unnamed, invalid };
 }

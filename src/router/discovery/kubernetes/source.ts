@@ -199,6 +199,7 @@ export class KubernetesSource {
       this.log.warn({ object }, `${object}: ${why}`);
     }
     this.catalog.setDeclarations(SOURCE, desired.declarations);
+    this.catalog.setAdapterDeclarations(SOURCE, desired.adapters);
     this.catalog.setEndpoints(SOURCE, desired.endpoints);
   }
 }

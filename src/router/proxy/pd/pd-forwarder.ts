@@ -6,6 +6,7 @@ import type { PdConfig, TimeoutConfig } from '../../config/config.js';
 import type { Endpoint } from '../../core/endpoint.js';
 import type { ResponseSink } from '../../core/exchange.js';
 import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
+import type { AdapterLedger } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
 import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
@@ -44,6 +45,8 @@ export interface PdJob {
   readonly candidates: () => readonly Endpoint[];
   /** the ready prefill endpoints */
   readonly prefill: readonly Endpoint[];
+  /** a request for a LoRA adapter of the P/D model: its use per endpoint, and engines' 404s for it */
+  readonly adapter?: AdapterLedger;
 }
 
 export interface PdForwarderOptions {
@@ -103,7 +106,7 @@ export class PdForwarder {
       prefill,
       bootstrapPort: prefill.bootstrapPort ?? this.opts.pd.sglangBootstrapPort,
       callPrefill: (b, onStatus) => this.prefillHop(job, prefill, b, res, onStatus),
-      judgePrefill: (outcome, expectKv) => this.judge(job.model, prefill, outcome, expectKv),
+      judgePrefill: (outcome, expectKv) => this.judge(job, prefill, outcome, expectKv),
       forwardDecode: (b, extra, sink) => this.decodeHop(job, decode, b, extra, sink ?? res),
       decodeOnly: (reason) => this.decodeOnly(job, body, decode, reason, res),
       passBack: (verdict) => this.passBack(job, prefill, verdict.answer, res),
@@ -146,6 +149,7 @@ export class PdForwarder {
           body,
           requestId: job.requestId,
           first: decode,
+          ...(job.adapter ? { adapter: job.adapter, retryOnEngine404: true } : {}),
         },
         sink,
       );
@@ -158,6 +162,7 @@ export class PdForwarder {
     const started = performance.now();
     const t = this.opts.timeouts;
     this.ledger.requestStarted(prefill);
+    job.adapter?.requestStarted(prefill);
     const call = callEngine(this.pools.get(prefill.url), {
       path: job.target,
       headers: this.headers(job, body.length, undefined),
@@ -172,13 +177,21 @@ export class PdForwarder {
     void call.done.then(() => {
       res.off('close', leave);
       this.ledger.requestEnded(prefill);
+      job.adapter?.requestEnded(prefill);
       this.observer.call(job.model, 'prefill', (performance.now() - started) / 1000);
     });
     return call;
   }
 
-  private judge(model: string, prefill: Endpoint, outcome: CallOutcome, expectKv: boolean): PrefillVerdict {
+  private judge(job: PdJob, prefill: Endpoint, outcome: CallOutcome, expectKv: boolean): PrefillVerdict {
+    const model = job.model;
     if (outcome.kind === 'aborted') return { kind: 'client-gone' };
+    if (outcome.kind === 'answered' && outcome.status === 404 && job.adapter) {
+      // the prefill engine does not hold the adapter (any more): it is learned, and the request goes on without it
+      job.adapter.missing(prefill);
+      this.observer.prefillFailed(model, 'model-missing');
+      return { kind: 'failed', detail: 'the prefill engine does not hold the adapter' };
+    }
     if (outcome.kind === 'failed') {
       this.health.failed(prefill, outcome.failure, outcome.detail);
       this.observer.prefillFailed(model, outcome.failure);

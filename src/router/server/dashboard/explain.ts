@@ -1,6 +1,6 @@
 // Why a model is in its state, in one sentence from the facts the router has: the first thing an operator asks.
 import type { Endpoint } from '../../core/endpoint.js';
-import type { ModelView } from '../../core/model.js';
+import type { AdapterView, ModelView } from '../../core/model.js';
 
 const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;
 
@@ -13,9 +13,24 @@ export interface ModelFacts {
   readonly held: number;
   /** the stuck-wake alarm is raised */
   readonly stalled: boolean;
+  /** an adapter: the state of its base model */
+  readonly baseStatus?: ModelView['status'];
+}
+
+/** An adapter: where it is loaded, or why its base cannot serve it. */
+function explainAdapter(m: ModelView, adapter: AdapterView, facts: ModelFacts): string {
+  const base = adapter.parent;
+  if (m.status === 'ready')
+    return m.readyEndpoints > 0
+      ? `adapter of ${base}, loaded on ${plural(m.readyEndpoints, 'ready endpoint')}`
+      : `adapter of ${base}, not loaded yet: the first request loads it on an endpoint of ${base}`;
+  if (adapter.path === undefined) return `adapter of ${base} that no source declares; the endpoints that list it are not ready`;
+  if (facts.baseStatus === 'ready') return `adapter of ${base}: none of its ready endpoints loads adapters at run time`;
+  return `adapter of ${base}, which is ${facts.baseStatus ?? 'neither declared nor served'}`;
 }
 
 export function explainModel(m: ModelView, endpoints: readonly Endpoint[], facts: ModelFacts): string {
+  if (m.adapter) return explainAdapter(m, m.adapter, facts);
   const pd = m.pd;
   if (pd && pd.missing.length > 0) {
     // a P/D model is held back (or served decode-only) by the roles with no ready endpoint: explain those

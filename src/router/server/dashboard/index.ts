@@ -2,6 +2,7 @@
 // itself (GET /dashboard). RouterApp puts its routes in the admin route table, behind the same API-key rules as
 // /engines, and hands it what the prober and scaling report.
 import type { ModelCatalog } from '../../catalog/catalog.js';
+import type { AdapterObserver } from '../../core/lora.js';
 import type { ColdStart } from '../../scaling/cold-start.js';
 import type { WakeAlarm } from '../../scaling/demand.js';
 import type { DemandView } from '../../scaling/demand-view.js';
@@ -79,4 +80,10 @@ export class Dashboard {
   failover(model: string): void {
     this.recorder.failover(model);
   }
+
+  /** Adapter loads and unloads go on the timeline. */
+  readonly adapters: Pick<AdapterObserver, 'loaded' | 'unloaded'> = {
+    loaded: (e) => this.recorder.adapterLoaded(e),
+    unloaded: (e) => this.recorder.adapterUnloaded(e),
+  };
 }

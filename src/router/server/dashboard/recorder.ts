@@ -5,6 +5,7 @@ import type { ModelState } from '../../core/model.js';
 import type { ColdStart } from '../../scaling/cold-start.js';
 import type { WakeAlarm } from '../../scaling/demand.js';
 import type { Timeline } from './timeline.js';
+import type { LoadResult, UnloadReason } from '../../core/lora.js';
 
 /** cold starts kept per model */
 const COLD_STARTS_KEPT = 5;
@@ -72,6 +73,31 @@ export class TimelineRecorder {
       raised: a.raised,
       demandForSeconds: a.demandForSeconds,
       cleared: a.cleared ?? null,
+    });
+  }
+
+  /** The router asked an engine to load an adapter. */
+  adapterLoaded(e: { adapter: string; endpoint: string; result: LoadResult; seconds: number; detail: string }): void {
+    const failed = e.result === 'failed' || e.result === 'unsupported';
+    this.timeline.add({
+      type: 'adapter-load',
+      adapter: e.adapter,
+      endpoint: e.endpoint,
+      result: e.result,
+      seconds: Math.round(e.seconds * 1000) / 1000,
+      detail: failed ? e.detail : null,
+    });
+  }
+
+  /** The router unloaded an adapter to free its slot. */
+  adapterUnloaded(e: { adapter: string; endpoint: string; reason: UnloadReason; ok: boolean; detail: string }): void {
+    this.timeline.add({
+      type: 'adapter-unload',
+      adapter: e.adapter,
+      endpoint: e.endpoint,
+      reason: e.reason,
+      ok: e.ok,
+      detail: e.ok ? null : e.detail,
     });
   }
 

@@ -1,8 +1,9 @@
 // The operator's timeline: a bounded ring of what happened to models and endpoints recently (state changes, cold
-// starts, failovers, wake alarms), for the dashboard and its /events stream. It holds names, URLs, states and the
+// starts, failovers, wake alarms, adapter loads and unloads), for the dashboard and its /events stream. It holds names, URLs, states and the
 // router's own error texts: never a prompt, a key or a request body.
 import type { EndpointState } from '../../core/endpoint.js';
 import type { ModelState } from '../../core/model.js';
+import type { LoadResult, UnloadReason } from '../../core/lora.js';
 
 /** What happened, without its sequence number and time (the timeline gives those). */
 export type Happening =
@@ -43,6 +44,24 @@ export type Happening =
       readonly raised: boolean;
       readonly demandForSeconds: number;
       readonly cleared: 'endpoint-appeared' | 'demand-ended' | null;
+    }
+  /** the router asked an engine to load a LoRA adapter; `detail`: the engine's words when it did not */
+  | {
+      readonly type: 'adapter-load';
+      readonly adapter: string;
+      readonly endpoint: string;
+      readonly result: LoadResult;
+      readonly seconds: number;
+      readonly detail: string | null;
+    }
+  | {
+      readonly type: 'adapter-unload';
+      readonly adapter: string;
+      readonly endpoint: string;
+      readonly reason: UnloadReason;
+      /** false: the engine refused (it may still hold it) */
+      readonly ok: boolean;
+      readonly detail: string | null;
     };
 
 export type TimelineEvent = Happening & {

@@ -3,7 +3,7 @@
 // probes, Retry-After and cold starts are this process's view (under --workers each worker probes for itself).
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Endpoint } from '../../core/endpoint.js';
-import type { ModelState, RoleCount } from '../../core/model.js';
+import type { ModelState, ModelView, RoleCount } from '../../core/model.js';
 import type { DemandView } from '../../scaling/demand-view.js';
 import type { Scaling } from '../../scaling/index.js';
 import { endpointView, type EndpointView } from '../admin.js';
@@ -97,7 +97,17 @@ export class DashboardView {
     const view = this.s.catalog.model(model);
     if (!view) return 'neither declared nor served';
     const endpoints = this.s.catalog.endpoints().filter((e) => e.models.includes(model));
-    return explainModel(view, endpoints, { held: this.s.scaling.hold.held(model), stalled: this.s.scaling.demand.stalled(model) });
+    return explainModel(view, endpoints, {
+      held: this.s.scaling.hold.held(model),
+      stalled: this.s.scaling.demand.stalled(model),
+      ...this.baseOf(view),
+    });
+  }
+
+  /** An adapter's base state, for its explanation. */
+  private baseOf(view: ModelView): { baseStatus?: ModelState } {
+    const status = view.adapter ? this.s.catalog.model(view.adapter.parent)?.status : undefined;
+    return status ? { baseStatus: status } : {};
   }
 
   /** The present state; `sample` adds the instance's demand to the rate's samples. */
@@ -121,7 +131,7 @@ export class DashboardView {
           id: m.id,
           status: m.status,
           since: recorder.since(m.id) ?? null,
-          reason: explainModel(m, mine, { held, stalled }),
+          reason: explainModel(m, mine, { held, stalled, ...this.baseOf(m) }),
           declaredBy: m.declaredBy,
           aliases: aliases.get(m.id) ?? [],
           endpoints: m.endpoints,

@@ -1,0 +1,291 @@
+// LoRA adapters on demand: before a request for an adapter is forwarded, make sure a ready endpoint of its base holds
+// it, loading it (once, however many requests wait for it) where placement.ts says, and unloading the least recently
+// used idle adapter this router loaded when that endpoint's slots are full. Engines that hold it are learned from their
+// /v1/models (the prober) and from the loads made here; the catalog, not this module, answers whether an adapter exists.
+import type { ModelCatalog } from '../catalog/catalog.js';
+import type { Endpoint } from '../core/endpoint.js';
+import type { AdapterLedger, AdapterObserver } from '../core/lora.js';
+import type { AdapterRoute } from '../core/model.js';
+import { allowsDecodeOnly, type PdProtocol } from '../core/pd.js';
+import type { Logger } from '../util/log.js';
+import type { EngineAdmin } from './engine-admin.js';
+import { chooseLoader, chooseVictim, freeSlots, loadOf, shouldSpill, type AdapterUse, type LoaderFacts } from './placement.js';
+
+export interface AdapterManagerOptions {
+  /** slots of an engine whose /metrics reports none (--max-loras-per-engine) */
+  readonly defaultSlots: number;
+  /** --lora-spill-threshold (0 = never) */
+  readonly spillThreshold: number;
+  /** --lora-load-cooldown-seconds, in ms */
+  readonly cooldownMs: number;
+  /** --engine-stats-interval in ms: how old a scraped load may be */
+  readonly statsIntervalMs: number;
+  readonly now?: () => number;
+}
+
+/** Whether a request for an adapter can go on, and if not, why. */
+export type Prepared =
+  /** a ready endpoint holds it now; `waited`: this request waited for a load */
+  | { readonly kind: 'ready'; readonly waited: boolean }
+  /** the load failed (the engine's words): 502 adapter_load_failed */
+  | { readonly kind: 'failed'; readonly detail: string }
+  /** no ready endpoint of its base can load it: 503 */
+  | { readonly kind: 'unavailable'; readonly detail: string };
+
+type LoadOutcome =
+  | { readonly kind: 'loaded' }
+  | { readonly kind: 'unsupported'; readonly detail: string }
+  | Exclude<Prepared, { kind: 'ready' }>;
+
+/** What this process knows of one adapter on one endpoint. */
+interface Use {
+  inFlight: number;
+  lastUsed: number;
+  /** this router loaded it there, so it may unload it (never one the engine was started with) */
+  routerLoaded: boolean;
+}
+
+export class AdapterManager {
+  private readonly uses = new Map<Endpoint, Map<string, Use>>();
+  /** one load under way per adapter and side (decode, prefill, spill): every request for it waits for that one */
+  private readonly pending = new Map<string, Promise<LoadOutcome>>();
+  /** loads waiting or running per endpoint: they take slots before they end */
+  private readonly reserved = new Map<Endpoint, number>();
+  /** loads and unloads on one endpoint run one after another, so that slots are counted right */
+  private readonly chains = new Map<Endpoint, Promise<unknown>>();
+  /** endpoint -> adapter -> until when it is not asked again, and why */
+  private readonly failures = new Map<Endpoint, Map<string, { until: number; detail: string }>>();
+  private readonly ledgers = new Map<string, AdapterLedger>();
+  private readonly now: () => number;
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly catalog: ModelCatalog,
+    private readonly admin: EngineAdmin,
+    private readonly observer: AdapterObserver,
+    private readonly opts: AdapterManagerOptions,
+    private readonly log: Logger,
+  ) {
+    this.now = opts.now ?? Date.now;
+    this.unsubscribe = catalog.onChange((e) => {
+      if (e.type === 'endpoint-removed') this.forget(e.endpoint);
+      // an endpoint that went away and came back may be a new engine process: what it holds now is not ours
+      else if (e.type === 'endpoint-state' && e.endpoint.state !== 'ready')
+        for (const u of this.uses.get(e.endpoint)?.values() ?? []) u.routerLoaded = false;
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe();
+    await this.admin.close();
+  }
+
+  /**
+   * Makes sure a ready endpoint holds the adapter: when none does, it is loaded on one (the request waits, with every
+   * other request for it); when every holder is loaded past --lora-spill-threshold, it is loaded on one more in the
+   * background. A P/D base needs it on a prefill endpoint too (without one, protocols that can go decode-only do).
+   */
+  async prepare(route: AdapterRoute, pdProtocol: PdProtocol | undefined): Promise<Prepared> {
+    const { name } = route;
+    let waited = false;
+    const holders = route.endpoints.filter((e) => e.adapters.has(name));
+    if (holders.length === 0) {
+      const loaded = await this.ensure('decode', route, route.endpoints);
+      if (loaded.kind !== 'loaded') return this.notLoaded(loaded, route);
+      waited = true;
+    } else if (route.path !== undefined && shouldSpill(holders, this.opts.spillThreshold, (e) => this.load(e))) {
+      void this.ensure(
+        'spill',
+        route,
+        route.endpoints.filter((e) => !e.adapters.has(name)),
+      );
+    }
+    if (pdProtocol !== undefined && route.prefill.length > 0 && !route.prefill.some((e) => e.adapters.has(name))) {
+      const loaded = await this.ensure('prefill', route, route.prefill);
+      if (loaded.kind === 'loaded') waited = true;
+      else if (!allowsDecodeOnly(pdProtocol)) return this.notLoaded(loaded, route);
+    }
+    return { kind: 'ready', waited };
+  }
+
+  /** The adapter's ledger: the forwarder counts its requests per endpoint there (one object per adapter, reused). */
+  ledger(name: string): AdapterLedger {
+    let l = this.ledgers.get(name);
+    if (!l) {
+      l = {
+        requestStarted: (e) => {
+          const u = this.use(e, name);
+          u.inFlight++;
+          u.lastUsed = this.now();
+        },
+        requestEnded: (e) => {
+          // an endpoint removed meanwhile is forgotten: nothing to count there any more
+          const u = this.uses.get(e)?.get(name);
+          if (!u) return;
+          u.inFlight--;
+          u.lastUsed = this.now();
+        },
+        missing: (e) => {
+          this.log.info({ adapter: name, endpoint: e.url }, 'the engine answered 404 for an adapter it was thought to hold');
+          this.use(e, name).routerLoaded = false;
+          this.catalog.adapterGone(e, name);
+        },
+      };
+      this.ledgers.set(name, l);
+    }
+    return l;
+  }
+
+  /** A request for the adapter goes to an engine now. */
+  forwarded(name: string, waited: boolean): void {
+    this.observer.request(name, waited);
+  }
+
+  private notLoaded(outcome: Exclude<LoadOutcome, { kind: 'loaded' }>, route: AdapterRoute): Prepared {
+    if (outcome.kind === 'unsupported' || outcome.kind === 'unavailable')
+      return { kind: 'unavailable', detail: `no ready endpoint of ${route.base} loads adapters at run time` };
+    return outcome;
+  }
+
+  /** The one load of this adapter on this side, shared by every request that needs it meanwhile. */
+  private ensure(side: 'decode' | 'prefill' | 'spill', route: AdapterRoute, pool: readonly Endpoint[]): Promise<LoadOutcome> {
+    const key = `${side} ${route.name}`;
+    const under = this.pending.get(key);
+    if (under) return under;
+    const started = this.loadSomewhere(route, pool).finally(() => this.pending.delete(key));
+    this.pending.set(key, started);
+    return started;
+  }
+
+  private async loadSomewhere(route: AdapterRoute, pool: readonly Endpoint[]): Promise<LoadOutcome> {
+    const { name, path } = route;
+    if (path === undefined) return { kind: 'unavailable', detail: `${name} is not declared: it cannot be loaded` };
+    const skipped = new Set<Endpoint>();
+    const facts: LoaderFacts = {
+      defaultSlots: this.opts.defaultSlots,
+      reserved: (e) => this.reserved.get(e) ?? 0,
+      evictable: (e) => this.victimOn(e) !== undefined,
+      excluded: (e) => skipped.has(e) || this.coolingDown(e, name) !== undefined,
+      load: (e) => this.load(e),
+    };
+    for (;;) {
+      // a probe (or another request's load) may have found it loaded meanwhile
+      if (pool.some((e) => e.adapters.has(name))) return { kind: 'loaded' };
+      const e = chooseLoader(name, pool, facts);
+      if (!e) break;
+      const outcome = await this.loadOn(e, name, route.base, path);
+      if (outcome.kind !== 'unsupported') return outcome;
+      skipped.add(e);
+    }
+    // every endpoint refuses loads at run time, or failed to load it a moment ago (the engine's words, again)
+    for (const e of pool) {
+      const failure = this.coolingDown(e, name);
+      if (failure) return { kind: 'failed', detail: failure };
+    }
+    return { kind: 'unsupported', detail: 'no endpoint loads adapters at run time' };
+  }
+
+  /** Loads the adapter on `e` after the endpoint's earlier loads and unloads, unloading one adapter when slots are full. */
+  private loadOn(e: Endpoint, name: string, base: string, path: string): Promise<LoadOutcome> {
+    this.reserved.set(e, (this.reserved.get(e) ?? 0) + 1);
+    const run = async (): Promise<LoadOutcome> => {
+      try {
+        if (e.adapters.has(name)) return { kind: 'loaded' };
+        if (freeSlots(e, { defaultSlots: this.opts.defaultSlots, reserved: () => 0 }) <= 0) await this.evictOne(e);
+        const started = this.now();
+        const answer = await this.admin.load(e, name, path);
+        const seconds = (this.now() - started) / 1000;
+        this.observer.loaded({ adapter: name, endpoint: e.url, result: answer.result, seconds, detail: answer.detail });
+        switch (answer.result) {
+          case 'loaded':
+          case 'already-loaded': {
+            this.catalog.recordAdapterLoading(e, true);
+            this.catalog.adapterLoaded(e, name, base);
+            const u = this.use(e, name);
+            u.routerLoaded = true;
+            u.lastUsed = this.now();
+            this.failures.get(e)?.delete(name);
+            return { kind: 'loaded' };
+          }
+          case 'unsupported':
+            this.log.warn({ endpoint: e.url, adapter: name }, answer.detail);
+            this.catalog.recordAdapterLoading(e, false);
+            return { kind: 'unsupported', detail: answer.detail };
+          case 'failed': {
+            this.log.warn({ endpoint: e.url, adapter: name, path, detail: answer.detail }, 'adapter load failed');
+            let byAdapter = this.failures.get(e);
+            if (!byAdapter) {
+              byAdapter = new Map();
+              this.failures.set(e, byAdapter);
+            }
+            byAdapter.set(name, { until: this.now() + this.opts.cooldownMs, detail: answer.detail });
+            return { kind: 'failed', detail: answer.detail };
+          }
+        }
+      } catch (err) {
+        return { kind: 'failed', detail: (err as Error).message };
+      } finally {
+        this.reserved.set(e, (this.reserved.get(e) ?? 1) - 1);
+      }
+    };
+    const next = (this.chains.get(e) ?? Promise.resolve()).then(run);
+    this.chains.set(e, next);
+    void next.then(() => {
+      if (this.chains.get(e) === next) this.chains.delete(e);
+    });
+    return next;
+  }
+
+  /** Unloads the least recently used idle adapter this router loaded on `e`; with none, the engine holds one more. */
+  private async evictOne(e: Endpoint): Promise<void> {
+    const victim = this.victimOn(e);
+    if (victim === undefined) return;
+    // routed nowhere from now on; it was idle, so no request of this router is using it
+    this.use(e, victim).routerLoaded = false;
+    this.catalog.adapterGone(e, victim);
+    const r = await this.admin.unload(e, victim);
+    if (!r.ok) this.log.warn({ endpoint: e.url, adapter: victim, detail: r.detail }, 'adapter unload failed');
+    this.observer.unloaded({ adapter: victim, endpoint: e.url, reason: 'evicted', ok: r.ok, detail: r.detail });
+  }
+
+  private victimOn(e: Endpoint): string | undefined {
+    const uses: AdapterUse[] = [];
+    for (const [name, u] of this.uses.get(e) ?? []) {
+      if (u.routerLoaded && e.adapters.has(name)) uses.push({ name, inFlight: u.inFlight, lastUsed: u.lastUsed });
+    }
+    return chooseVictim(uses);
+  }
+
+  /** The engine's words of a failed load of `name` on `e` within the cooldown; undefined when it may be asked. */
+  private coolingDown(e: Endpoint, name: string): string | undefined {
+    const f = this.failures.get(e)?.get(name);
+    if (!f) return undefined;
+    if (f.until > this.now()) return f.detail;
+    this.failures.get(e)?.delete(name);
+    return undefined;
+  }
+
+  private load(e: Endpoint): number {
+    return loadOf(e, this.now(), this.opts.statsIntervalMs);
+  }
+
+  private use(e: Endpoint, name: string): Use {
+    let byName = this.uses.get(e);
+    if (!byName) {
+      byName = new Map();
+      this.uses.set(e, byName);
+    }
+    let u = byName.get(name);
+    if (!u) {
+      u = { inFlight: 0, lastUsed: 0, routerLoaded: false };
+      byName.set(name, u);
+    }
+    return u;
+  }
+
+  private forget(e: Endpoint): void {
+    this.uses.delete(e);
+    this.failures.delete(e);
+    this.reserved.delete(e);
+  }
+}
