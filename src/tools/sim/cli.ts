@@ -5,6 +5,8 @@ import { startSimEngine, type SimEngine, type SimEngineOptions } from './engine.
 import { FAULT_MODES, type Fault, type FaultMode } from './types.js';
 import { ENGINE_KINDS, type EngineKind } from '../../router/core/engine.js';
 import { ENDPOINT_ROLES, PD_PROTOCOLS, type EndpointRole, type PdProtocol } from '../../router/core/pd.js';
+import { parseAdapterPair } from '../../router/core/lora.js';
+import type { SimLoraOptions } from './lora.js';
 
 export const SIM_FLAGS: readonly FlagSpec[] = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
@@ -61,8 +63,48 @@ export const SIM_FLAGS: readonly FlagSpec[] = [
     choices: PD_PROTOCOLS,
     help: 'with --role prefill or decode: the P/D protocol requests are checked against (malformed P/D fields are a 400)',
   },
+  { name: 'enable-lora', kind: 'boolean', default: false, help: 'serve LoRA adapters, as vLLM with --enable-lora' },
+  {
+    name: 'max-loras',
+    kind: 'int',
+    default: 1,
+    min: 1,
+    help: 'with --enable-lora: adapters running in one batch at most (requests for another wait); reported as max_lora',
+  },
+  { name: 'lora-modules', kind: 'list', default: [], help: 'with --enable-lora: adapters loaded at start, NAME=PATH comma separated' },
+  { name: 'lora-load-delay-ms', kind: 'number', default: 0, min: 0, help: 'with --enable-lora: how long a load call takes' },
+  {
+    name: 'lora-missing-paths',
+    kind: 'list',
+    default: [],
+    help: "with --enable-lora: lora_path values with no adapter: loading them answers vLLM's 404 (No adapter found)",
+  },
+  {
+    name: 'runtime-lora-updating',
+    kind: 'boolean',
+    default: true,
+    help: 'with --enable-lora: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM: VLLM_ALLOW_RUNTIME_LORA_UPDATING); false: they are 404',
+  },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ];
+
+/** --enable-lora and its settings, or undefined without it. */
+function loraOptions(flags: FlagReader): SimLoraOptions | undefined {
+  if (!flags.boolean('enable-lora')) return undefined;
+  const modules = new Map<string, string>();
+  for (const entry of flags.list('lora-modules')) {
+    const parsed = parseAdapterPair(entry, '');
+    if (!parsed.ok) throw new UsageError(`--lora-modules: ${parsed.why}`);
+    modules.set(parsed.value.name, parsed.value.path);
+  }
+  return {
+    maxLoras: flags.number('max-loras') ?? 1,
+    modules,
+    loadDelayMs: flags.number('lora-load-delay-ms') ?? 0,
+    missingPaths: new Set(flags.list('lora-missing-paths')),
+    runtimeUpdating: flags.boolean('runtime-lora-updating'),
+  };
+}
 
 function readPem(flags: FlagReader, name: string): string | undefined {
   const path = flags.string(name);
@@ -89,6 +131,7 @@ export function simOptionsFromFlags(flags: FlagReader): SimEngineOptions {
   if (faultSeconds !== undefined) fault.seconds = faultSeconds;
   if (faultDelay !== undefined) fault.delayMs = faultDelay;
   const id = flags.string('id');
+  const lora = loraOptions(flags);
   const cert = readPem(flags, 'tls-cert');
   const key = readPem(flags, 'tls-key');
   const clientCa = readPem(flags, 'tls-client-ca');
@@ -114,6 +157,7 @@ export function simOptionsFromFlags(flags: FlagReader): SimEngineOptions {
     ...(cert !== undefined && key !== undefined ? { tls: { cert, key, ...(clientCa !== undefined ? { clientCa } : {}) } } : {}),
     role: (flags.string('role') ?? 'both') as EndpointRole,
     pdProtocol: (flags.string('pd-protocol') ?? 'vllm-nixl') as PdProtocol,
+    ...(lora ? { lora } : {}),
     fault,
   };
 }

@@ -4,6 +4,7 @@ import type { RequestStats } from './request-stats.js';
 import type { EngineTiming } from './timing.js';
 import type { Fault, SimPhase } from './types.js';
 import type { SimPd } from './pd.js';
+import type { SimLora } from './lora.js';
 import type { EngineKind } from '../../router/core/engine.js';
 
 export interface EngineContext {
@@ -15,6 +16,8 @@ export interface EngineContext {
   readonly kind: EngineKind;
   /** set with --role prefill|decode: the P/D half this engine plays */
   readonly pd: SimPd | undefined;
+  /** set with --enable-lora: its adapters */
+  readonly lora: SimLora | undefined;
   /** served model names; the first one answers requests that name none */
   readonly models: readonly string[];
   /** unix seconds, reported as each model's `created` */

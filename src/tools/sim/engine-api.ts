@@ -2,6 +2,7 @@
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
 import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
+import type { SimLoraOptions } from './lora.js';
 
 export interface SimEngineOptions {
   /** default 127.0.0.1 */
@@ -44,6 +45,8 @@ export interface SimEngineOptions {
   readonly role?: EndpointRole;
   /** the P/D protocol it checks requests against (with role prefill or decode); default vllm-nixl */
   readonly pdProtocol?: PdProtocol;
+  /** serve LoRA adapters (vLLM's --enable-lora); default off */
+  readonly lora?: SimLoraOptions;
 }
 
 export interface SimTls {

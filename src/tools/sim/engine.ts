@@ -15,6 +15,7 @@ import { SlotQueue } from './queue.js';
 import { RequestStats } from './request-stats.js';
 import { answerStatus } from './status.js';
 import { SimPd } from './pd.js';
+import { LORA_LOAD_PATH, LORA_UNLOAD_PATH, SimLora } from './lora.js';
 import { EngineTiming } from './timing.js';
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
@@ -53,6 +54,7 @@ class SimServer implements SimEngine, EngineContext {
   readonly requests = new RequestStats();
   readonly timing: EngineTiming;
   readonly pd: SimPd | undefined;
+  readonly lora: SimLora | undefined;
   readonly created = Math.floor(Date.now() / 1000);
   private readonly server: http.Server | https.Server;
   private readonly sockets = new Set<net.Socket>();
@@ -65,6 +67,7 @@ class SimServer implements SimEngine, EngineContext {
     this.host = options.host ?? '127.0.0.1';
     const role = options.role ?? 'both';
     this.pd = role === 'both' ? undefined : new SimPd(role, options.pdProtocol ?? 'vllm-nixl');
+    this.lora = options.lora ? new SimLora(options.lora) : undefined;
     this.listenPort = options.port ?? 0;
     this.models = options.models && options.models.length > 0 ? [...options.models] : ['sim-model'];
     this.kind = options.kind ?? 'vllm';
@@ -114,11 +117,12 @@ class SimServer implements SimEngine, EngineContext {
   }
 
   stats(): SimStats {
-    return this.requests.snapshot(this.queue);
+    return { ...this.requests.snapshot(this.queue), ...(this.lora ? { lora: this.lora.stats() } : {}) };
   }
 
   resetStats(): void {
     this.requests.reset();
+    this.lora?.resetStats();
   }
 
   fault(): Fault {
@@ -140,8 +144,11 @@ class SimServer implements SimEngine, EngineContext {
     clearTimeout(this.faultTimer);
     this.faultTimer = undefined;
     this.currentFault = fault;
-    if (fault.mode === 'refuse') await this.stopListening();
-    else if (!this.server.listening && !this.closed) await this.listen();
+    if (fault.mode === 'refuse') {
+      await this.stopListening();
+      // the engine process is gone: when it listens again it holds only the adapters it is started with
+      this.lora?.restart();
+    } else if (!this.server.listening && !this.closed) await this.listen();
     if (fault.seconds !== undefined && fault.mode !== 'none' && !this.closed) {
       this.faultTimer = setTimeout(() => {
         this.setFault({ mode: 'none' }).catch((err: unknown) => {
@@ -193,6 +200,15 @@ class SimServer implements SimEngine, EngineContext {
       return;
     }
     if (this.currentFault.mode === 'hang' && this.currentFault.scope === 'all') return;
+    if (path === LORA_LOAD_PATH || path === LORA_UNLOAD_PATH) {
+      // without --enable-lora the routes do not exist, as in vLLM without runtime LoRA updating
+      if (!this.lora) return sendJson(res, 404, { detail: 'Not Found' });
+      if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });
+      this.lora
+        .answer(req, res, path)
+        .catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { detail: 'Method Not Allowed' });
     answerStatus(this, res, path);
   }

@@ -16,11 +16,17 @@ import {
   usageChunk,
   type GenerationApi,
 } from './openai.js';
+import type { SlotLease } from './queue.js';
 import { resetSocket, type Exchange, type SuccessRecord } from './request-stats.js';
 import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
 
 export function newId(): string {
   return randomUUID().replace(/-/g, '');
+}
+
+/** A batch slot for the request, with room for its adapter when it names one (--enable-lora). */
+function takeSlot(engine: EngineContext, exchange: Exchange, start: () => void): SlotLease {
+  return engine.lora ? engine.lora.admit(engine.queue, exchange.adapter, start) : engine.queue.admit(start);
 }
 
 /** Holds a batch slot for delayMs (computed when the slot is granted), then answers with one JSON body. */
@@ -33,7 +39,7 @@ export function answerLater(
   build: () => object,
 ): void {
   let timer: NodeJS.Timeout | undefined;
-  const lease = engine.queue.admit(() => {
+  const lease = takeSlot(engine, exchange, () => {
     timer = setTimeout(
       () => {
         lease.release();
@@ -108,7 +114,7 @@ export function generate(
     if (includeUsage) res.write(sseEvent(usageChunk(generation, usage(prompt, budget.tokens))));
     res.end(SSE_DONE);
   };
-  const lease = engine.queue.admit(() => {
+  const lease = takeSlot(engine, exchange, () => {
     timer = setTimeout(step, ttft());
   });
   exchange.cleanup.push(() => {

@@ -53,7 +53,10 @@ export async function answerInference(
   const model = (body.model as string | undefined) ?? (engine.models[0] as string);
   engine.requests.counters.byModel[model] = (engine.requests.counters.byModel[model] ?? 0) + 1;
   if (engine.phase() !== 'ready') return sendJson(res, 503, loadingError());
-  if (!engine.models.includes(model)) return sendJson(res, 404, modelNotFound(model));
+  if (engine.lora?.has(model)) {
+    exchange.adapter = model;
+    engine.lora.counted(model);
+  } else if (!engine.models.includes(model)) return sendJson(res, 404, modelNotFound(model));
 
   const fault = engine.fault();
   if (fault.mode === 'error500')

@@ -11,6 +11,8 @@ export interface MetricsSnapshot {
   /** prompt tokens looked up in the prefix cache, and those found (vLLM counts both in tokens) */
   readonly prefixCacheQueries?: number;
   readonly prefixCacheHits?: number;
+  /** --enable-lora: vllm:lora_requests_info */
+  readonly lora?: { metricLines(): string[] };
 }
 
 export function escapeLabel(value: string): string {
@@ -64,6 +66,7 @@ export function renderMetrics(kind: EngineKind, modelName: string, s: MetricsSna
   family(lines, 'vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [
     [model, s.prefixCacheHits ?? 0],
   ]);
+  if (s.lora) lines.push(...s.lora.metricLines());
   if (kind === 'tgi') {
     lines.push('# TYPE tgi_queue_size gauge', `tgi_queue_size ${num(s.waiting)}`);
     lines.push('# TYPE tgi_batch_current_size gauge', `tgi_batch_current_size ${num(s.running)}`);

@@ -12,6 +12,8 @@ const UNRECORDED_HEADERS = new Set(['authorization', 'x-api-key', 'cookie']);
 export interface Exchange {
   readonly cleanup: Array<() => void>;
   resetBySim: boolean;
+  /** the LoRA adapter the request names, when it names one: it needs room for it in the batch */
+  adapter?: string;
 }
 
 export interface SuccessRecord {

@@ -23,20 +23,25 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
       if (!ready) return sendJson(res, 503, loadingError());
       return sendJson(res, 200, {
         object: 'list',
-        data: engine.models.map((id) => ({
-          id,
-          object: 'model',
-          created: engine.created,
-          owned_by: engine.kind === 'openai' ? 'system' : engine.kind,
-          root: id,
-          parent: null,
-          max_model_len: engine.maxModelLen,
-        })),
+        data: [
+          ...engine.models.map((id) => ({
+            id,
+            object: 'model',
+            created: engine.created,
+            owned_by: engine.kind === 'openai' ? 'system' : engine.kind,
+            root: id,
+            parent: null,
+            max_model_len: engine.maxModelLen,
+          })),
+          ...(engine.lora?.modelCards(first, engine.created) ?? []),
+        ],
       });
     case '/metrics': {
       const text = renderMetrics(engine.kind, first, {
         running: engine.queue.running,
-        waiting: engine.queue.waiting,
+        // requests waiting for room for their adapter in the batch wait too
+        waiting: engine.queue.waiting + (engine.lora?.waiting ?? 0),
+        ...(engine.lora ? { lora: engine.lora } : {}),
         maxNumSeqs: engine.queue.capacity,
         successByReason: engine.requests.successByReason,
         promptTokens: engine.requests.promptTokenTotal,

@@ -1,4 +1,5 @@
 // Shared vocabulary of the engine simulator: engine kinds, fault modes, phases and stats.
+import type { SimLoraStats } from './lora.js';
 
 export const FAULT_MODES = ['none', 'refuse', 'hang', 'error500', 'reset-mid-stream', 'slow-chunks', 'overloaded', 'loading'] as const;
 export type FaultMode = (typeof FAULT_MODES)[number];
@@ -35,6 +36,8 @@ export interface SimStats {
   byModel: Record<string, number>;
   /** prefill/decode disaggregation (--role, --pd-protocol) */
   pd: SimPdStats;
+  /** LoRA adapters (--enable-lora): present only then */
+  lora?: SimLoraStats;
 }
 
 export interface SimPdStats {
