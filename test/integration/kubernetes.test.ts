@@ -94,14 +94,18 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     await sim.stop();
   });
 
-  test('model names from the annotation, the model label, --served-model-name and `vllm serve MODEL`', async () => {
+  test('model names from the annotation, the model label, --served-model-name and `vllm serve MODEL`; LoRA adapters from llm-router/lora-adapters', async () => {
     kube.create(deployment('by-annotation', 0, {}, { 'llm-router/models': 'ann-1,ann-2' }));
     kube.create(deployment('by-label', 0, { labels: { model: 'from-label' } }));
     kube.create(deployment('by-served-name', 0, { args: ['--model', 'org/weights', '--served-model-name', 'served-a', 'served-b'] }));
     kube.create(deployment('by-serve', 2, { args: ['vllm serve org/Llama-3.1-8B --port 8000'] }));
+    // the LoRA adapters of a base model, on its workload (issue 16)
+    kube.create(
+      deployment('lora-base', 0, {}, { 'llm-router/models': 'lbase', 'llm-router/lora-adapters': 'lad=/adapters/lad, not-a-pair' }),
+    );
     const r = await startK8sRouter();
     await until('ready', async () => (await call(`${r.url}/ready`)).status === 200);
-    const models = (await call(`${r.url}/v1/models`)).json<{ data: { id: string; status: string }[] }>().data;
+    const models = (await call(`${r.url}/v1/models`)).json<{ data: { id: string; status: string; parent?: string }[] }>().data;
     const status = Object.fromEntries(models.map((m) => [m.id, m.status]));
     assert.deepEqual(status, {
       'ann-1': 'scaled-to-zero',
@@ -110,8 +114,16 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
       'served-a': 'scaled-to-zero',
       'served-b': 'scaled-to-zero',
       'org/Llama-3.1-8B': 'loading',
+      lbase: 'scaled-to-zero',
+      lad: 'scaled-to-zero',
     });
-    for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve']) kube.remove('deployments', 'default', name);
+    assert.equal(models.find((m) => m.id === 'lad')?.parent, 'lbase');
+    // a declared adapter of a base at zero is 503 like its base; an adapter nobody declares or serves is 404
+    assert.deepEqual(await answers([r], 'lad'), ['503 model_unavailable scaled-to-zero']);
+    assert.deepEqual(await answers([r], 'not-a-pair'), ['404 model_not_found']);
+    assert.match(r.proc.output(), /llm-router\/lora-adapters: \\"not-a-pair\\" must look like NAME=PATH/);
+    for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve', 'lora-base'])
+      kube.remove('deployments', 'default', name);
     await until('declarations gone', async () => (await call(`${r.url}/v1/models`)).json<{ data: unknown[] }>().data.length === 0);
     await r.stop();
   });

@@ -72,7 +72,14 @@ export interface EngineAdminOptions {
   readonly timeoutMs: number;
 }
 
-export class EngineAdmin {
+/** What the adapter manager asks of engines (EngineAdmin over HTTP; tests give their own). */
+export interface AdapterAdmin {
+  load(e: Endpoint, name: string, path: string): Promise<AdminAnswer>;
+  unload(e: Endpoint, name: string): Promise<{ ok: boolean; detail: string }>;
+  close(): Promise<void>;
+}
+
+export class EngineAdmin implements AdapterAdmin {
   private readonly dispatcher: Agent;
 
   constructor(private readonly opts: EngineAdminOptions) {

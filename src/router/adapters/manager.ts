@@ -8,7 +8,7 @@ import type { AdapterLedger, AdapterObserver } from '../core/lora.js';
 import type { AdapterRoute } from '../core/model.js';
 import { allowsDecodeOnly, type PdProtocol } from '../core/pd.js';
 import type { Logger } from '../util/log.js';
-import type { EngineAdmin } from './engine-admin.js';
+import type { AdapterAdmin } from './engine-admin.js';
 import { chooseLoader, chooseVictim, freeSlots, loadOf, shouldSpill, type AdapterUse, type LoaderFacts } from './placement.js';
 
 export interface AdapterManagerOptions {
@@ -61,7 +61,7 @@ export class AdapterManager {
 
   constructor(
     private readonly catalog: ModelCatalog,
-    private readonly admin: EngineAdmin,
+    private readonly admin: AdapterAdmin,
     private readonly observer: AdapterObserver,
     private readonly opts: AdapterManagerOptions,
     private readonly log: Logger,

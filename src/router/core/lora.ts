@@ -24,7 +24,7 @@ export function parseAdapterPair(text: string, base: string): Parsed<AdapterDecl
   const eq = text.indexOf('=');
   const name = text.slice(0, eq).trim();
   const path = text.slice(eq + 1).trim();
-  if (eq <= 0 || !path) return { ok: false, why: `${JSON.stringify(text)} must look like NAME=PATH` };
+  if (eq <= 0 || !path) return { ok: false, why: `${JSON.stringify(text.trim())} must look like NAME=PATH` };
   if (!isAdapterName(name)) return { ok: false, why: `${JSON.stringify(name)} is not an adapter name (no blanks, commas, = or @)` };
   return { ok: true, value: { name, base, path } };
 }
@@ -33,9 +33,9 @@ export function parseAdapterPair(text: string, base: string): Parsed<AdapterDecl
 export function parseAdapterFlag(text: string): Parsed<AdapterDeclaration> {
   const at = text.indexOf('@');
   const eq = text.indexOf('=', at + 1);
-  if (at <= 0 || eq < 0) return { ok: false, why: `${JSON.stringify(text)} must look like NAME@BASE=PATH` };
+  if (at <= 0 || eq < 0) return { ok: false, why: `${JSON.stringify(text.trim())} must look like NAME@BASE=PATH` };
   const base = text.slice(at + 1, eq).trim();
-  if (!base || /[\s,]/.test(base)) return { ok: false, why: `${JSON.stringify(text)}: the base model is missing or has blanks` };
+  if (!base || /[\s,]/.test(base)) return { ok: false, why: `${JSON.stringify(text.trim())}: the base model is missing or has blanks` };
   return parseAdapterPair(`${text.slice(0, at)}=${text.slice(eq + 1)}`, base);
 }
 

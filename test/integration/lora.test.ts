@@ -1,0 +1,255 @@
+// Issue 16 checks: LoRA adapters loaded on demand, against real router processes and LoRA-enabled simulators that
+// answer as vLLM does (load and unload paths, adapters in /v1/models with a parent, max_lora in /metrics). Two router
+// replicas share the engines: they give the same 404 and 503, and a load the other one made counts as a load.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { request } from 'undici';
+import { stopAll } from '../support/process.js';
+import {
+  call,
+  chat,
+  FAST_PROBES,
+  setFault,
+  simRequests,
+  simStats,
+  startRouter,
+  startSim,
+  type Answer,
+  type Running,
+} from '../support/router.js';
+import { eventually, until } from '../support/within.js';
+import type { LoraCall } from '../../src/tools/sim/lora.js';
+
+interface ModelEntry {
+  id: string;
+  status: string;
+  parent?: string;
+  loaded_endpoints?: number;
+}
+
+const ADAPTERS = [
+  'ad1@base=/adapters/ad1',
+  'burst@base=/adapters/burst',
+  'bad@base=/adapters/bad',
+  'twin@base=/adapters/twin',
+  'e1@base2=/adapters/e1',
+  'e2@base2=/adapters/e2',
+  'e3@base2=/adapters/e3',
+  'zad@zero=/adapters/zad',
+  'pdad@pdbase=/adapters/pdad',
+].join(',');
+
+const lora = (maxLoras: number, ...extra: string[]): string[] => [
+  '--enable-lora',
+  '--max-loras',
+  String(maxLoras),
+  '--lora-load-delay-ms',
+  '100',
+  '--ttft-ms',
+  '1',
+  '--itl-ms',
+  '1',
+  ...extra,
+];
+
+async function post(router: string, model: string): Promise<Answer> {
+  return call(`${router}/v1/chat/completions`, { body: chat(model) });
+}
+
+/** The load and unload calls a simulator answered for `name`. */
+async function callsFor(sim: Running, name: string): Promise<LoraCall[]> {
+  return ((await simStats(sim.url)).lora?.calls ?? []).filter((c) => c.name === name);
+}
+
+async function models(router: string): Promise<Map<string, ModelEntry>> {
+  const list = (await call(`${router}/v1/models`)).json<{ data: ModelEntry[] }>().data;
+  return new Map(list.map((m) => [m.id, m]));
+}
+
+/** status, error code and model-state header: what a client is told */
+function answerOf(res: Answer): string {
+  const code = res.status === 200 ? '' : res.json<{ error: { code: string } }>().error.code;
+  return `${res.status} ${code} ${res.headers['x-llm-router-model-state'] ?? ''}`.trim();
+}
+
+describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
+  let a: Running;
+  let b: Running;
+  let c: Running;
+  let prefill: Running;
+  let decode: Running;
+  let router: Running;
+  /** a second replica that probes ready engines only every 30 s: it learns of others' loads late */
+  let replica: Running;
+
+  before(async () => {
+    [a, b, c, prefill, decode] = await Promise.all([
+      startSim(['--model', 'base', '--id', 'sim-a', ...lora(8, '--lora-missing-paths', '/adapters/bad')]),
+      startSim(['--model', 'base', '--id', 'sim-b', ...lora(2)]),
+      startSim(['--model', 'base2', '--id', 'sim-c', ...lora(3, '--lora-modules', 'keep=/adapters/keep')]),
+      startSim(['--model', 'pdbase', '--id', 'sim-prefill', '--role', 'prefill', ...lora(4)]),
+      startSim(['--model', 'pdbase', '--id', 'sim-decode', '--role', 'decode', ...lora(4)]),
+    ]);
+    const args = (probes: readonly string[]): string[] => [
+      '--static-backends',
+      [a, b, c, prefill, decode].map((s) => s.url).join(','),
+      '--static-models',
+      'base,base,base2,pdbase,pdbase',
+      '--static-backend-roles',
+      'both,both,both,prefill,decode',
+      '--lora-adapters',
+      ADAPTERS,
+      '--known-models',
+      'zero',
+      ...probes,
+    ];
+    [router, replica] = await Promise.all([
+      startRouter(args(FAST_PROBES)),
+      startRouter(args([...FAST_PROBES, '--probe-ready-interval', '30'])),
+    ]);
+    // every engine ready, and its adapter slots scraped from its /metrics (max_lora), on both replicas
+    for (const r of [router, replica]) {
+      await eventually(
+        `engines ready with their slots at ${r.url}`,
+        async () => (await call(`${r.url}/engines`)).json<{ endpoints: { state: string; adapterSlots: number | null }[] }>().endpoints,
+        (list) => list.length === 5 && list.every((e) => e.state === 'ready' && e.adapterSlots !== null),
+      );
+    }
+  });
+  after(stopAll);
+
+  test('an undeclared, unserved adapter is 404 and a declared one of a base at zero is 503 scaled-to-zero, on both replicas', async () => {
+    for (const r of [router, replica]) {
+      assert.equal(answerOf(await post(r.url, 'nope')), '404 model_not_found');
+      assert.equal(answerOf(await post(r.url, 'zad')), '503 model_unavailable scaled-to-zero');
+      const list = await models(r.url);
+      const zad = list.get('zad');
+      assert.deepEqual([zad?.parent, zad?.loaded_endpoints, zad?.status], ['zero', 0, 'scaled-to-zero']);
+      assert.equal(list.get('nope'), undefined);
+      // the engine's own adapter (--lora-modules) is served, though no source declares it
+      assert.equal(list.get('keep')?.status, 'ready');
+    }
+    // nothing was asked of any engine
+    for (const s of [a, b, c]) assert.deepEqual((await simStats(s.url)).lora?.calls, []);
+  });
+
+  test('a declared adapter no engine holds: loaded once with its declared path, then served there with no new load', async () => {
+    const before = (await models(router.url)).get('ad1');
+    assert.equal(before?.status, 'ready', 'a declared adapter of a ready base is ready: the first request loads it');
+    assert.equal(before?.loaded_endpoints, 0);
+    const first = await post(router.url, 'ad1');
+    assert.equal(first.status, 200, first.text);
+    assert.equal(first.json<{ model: string }>().model, 'ad1');
+    // the endpoint with the most free slots took it
+    assert.deepEqual(await callsFor(a, 'ad1'), [{ op: 'load', name: 'ad1', path: '/adapters/ad1', status: 200 }]);
+    assert.deepEqual(await callsFor(b, 'ad1'), []);
+    for (let i = 0; i < 3; i++) assert.equal((await post(router.url, 'ad1')).headers['x-sim-engine'], 'sim-a');
+    assert.equal((await callsFor(a, 'ad1')).length, 1, 'no new load');
+    assert.equal((await simStats(a.url)).lora?.requests.ad1, 4);
+    const after = (await models(router.url)).get('ad1');
+    assert.deepEqual([after?.status, after?.loaded_endpoints, after?.parent], ['ready', 1, 'base']);
+  });
+
+  test('five concurrent first requests for one adapter: one load call', async () => {
+    const answers = await Promise.all(Array.from({ length: 5 }, () => post(router.url, 'burst')));
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      [200, 200, 200, 200, 200],
+    );
+    const calls = [...(await callsFor(a, 'burst')), ...(await callsFor(b, 'burst'))];
+    assert.deepEqual(calls, [{ op: 'load', name: 'burst', path: '/adapters/burst', status: 200 }]);
+  });
+
+  test('slots full: the least recently used adapter the router loaded is unloaded, never the one the engine started with', async () => {
+    // sim-c has 3 slots and was started with `keep`
+    for (const m of ['e1', 'e2', 'e1']) assert.equal((await post(router.url, m)).status, 200);
+    assert.deepEqual((await simStats(c.url)).lora?.loaded, ['keep', 'e1', 'e2']);
+    // e2 is the least recently used now: it gives up its slot for e3
+    assert.equal((await post(router.url, 'e3')).status, 200);
+    const lora = (await simStats(c.url)).lora;
+    assert.deepEqual(
+      lora?.calls.filter((x) => x.op === 'unload'),
+      [{ op: 'unload', name: 'e2', path: null, status: 200 }],
+    );
+    assert.deepEqual(lora?.loaded, ['keep', 'e1', 'e3']);
+    const list = await models(router.url);
+    assert.deepEqual(
+      ['e1', 'e2', 'e3', 'keep'].map((m) => list.get(m)?.loaded_endpoints),
+      [1, 0, 1, 1],
+    );
+    // the operator's timeline shows the loads and the unload
+    const events = await request(`${router.url}/events`);
+    let text = '';
+    for await (const chunk of events.body) {
+      text += chunk.toString();
+      if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
+    }
+    events.body.destroy();
+    const timeline = (JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as { timeline: Record<string, unknown>[] })
+      .timeline;
+    assert.ok(timeline.some((e) => e.type === 'adapter-unload' && e.adapter === 'e2' && e.endpoint === c.url && e.reason === 'evicted'));
+    assert.ok(timeline.some((e) => e.type === 'adapter-load' && e.adapter === 'e3' && e.result === 'loaded'));
+  });
+
+  test('a load that fails: 502 adapter_load_failed with the engine message; the next request tries another endpoint', async () => {
+    const failed = await post(router.url, 'bad');
+    assert.equal(failed.status, 502, failed.text);
+    const error = failed.json<{ error: { code: string; message: string } }>().error;
+    assert.equal(error.code, 'adapter_load_failed');
+    assert.match(error.message, /No adapter found for \/adapters\/bad/);
+    const next = await post(router.url, 'bad');
+    assert.equal(next.status, 200, next.text);
+    assert.equal(next.headers['x-sim-engine'], 'sim-b');
+    assert.deepEqual(
+      (await callsFor(a, 'bad')).map((x) => x.status),
+      [404],
+    );
+    assert.deepEqual(
+      (await callsFor(b, 'bad')).map((x) => x.status),
+      [200],
+    );
+    const metrics = (await call(`${router.url}/metrics`)).text;
+    assert.match(metrics, /^llm_router_adapter_loads_total\{adapter="bad",result="failed"\} 1$/m);
+    assert.match(metrics, /^llm_router_adapter_loads_total\{adapter="bad",result="loaded"\} 1$/m);
+    assert.match(metrics, /^llm_router_errors_total\{model="bad",code="adapter_load_failed"\} 1$/m);
+  });
+
+  test('two replicas load the same adapter on one engine: the second gets 400 "already loaded", which is a load', async () => {
+    assert.equal((await post(router.url, 'twin')).status, 200);
+    // the replica has not probed since: it does not know sim-a holds twin, and asks it to load it too
+    const second = await post(replica.url, 'twin');
+    assert.equal(second.status, 200, second.text);
+    assert.equal(second.headers['x-sim-engine'], 'sim-a');
+    assert.deepEqual(
+      (await callsFor(a, 'twin')).map((x) => x.status),
+      [200, 400],
+    );
+    assert.equal((await models(replica.url)).get('twin')?.loaded_endpoints, 1);
+    assert.match(
+      (await call(`${replica.url}/metrics`)).text,
+      /^llm_router_adapter_loads_total\{adapter="twin",result="already-loaded"\} 1$/m,
+    );
+  });
+
+  test('an adapter of a P/D model is loaded on the prefill and the decode endpoint, and both serve it', async () => {
+    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('pdad', { stream: true }) });
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.text, /data: \[DONE\]/);
+    for (const s of [prefill, decode])
+      assert.deepEqual(await callsFor(s, 'pdad'), [{ op: 'load', name: 'pdad', path: '/adapters/pdad', status: 200 }]);
+    const [p, d] = await Promise.all([simRequests(prefill.url), simRequests(decode.url)]);
+    assert.equal(JSON.parse(p.at(-1)?.body.toString() ?? '{}').model, 'pdad');
+    assert.equal(JSON.parse(d.at(-1)?.body.toString() ?? '{}').model, 'pdad');
+    assert.equal((await simStats(decode.url)).pd.remote, 1, 'the decode engine got the prompt from the prefill engine');
+  });
+
+  test('an engine that restarts without the adapter: learned from its /v1/models, and loaded again on the next request', async () => {
+    await setFault(a.url, { mode: 'refuse', seconds: 1 });
+    // back up with only its start-up adapters: the router learns that from its listing, not from what it loaded
+    await until('ad1 no longer listed', async () => (await models(router.url)).get('ad1')?.loaded_endpoints === 0, 20_000);
+    const res = await post(router.url, 'ad1');
+    assert.equal(res.status, 200, res.text);
+    const loads = [...(await callsFor(a, 'ad1')), ...(await callsFor(b, 'ad1'))].filter((x) => x.op === 'load');
+    assert.equal(loads.length, 2, `loaded again, once: ${JSON.stringify(loads)}`);
+  });
+});
