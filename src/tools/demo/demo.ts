@@ -1,7 +1,7 @@
 // `llm-router demo`: simulated engines plus the router, showing the answers a client can get: a ready model (200),
 // a declared model at zero replicas (503 + Retry-After), an unknown model (404), a model at zero that a
-// simulated autoscaler wakes while the router holds the request (200 after the cold start), and a model served by a
-// prefill and a decode engine (P/D).
+// simulated autoscaler wakes while the router holds the request (200 after the cold start), a model served by a
+// prefill and a decode engine (P/D), and a LoRA adapter the router loads on an engine on its first request.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
@@ -33,6 +33,7 @@ const DEMO_MODELS = {
   zero: 'demo-sleeper',
   wake: 'demo-wakeup',
   pd: 'demo-pd',
+  adapter: 'demo-chat-sql',
   unknown: 'no-such-model',
 } as const;
 
@@ -129,6 +130,11 @@ function demoCases(base: string): DemoCase[] {
       command: `curl -sNi ${base}/v1/chat/completions -H 'content-type: application/json' -d '${JSON.stringify(chat(DEMO_MODELS.pd, true))}'`,
       expectStatus: 200,
     },
+    {
+      title: `a LoRA adapter of ${DEMO_MODELS.ready}: the first request loads it on an engine (~0.5 s), later ones go there`,
+      command: post('/v1/chat/completions', chat(DEMO_MODELS.adapter)),
+      expectStatus: 200,
+    },
     { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
     { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
     { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
@@ -159,8 +165,10 @@ export async function runDemo(argv: string[]): Promise<void> {
   const [p1, p2, p3, p4, p5] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   // the P/D pair computes a prompt token in 0.5 ms: the decode engine's TTFT shows whether the prefill engine did it
   const pd = ['--pd-protocol', 'vllm-nixl', '--prefill-ms-per-token', '0.5', '--ttft-ms', '20', '--itl-ms', '40', '--output-tokens', '12'];
+  // demo-chat's engines load LoRA adapters at run time, as vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING does
+  const lora = ['--enable-lora', '--max-loras', '2', '--lora-load-delay-ms', '500'];
   const engines = [
-    startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12']),
+    startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12', ...lora]),
     // a second engine of the same model that takes a while to load: watch it go discovered -> serving-api -> ready in /engines
     startEngine(p2, DEMO_MODELS.ready, [
       '--startup-refuse-seconds',
@@ -171,6 +179,7 @@ export async function runDemo(argv: string[]): Promise<void> {
       '50',
       '--itl-ms',
       '40',
+      ...lora,
     ]),
     startEngine(p3, DEMO_MODELS.embed, []),
     startEngine(p4, DEMO_MODELS.pd, ['--role', 'prefill', ...pd]),
@@ -197,6 +206,8 @@ export async function runDemo(argv: string[]): Promise<void> {
       `${DEMO_MODELS.alias}:${DEMO_MODELS.ready}`,
       '--known-models',
       DEMO_MODELS.zero,
+      '--lora-adapters',
+      `${DEMO_MODELS.adapter}@${DEMO_MODELS.ready}=/adapters/${DEMO_MODELS.adapter}`,
       '--cold-start-wait-per-model',
       `${DEMO_MODELS.wake}=60`,
       '--scale-to-zero-grace-seconds',
@@ -250,6 +261,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     `  ${DEMO_MODELS.alias}: an alias of ${DEMO_MODELS.ready}`,
     `  ${DEMO_MODELS.embed}: one simulated embedding engine`,
     `  ${DEMO_MODELS.pd}: a prefill and a decode engine (vllm-nixl): see llm_router_pd_* in /metrics and the roles in /engines`,
+    `  ${DEMO_MODELS.adapter}: a LoRA adapter of ${DEMO_MODELS.ready} (--lora-adapters): no engine holds it until a request asks for it`,
     `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero): 503 + Retry-After`,
     `  ${DEMO_MODELS.wake}: at zero too, but a simulated autoscaler starts an engine when requests wait for it,`,
     `      and stops it after ${flags.number('idle-seconds')} s without requests: watch /engines and llm_router_model_* in /metrics`,
