@@ -53,7 +53,7 @@ const ENGINES = 4;
 
 // ---- the workload: deterministic from the seed, identical for every policy ----
 
-function mulberry32(seed: number): () => number {
+export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -1,6 +1,6 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
-// --only routing,base,logging,workers,streams,wake,pd (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only routing,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +18,7 @@ import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
 import { runWake, type WakeResult } from './wake.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
+import { loraRows, runLora, type LoraBenchResult } from './lora.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -40,7 +41,7 @@ interface Options {
 }
 
 /** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
-const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake', 'pd'];
+const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
 const EXTRA_PARTS = ['quality', 'soak'];
 
 function parseOptions(argv: readonly string[]): Options {
@@ -219,6 +220,8 @@ interface Results {
   readonly wake: WakeResult | undefined;
   /** P/D: the prefill hop's added latency, TTFT P/D against aggregated (part `pd`) */
   readonly pd: PdBenchResult | undefined;
+  /** LoRA: waits for adapter loads and load churn, the router against a policy that ignores adapters (part `lora`) */
+  readonly lora: LoraBenchResult | undefined;
   readonly rows: Row[];
   readonly skipped: string[];
 }
@@ -433,6 +436,7 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
     });
   }
   if (r.pd) rows.push(...pdRows(r.pd));
+  if (r.lora) rows.push(...loraRows(r.lora));
   if (r.hotpath) {
     const label = 'one request in process, no sockets (bench/hotpath.ts)';
     rows.push({ scenario: label, metric: 'handleInference ns/request', router: r.hotpath.routerNs, digits: 0 });
@@ -571,6 +575,12 @@ async function main(): Promise<void> {
     pd = await runPd({ cli: CLI, dir, quick: o.quick }, log);
   }
 
+  let lora: LoraBenchResult | undefined;
+  if (o.only.has('lora')) {
+    log('lora: requests that waited for an adapter load, and load churn, against a policy that ignores adapters');
+    lora = await runLora({ cli: CLI, dir, quick: o.quick }, log);
+  }
+
   let soak: SoakResult | undefined;
   if (o.only.has('soak')) {
     log('soak: mixed requests with engine faults injected');
@@ -604,6 +614,7 @@ async function main(): Promise<void> {
     quality,
     wake,
     pd,
+    lora,
     skipped,
   };
   const rows = buildRows(partial, o);

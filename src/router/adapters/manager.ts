@@ -56,6 +56,8 @@ export class AdapterManager {
   /** endpoint -> adapter -> until when it is not asked again, and why */
   private readonly failures = new Map<Endpoint, Map<string, { until: number; detail: string }>>();
   private readonly ledgers = new Map<string, AdapterLedger>();
+  /** requests per adapter in this router now (waiting for a load or being answered): such an adapter is never unloaded */
+  private readonly claims = new Map<string, number>();
   private readonly now: () => number;
   private readonly unsubscribe: () => void;
 
@@ -134,6 +136,22 @@ export class AdapterManager {
       this.ledgers.set(name, l);
     }
     return l;
+  }
+
+  /**
+   * A request for the adapter is in this router from now until the returned function is called: the adapter is not
+   * idle, so no load of another adapter unloads it between its load and the request reaching the engine.
+   */
+  claim(name: string): () => void {
+    this.claims.set(name, (this.claims.get(name) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const left = (this.claims.get(name) ?? 1) - 1;
+      if (left > 0) this.claims.set(name, left);
+      else this.claims.delete(name);
+    };
   }
 
   /** A request for the adapter goes to an engine now. */
@@ -236,7 +254,10 @@ export class AdapterManager {
     return next;
   }
 
-  /** Unloads the least recently used idle adapter this router loaded on `e`; with none, the engine holds one more. */
+  /**
+   * Unloads the least recently used idle adapter this router loaded on `e` (idle: no request for it in this router);
+   * with none, the engine holds one more than its slots, and swaps them itself.
+   */
   private async evictOne(e: Endpoint): Promise<void> {
     const victim = this.victimOn(e);
     if (victim === undefined) return;
@@ -251,7 +272,8 @@ export class AdapterManager {
   private victimOn(e: Endpoint): string | undefined {
     const uses: AdapterUse[] = [];
     for (const [name, u] of this.uses.get(e) ?? []) {
-      if (u.routerLoaded && e.adapters.has(name)) uses.push({ name, inFlight: u.inFlight, lastUsed: u.lastUsed });
+      if (u.routerLoaded && e.adapters.has(name))
+        uses.push({ name, inFlight: u.inFlight + (this.claims.get(name) ?? 0), lastUsed: u.lastUsed });
     }
     return chooseVictim(uses);
   }

@@ -28,7 +28,7 @@ export function freeSlots(e: Endpoint, f: Pick<LoaderFacts, 'defaultSlots' | 're
 /**
  * The endpoint of `pool` that loads `adapter`: one with a free slot first, then one with an adapter the router may
  * unload, then any (the engine then holds more adapters than it runs at once, and swaps them); within a tier the least
- * loaded, then the one with the most free slots, then a hash of adapter and URL, so that router replicas with the same
+ * loaded (loads under way count), then the one with the most free slots, then a hash of adapter and URL, so that router replicas with the same
  * view pick the same endpoint. Endpoints that hold it, refuse loads at run time or are excluded are never chosen.
  */
 export function chooseLoader(adapter: string, pool: readonly Endpoint[], f: LoaderFacts): Endpoint | undefined {
@@ -38,7 +38,8 @@ export function chooseLoader(adapter: string, pool: readonly Endpoint[], f: Load
     if (e.adapters.has(adapter) || e.canLoadAdapters === false || f.excluded(e)) continue;
     const free = freeSlots(e, f);
     const tier = free > 0 ? 0 : f.evictable(e) ? 1 : 2;
-    const key = [tier, f.load(e), -free, -mix32(fnv1a(`${adapter} ${e.url}`))];
+    // a load under way there counts as load too: concurrent loads spread over the endpoints instead of queueing on one
+    const key = [tier, f.load(e) + f.reserved(e), -free, -mix32(fnv1a(`${adapter} ${e.url}`))];
     if (best === undefined || less(key, bestKey)) {
       best = e;
       bestKey = key;

@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../core/endpoint.js';
 import type { ForwardResult } from '../proxy/forwarder.js';
-import type { Resolution } from '../core/model.js';
+import type { AdapterRoute, Resolution } from '../core/model.js';
 import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
@@ -318,15 +318,23 @@ async function loadAdapter(r: InferenceRecord, target: Routable, requested: stri
  * another router unloaded it); that is learned, and the adapter is made ready (loaded again) once more.
  */
 async function forwardAdapter(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult | undefined> {
-  let current = target;
-  for (let round = 0; ; round++) {
-    const ready = await loadAdapter(r, current, request.model);
-    if (!ready) return undefined;
-    const result = await forwardToEngine(r, ready, request, raw);
-    if (round > 0 || result.kind !== 'unanswered' || result.failure !== 'model-missing' || r.res.destroyed) return result;
-    const again = r.deps.catalog.resolve(request.model);
-    if (again.kind !== 'routable') return result;
-    current = again;
+  // from here to its answer the request keeps its adapter from being unloaded by this router
+  const release = r.deps.adapters.claim((target.adapter as AdapterRoute).name);
+  try {
+    let current = target;
+    for (let round = 0; ; round++) {
+      const ready = await loadAdapter(r, current, request.model);
+      if (!ready) return undefined;
+      const result = await forwardToEngine(r, ready, request, raw);
+      // the engine no longer holds it, or the endpoint that held it went away meanwhile: made ready once more
+      const lost = result.kind === 'unanswered' && (result.failure === 'model-missing' || result.failure === 'no-endpoint');
+      if (round > 0 || !lost || r.res.destroyed) return result;
+      const again = r.deps.catalog.resolve(request.model);
+      if (again.kind !== 'routable') return result;
+      current = again;
+    }
+  } finally {
+    release();
   }
 }
 
