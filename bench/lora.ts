@@ -79,7 +79,8 @@ function startEngines(): Promise<SimEngine[]> {
   );
 }
 
-const agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
+/** the clients' connections, kept alive within one run (runLora closes it) */
+let agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
 
 async function post(url: string, pathname: string, body: object): Promise<number> {
   const res = await request(url + pathname, {
@@ -259,13 +260,18 @@ async function ignoringAdapters(mix: readonly number[], concurrency: number): Pr
 export async function runLora(opts: { cli: string; dir: string; quick: boolean }, log: (line: string) => void): Promise<LoraBenchResult> {
   const concurrency = 16;
   const mix = zipfMix(opts.quick ? 1_000 : 3_000);
-  const router = await throughRouter(opts.cli, opts.dir, mix, concurrency);
-  log(`lora router: waited ${(router.waitedShare * 100).toFixed(1)} %, churn ${router.churnPer1000.toFixed(1)} per 1,000 requests`);
-  const ignoring = await ignoringAdapters(mix, concurrency);
-  log(
-    `lora ignoring adapters: waited ${(ignoring.waitedShare * 100).toFixed(1)} %, churn ${ignoring.churnPer1000.toFixed(1)} per 1,000 requests`,
-  );
-  return { adapters: ADAPTERS, engines: ENGINES, slots: SLOTS, concurrency, router, ignoring };
+  agent = new Agent({ connections: 64, keepAliveTimeout: 10_000 });
+  try {
+    const router = await throughRouter(opts.cli, opts.dir, mix, concurrency);
+    log(`lora router: waited ${(router.waitedShare * 100).toFixed(1)} %, churn ${router.churnPer1000.toFixed(1)} per 1,000 requests`);
+    const ignoring = await ignoringAdapters(mix, concurrency);
+    log(
+      `lora ignoring adapters: waited ${(ignoring.waitedShare * 100).toFixed(1)} %, churn ${ignoring.churnPer1000.toFixed(1)} per 1,000 requests`,
+    );
+    return { adapters: ADAPTERS, engines: ENGINES, slots: SLOTS, concurrency, router, ignoring };
+  } finally {
+    await agent.close();
+  }
 }
 
 /** The benchmark table's LoRA rows: the router, and the policy that ignores adapters in the `direct` column. */
@@ -293,6 +299,5 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     process.stderr.write(`[lora] ${l}\n`),
   );
   process.stdout.write(`${JSON.stringify(r, null, 2)}\n`);
-  await agent.close();
   process.exit(0);
 }
