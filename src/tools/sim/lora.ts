@@ -2,7 +2,8 @@
 // and loaded at run time (POST /v1/load_lora_adapter: 400 when the name is loaded already, 404 for a path with no
 // adapter; POST /v1/unload_lora_adapter: 404 for an unknown name; both paths 404 "Not Found" without runtime loading),
 // listed in /v1/models with a `parent`, and at most --max-loras of them running in one batch (requests for another
-// adapter wait: vllm:lora_requests_info's running and waiting adapters). A restart (the refuse fault) keeps only the
+// adapter wait: vllm:lora_requests_info's running and waiting adapters). Loads take --lora-load-delay-ms each, one
+// after another. A restart (the refuse fault) keeps only the
 // adapters given at start, as a new engine process would.
 import type http from 'node:http';
 import type { SlotLease, SlotQueue } from './queue.js';
@@ -65,6 +66,8 @@ export class SimLora {
   private loaded: Map<string, string>;
   /** loads under way per name: a second load of the name waits for the first, as vLLM's per-name lock makes it */
   private readonly loading = new Map<string, Promise<void>>();
+  /** the engine reads one adapter at a time: loads of different names queue behind each other */
+  private readingDone: Promise<void> = Promise.resolve();
   /** requests running per adapter, and those waiting for a batch with room for their adapter (FIFO) */
   private readonly running = new Map<string, number>();
   private readonly waiters: Waiter[] = [];
@@ -191,7 +194,12 @@ export class SimLora {
     let done: () => void = () => undefined;
     this.loading.set(name, new Promise<void>((resolve) => (done = resolve)));
     try {
+      const previous = this.readingDone;
+      let read: () => void = () => undefined;
+      this.readingDone = new Promise<void>((resolve) => (read = resolve));
+      await previous;
       if (this.o.loadDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.o.loadDelayMs));
+      read();
       if (this.o.missingPaths.has(path))
         return { status: 404, text: `Loading lora ${name} failed: No adapter found for ${path}`, type: 'NotFoundError' };
       this.loaded.set(name, path);
