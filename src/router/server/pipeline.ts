@@ -106,6 +106,9 @@ function scaledModel(r: Known): string {
   return r.base ?? r.model;
 }
 
+/** what a request for a model (not an adapter) adds to its forward job: nothing, without allocating */
+const NO_ADAPTER = {};
+
 /** Paths an adapter of a generative model is always served on: an engine's 404 there means it does not hold the adapter. */
 const ADAPTER_404_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/v1/responses']);
 
@@ -349,7 +352,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned
   const adapter = target.adapter ? deps.adapters.ledger(target.adapter.name) : undefined;
-  const adapterJob = adapter ? { adapter, retryOnEngine404: ADAPTER_404_PATHS.has(r.path) } : {};
+  const adapterJob = adapter ? { adapter, retryOnEngine404: ADAPTER_404_PATHS.has(r.path) } : NO_ADAPTER;
   deps.scaling.demand.begin(scaled);
   try {
     if (target.pd !== undefined) {
