@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
+import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
   call,
   chat,
@@ -212,6 +213,11 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
     assert.match(metrics, /^llm_router_adapter_loads_total\{adapter="bad",result="failed"\} 1$/m);
     assert.match(metrics, /^llm_router_adapter_loads_total\{adapter="bad",result="loaded"\} 1$/m);
     assert.match(metrics, /^llm_router_errors_total\{model="bad",code="adapter_load_failed"\} 1$/m);
+    // loads, unloads (e2), their durations, requests per adapter: promtool finds nothing; no name a client made up
+    assert.match(metrics, /^llm_router_adapter_unloads_total\{adapter="e2",reason="evicted"\} 1$/m);
+    assert.match(metrics, /^llm_router_adapter_requests_total\{adapter="ad1",waited="true"\} 1$/m);
+    assert.doesNotMatch(metrics, /nope/);
+    assert.deepEqual(await promtoolCheckMetrics(metrics), { code: 0, output: '' });
   });
 
   test('two replicas load the same adapter on one engine: the second gets 400 "already loaded", which is a load', async () => {
