@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Agent, request } from 'undici';
 import { startSimEngine, type SimEngine } from '../src/tools/sim/engine.js';
 import { LORA_LOAD_PATH, LORA_UNLOAD_PATH } from '../src/tools/sim/lora.js';
-import { fetchOnce, freePort, startProc, waitUntil } from './procs.js';
+import { fetchOnce, freePort, startServe, waitUntil } from './procs.js';
 import type { Row } from './report.js';
 import { mulberry32 } from './routing-quality.js';
 
@@ -141,29 +141,14 @@ async function throughRouter(cli: string, dir: string, mix: readonly number[], c
   const engines = await startEngines();
   const port = await freePort();
   const adapters = Array.from({ length: ADAPTERS }, (_, i) => `${name(i)}@${BASE}=/adapters/${name(i)}`).join(',');
-  const router = startProc(
-    'router-lora',
-    process.execPath,
-    [
-      cli,
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--log-level',
-      'warn',
-      '--drain-seconds',
-      '0',
-      '--static-backends',
-      engines.map((e) => e.url).join(','),
-      '--static-models',
-      engines.map(() => BASE).join(','),
-      '--lora-adapters',
-      adapters,
-    ],
-    path.join(dir, 'router-lora.log'),
-  );
+  const router = startServe(cli, dir, 'router-lora', port, [
+    '--static-backends',
+    engines.map((e) => e.url).join(','),
+    '--static-models',
+    engines.map(() => BASE).join(','),
+    '--lora-adapters',
+    adapters,
+  ]);
   try {
     // every engine ready and its slots scraped (max_lora), so the router knows it may hold 4 adapters
     await waitUntil(

@@ -10,7 +10,7 @@
 // two whole-request engines against one prefill and one decode engine, at 1 and at 8 concurrent clients.
 import http from 'node:http';
 import path from 'node:path';
-import { freePort, postTimed, startProc, waitUntil, fetchOnce, type Proc } from './procs.js';
+import { freePort, postTimed, startProc, startServe, waitUntil, fetchOnce, type Proc } from './procs.js';
 import { NIXL_PREFILL_PARAMS } from '../src/tools/sim/pd-checks.js';
 import { median, type Row } from './report.js';
 
@@ -73,29 +73,14 @@ async function startRouter(
   backends: readonly { port: number; role: string }[],
 ): Promise<{ proc: Proc; port: number }> {
   const port = await freePort();
-  const proc = startProc(
-    name,
-    process.execPath,
-    [
-      cli,
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      String(port),
-      '--log-level',
-      'warn',
-      '--drain-seconds',
-      '0',
-      '--static-backends',
-      backends.map((b) => `http://127.0.0.1:${b.port}`).join(','),
-      '--static-models',
-      backends.map(() => MODEL).join(','),
-      '--static-backend-roles',
-      backends.map((b) => b.role).join(','),
-    ],
-    path.join(dir, `${name}.log`),
-  );
+  const proc = startServe(cli, dir, name, port, [
+    '--static-backends',
+    backends.map((b) => `http://127.0.0.1:${b.port}`).join(','),
+    '--static-models',
+    backends.map(() => MODEL).join(','),
+    '--static-backend-roles',
+    backends.map((b) => b.role).join(','),
+  ]);
   await waitUntil(name, async () => /"status":"ready"/.test((await fetchOnce(port, 'GET', '/v1/models')).text), { proc });
   return { proc, port };
 }

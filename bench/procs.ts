@@ -5,6 +5,7 @@ import { once } from 'node:events';
 import { openSync, closeSync, readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Proc {
@@ -51,6 +52,12 @@ export function startProc(
   running.add(proc);
   child.once('exit', () => running.delete(proc));
   return proc;
+}
+
+/** `llm-router serve` of the build `cli` on 127.0.0.1:`port`, logging warnings only and with no drain pause; its log in `dir`. */
+export function startServe(cli: string, dir: string, name: string, port: number, args: readonly string[]): Proc {
+  const common = ['serve', '--host', '127.0.0.1', '--port', String(port), '--log-level', 'warn', '--drain-seconds', '0'];
+  return startProc(name, process.execPath, [cli, ...common, ...args], path.join(dir, `${name}.log`));
 }
 
 export async function stopAll(): Promise<void> {

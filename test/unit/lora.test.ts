@@ -15,6 +15,7 @@ import { chooseLoader, chooseVictim, shouldSpill, type LoaderFacts } from '../..
 import { parseMaxLoras } from '../../src/router/health/engine-stats.js';
 import { listedAdapters } from '../../src/router/health/rules.js';
 import { createLogger } from '../../src/router/util/log.js';
+import { testEndpoint } from '../support/endpoints.js';
 
 test('--lora-adapters: NAME@BASE=PATH; paths keep their = and @; bad entries are refused with why', () => {
   assert.deepEqual(parseAdapterFlag('sql@llama=/a/sql'), { ok: true, value: { name: 'sql', base: 'llama', path: '/a/sql' } });
@@ -177,29 +178,13 @@ test('catalog: the same declarations and listings in another order give the same
 });
 
 function fakeEndpoint(id: string, o: { adapters?: string[]; slots?: number; inFlight?: number; canLoad?: boolean } = {}): Endpoint {
-  return {
+  return testEndpoint(`http://${id}:8000`, {
     id,
-    source: 's',
-    url: `http://${id}:8000`,
-    models: ['m'],
-    role: 'both',
-    probeUrl: `http://${id}:8000`,
-    bootstrapPort: undefined,
-    pdProtocol: undefined,
-    state: 'ready',
-    since: 0,
-    discoveredAt: 0,
-    everReady: true,
-    firstReadyAt: 0,
-    draining: false,
-    lastProbe: undefined,
-    lastError: undefined,
-    lastErrorAt: undefined,
     inFlight: o.inFlight ?? 0,
     adapters: new Map((o.adapters ?? []).map((n) => [n, 'm'])),
     adapterSlots: o.slots,
     canLoadAdapters: o.canLoad,
-  };
+  });
 }
 
 test('placement: a free slot first, then an endpoint with an adapter to unload, then the least loaded; never one that refuses loads', () => {

@@ -4,35 +4,22 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog, pdModelState } from '../../src/router/catalog/catalog.js';
 import type { Endpoint, EndpointState } from '../../src/router/core/endpoint.js';
+import { testEndpoint } from '../support/endpoints.js';
 import type { EndpointRole, PdProtocol } from '../../src/router/core/pd.js';
 import { RouterMetrics } from '../../src/router/metrics/metrics.js';
 import type { ModelView } from '../../src/router/core/model.js';
 import { explainModel } from '../../src/router/server/dashboard/explain.js';
 
 function ep(role: EndpointRole, state: EndpointState, draining = false): Endpoint {
-  return {
+  return testEndpoint('http://e', {
     id: `${role}-${state}`,
     source: 's',
-    url: 'http://e',
-    models: ['m'],
     role,
-    probeUrl: 'http://e',
-    bootstrapPort: undefined,
-    pdProtocol: undefined,
     state,
-    since: 0,
-    discoveredAt: 0,
     everReady: state === 'ready',
     firstReadyAt: undefined,
     draining,
-    lastProbe: undefined,
-    lastError: undefined,
-    lastErrorAt: undefined,
-    inFlight: 0,
-    adapters: new Map(),
-    adapterSlots: undefined,
-    canLoadAdapters: undefined,
-  };
+  });
 }
 
 const declared = { declared: true, wanted: { prefill: false, decode: false } };

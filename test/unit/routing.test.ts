@@ -2,41 +2,17 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Endpoint, EngineLoad } from '../../src/router/core/endpoint.js';
+import { testEndpoint, type WritableEndpoint } from '../support/endpoints.js';
 import { ROUTING_LOGICS } from '../../src/router/config/router-flags.js';
 import { createPolicy } from '../../src/router/routing/index.js';
 import type { RouteRequest, RoutingPolicy } from '../../src/router/routing/policy.js';
 
 /** Policies are pure over the candidates they are handed: these tests hand them endpoints they change themselves. */
-type Writable = { -readonly [K in keyof Endpoint]: Endpoint[K] };
-
-function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): Writable {
-  return {
-    id: `e${i}`,
-    source: 'static',
-    url: `http://10.0.0.${i}:8000`,
-    models: ['m'],
-    role: 'both',
-    probeUrl: `http://10.0.0.${i}:8000`,
-    bootstrapPort: undefined,
-    pdProtocol: undefined,
-    state: 'ready',
-    since: 0,
-    discoveredAt: 0,
-    everReady: true,
-    firstReadyAt: 0,
-    draining: false,
-    lastProbe: undefined,
-    lastError: undefined,
-    lastErrorAt: undefined,
-    inFlight,
-    adapters: new Map(),
-    adapterSlots: undefined,
-    canLoadAdapters: undefined,
-    ...(engineLoad ? { engineLoad } : {}),
-  };
+function endpoint(i: number, inFlight = 0, engineLoad?: EngineLoad): WritableEndpoint {
+  return testEndpoint(`http://10.0.0.${i}:8000`, { id: `e${i}`, inFlight, ...(engineLoad ? { engineLoad } : {}) });
 }
 
-const range = (n: number): Writable[] => Array.from({ length: n }, (_, i) => endpoint(i));
+const range = (n: number): WritableEndpoint[] => Array.from({ length: n }, (_, i) => endpoint(i));
 
 function req(body: Record<string, unknown> = {}, headers: Record<string, string | string[]> = {}): RouteRequest {
   return { model: 'm', headers, body: { model: 'm', ...body } };
@@ -135,7 +111,7 @@ test('session: one key, one endpoint; every replica agrees whatever the order it
   const reversed = [...candidates].reverse();
   const used = new Set<string>();
   for (let k = 0; k < 200; k++) {
-    const first = a.pick(candidates, session(`user-${k}`)) as Writable;
+    const first = a.pick(candidates, session(`user-${k}`)) as WritableEndpoint;
     candidates[k % 6]!.inFlight = k % 5; // load does not move a session
     assert.equal(a.pick(candidates, session(`user-${k}`)), first);
     assert.equal(b.pick(reversed, session(`user-${k}`)), first);
@@ -208,7 +184,7 @@ test('prefixaware: sequential requests with one prefix stay on one endpoint; com
   const candidates = range(4);
   const e = policy.pick(candidates, req({ prompt: BIG + ' Q1' })) as Endpoint;
   for (let i = 0; i < 20; i++) {
-    const chosen = policy.pick(candidates, req({ prompt: BIG + ` Q${i}` })) as Writable;
+    const chosen = policy.pick(candidates, req({ prompt: BIG + ` Q${i}` })) as WritableEndpoint;
     chosen.inFlight++;
     assert.equal(chosen, e);
     chosen.inFlight--;
@@ -224,8 +200,8 @@ test('prefixaware: bounded load under a hot prefix — no endpoint above ceil((1
     const hot = chat(BIG, 'the same question from everyone');
     let total = 0;
     for (let k = 0; k < 200; k++) {
-      const e = a.pick(left, hot) as Writable;
-      const mirror = b.pick(right, hot) as Writable;
+      const e = a.pick(left, hot) as WritableEndpoint;
+      const mirror = b.pick(right, hot) as WritableEndpoint;
       assert.equal(mirror.id, e.id, 'a replica with the same in-flight counts spills the same way');
       e.inFlight++;
       mirror.inFlight++;
@@ -246,7 +222,7 @@ test('prefixaware: the prefix winner is kept while it is within the bound, and f
   const policy = createPolicy('prefixaware', PREFIX);
   const candidates = range(4);
   const request = chat(BIG, 'q');
-  const home = policy.pick(candidates, request) as Writable;
+  const home = policy.pick(candidates, request) as WritableEndpoint;
   for (const e of candidates) e.inFlight = 3;
   assert.equal(policy.pick(candidates, request), home, '3 in flight each: the bound is ceil(1.25 x 13 / 4) = 5');
   home.inFlight = 5;
