@@ -158,7 +158,8 @@ test('catalog: a load the router made survives a listing from a probe sent befor
 
 test('catalog: the same declarations and listings in another order give the same answers', () => {
   const build = (order: number[]): ModelCatalog => {
-    const c = new ModelCatalog();
+    // one clock for both: endpoints carry the times they were discovered
+    const c = new ModelCatalog({ now: () => 1_000 });
     const steps = [
       () => c.setAdapterDeclarations('lora-adapters', [{ name: 'x', base: 'm', path: '/1' }]),
       () => c.setAdapterDeclarations('kubernetes', [{ name: 'x', base: 'm', path: '/2' }]),
