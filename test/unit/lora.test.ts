@@ -374,3 +374,18 @@ test('manager: a failed load is answered with the engine words and that endpoint
   assert.equal(c2.endpoints().filter((e) => e.adapters.has('sql')).length, 2, 'spilled onto the other endpoint');
   await Promise.all([m.stop(), m2.stop()]);
 });
+
+test('manager: an engine without runtime loading (404 on the load path) is marked so, and the same request loads elsewhere', async () => {
+  const c = catalog();
+  c.recordAdapterSlots(ep(c, 'a'), 8);
+  const admin = new FakeAdmin((e) => (e.id === 'a' ? 'unsupported' : 'loaded'));
+  const m = manager(c, admin, { slots: 4 });
+  assert.deepEqual(await m.prepare(routeOf(c, 'sql'), undefined), { kind: 'ready', waited: true });
+  assert.deepEqual(admin.asked, ['load sql on a', 'load sql on b']);
+  assert.deepEqual([ep(c, 'a').canLoadAdapters, ep(c, 'b').canLoadAdapters], [false, true]);
+  // with b gone too, a declared adapter nobody holds cannot be served: 503, not a load failure
+  c.recordAdapterLoading(ep(c, 'b'), false);
+  c.adapterGone(ep(c, 'b'), 'sql');
+  assert.equal((c.resolve('sql') as { state?: string }).state, 'unavailable');
+  await m.stop();
+});
