@@ -286,10 +286,14 @@ function clientGone(res: ResponseSink): { gone: Promise<'gone'>; cancel: () => v
  * Stage adapter: a ready endpoint of the adapter's base must hold it; when none does it is loaded first, and this
  * request waits for that load (with every other request for it). The answer: the adapter's resolution now.
  */
-async function loadAdapter(r: InferenceRecord, target: Routable, requested: string): Promise<Routable | undefined> {
+async function loadAdapter(
+  r: InferenceRecord,
+  target: Routable,
+  requested: string,
+): Promise<{ ready: Routable; waited: boolean } | undefined> {
   const { deps } = r;
   const route = target.adapter;
-  if (route === undefined) return target;
+  if (route === undefined) return { ready: target, waited: false };
   const client = clientGone(r.res);
   const prepared = await Promise.race([deps.adapters.prepare(route, target.pd?.protocol), client.gone]);
   client.cancel();
@@ -312,8 +316,7 @@ async function loadAdapter(r: InferenceRecord, target: Routable, requested: stri
     r.answer(now.kind === 'unavailable' ? unresolvedError(now, retryAfter()) : errors.modelNotFound(requested));
     return undefined;
   }
-  deps.adapters.forwarded(route.name, prepared.waited);
-  return now;
+  return { ready: now, waited: prepared.waited };
 }
 
 /**
@@ -322,13 +325,18 @@ async function loadAdapter(r: InferenceRecord, target: Routable, requested: stri
  */
 async function forwardAdapter(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult | undefined> {
   // from here to its answer the request keeps its adapter from being unloaded by this router
-  const release = r.deps.adapters.claim((target.adapter as AdapterRoute).name);
+  const name = (target.adapter as AdapterRoute).name;
+  const release = r.deps.adapters.claim(name);
+  let forwarded = false;
+  let waited = false;
   try {
     let current = target;
     for (let round = 0; ; round++) {
-      const ready = await loadAdapter(r, current, request.model);
-      if (!ready) return undefined;
-      const result = await forwardToEngine(r, ready, request, raw);
+      const loaded = await loadAdapter(r, current, request.model);
+      if (!loaded) return undefined;
+      forwarded = true;
+      waited ||= loaded.waited;
+      const result = await forwardToEngine(r, loaded.ready, request, raw);
       // the engine no longer holds it, or the endpoint that held it went away meanwhile: made ready once more
       const lost = result.kind === 'unanswered' && (result.failure === 'model-missing' || result.failure === 'no-endpoint');
       if (round > 0 || !lost || r.res.destroyed) return result;
@@ -338,6 +346,7 @@ async function forwardAdapter(r: InferenceRecord, target: Routable, request: Req
     }
   } finally {
     release();
+    if (forwarded) r.deps.adapters.forwarded(name, waited);
   }
 }
 
