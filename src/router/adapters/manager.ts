@@ -2,7 +2,7 @@
 // it, loading it (once, however many requests wait for it) where placement.ts says, and unloading the least recently
 // used idle adapter this router loaded when that endpoint's slots are full. Engines that hold it are learned from their
 // /v1/models (the prober) and from the loads made here; the catalog, not this module, answers whether an adapter exists.
-import type { ModelCatalog } from '../catalog/catalog.js';
+import { isRoutable, type ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../core/endpoint.js';
 import type { AdapterLedger, AdapterObserver } from '../core/lora.js';
 import type { AdapterRoute } from '../core/model.js';
@@ -90,7 +90,8 @@ export class AdapterManager {
   async prepare(route: AdapterRoute, pdProtocol: PdProtocol | undefined): Promise<Prepared> {
     const { name } = route;
     let waited = false;
-    const holders = route.endpoints.filter((e) => e.adapters.has(name));
+    // the route was computed when the catalog last changed: what holds it and is ready now
+    const holders = route.endpoints.filter((e) => isRoutable(e) && e.adapters.has(name));
     if (holders.length === 0) {
       const loaded = await this.ensure('decode', route, route.endpoints);
       if (loaded.kind !== 'loaded') return this.notLoaded(loaded, route);
@@ -102,7 +103,7 @@ export class AdapterManager {
         route.endpoints.filter((e) => !e.adapters.has(name)),
       );
     }
-    if (pdProtocol !== undefined && route.prefill.length > 0 && !route.prefill.some((e) => e.adapters.has(name))) {
+    if (pdProtocol !== undefined && route.prefill.length > 0 && !route.prefill.some((e) => isRoutable(e) && e.adapters.has(name))) {
       const loaded = await this.ensure('prefill', route, route.prefill);
       if (loaded.kind === 'loaded') waited = true;
       else if (!allowsDecodeOnly(pdProtocol)) return this.notLoaded(loaded, route);
@@ -188,7 +189,7 @@ export class AdapterManager {
     };
     for (;;) {
       // a probe (or another request's load) may have found it loaded meanwhile
-      if (pool.some((e) => e.adapters.has(name))) return { kind: 'loaded' };
+      if (pool.some((e) => isRoutable(e) && e.adapters.has(name))) return { kind: 'loaded' };
       const e = chooseLoader(name, pool, facts);
       if (!e) break;
       const outcome = await this.loadOn(e, name, route.base, path);

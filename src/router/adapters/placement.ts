@@ -3,6 +3,7 @@
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import { fnv1a, mix32 } from '../routing/hash.js';
+import { isRoutable } from '../catalog/catalog.js';
 
 /** An endpoint's load as least-load sees it: this router's requests in flight, plus what a fresh scrape says beyond them. */
 export function loadOf(e: Endpoint, now: number, statsIntervalMs: number): number {
@@ -29,13 +30,14 @@ export function freeSlots(e: Endpoint, f: Pick<LoaderFacts, 'defaultSlots' | 're
  * The endpoint of `pool` that loads `adapter`: one with a free slot first, then one with an adapter the router may
  * unload, then any (the engine then holds more adapters than it runs at once, and swaps them); within a tier the least
  * loaded (loads under way count), then the one with the most free slots, then a hash of adapter and URL, so that router replicas with the same
- * view pick the same endpoint. Endpoints that hold it, refuse loads at run time or are excluded are never chosen.
+ * view pick the same endpoint. Endpoints that are not ready (any more), hold it, refuse loads at run time or are excluded
+ * are never chosen.
  */
 export function chooseLoader(adapter: string, pool: readonly Endpoint[], f: LoaderFacts): Endpoint | undefined {
   let best: Endpoint | undefined;
   let bestKey: readonly number[] = [];
   for (const e of pool) {
-    if (e.adapters.has(adapter) || e.canLoadAdapters === false || f.excluded(e)) continue;
+    if (!isRoutable(e) || e.adapters.has(adapter) || e.canLoadAdapters === false || f.excluded(e)) continue;
     const free = freeSlots(e, f);
     const tier = free > 0 ? 0 : f.evictable(e) ? 1 : 2;
     // a load under way there counts as load too: concurrent loads spread over the endpoints instead of queueing on one
