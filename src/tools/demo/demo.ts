@@ -207,7 +207,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     {},
   );
   const log = createLogger({ level: config.logLevel, format: 'text' });
-  const app = new RouterApp(config, log);
+  const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });
   await app.start();
   const autoscaler = new DemoAutoscaler(
     app.catalog,
