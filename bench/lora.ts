@@ -73,7 +73,7 @@ function startEngines(): Promise<SimEngine[]> {
         ttftMs: 5,
         itlMs: 2,
         outputTokens: 4,
-        lora: { maxLoras: SLOTS, modules: new Map(), loadDelayMs: LOAD_DELAY_MS, missingPaths: new Set(), runtimeUpdating: true },
+        lora: { maxLoras: SLOTS, loadDelayMs: LOAD_DELAY_MS },
       }),
     ),
   );

@@ -5,7 +5,7 @@
 import cluster from 'node:cluster';
 import { runPrimary } from '../router/app/primary.js';
 import { loadRouterConfig } from '../router/config/config.js';
-import { ROUTER_FLAGS } from '../router/config/router-flags.js';
+import { REFUSED_FLAGS, ROUTER_FLAGS } from '../router/config/router-flags.js';
 import { RouterApp } from '../router/app/app.js';
 import { createLogger } from '../router/util/log.js';
 import { usage, UsageError } from '../router/config/flags.js';
@@ -15,7 +15,7 @@ const SUMMARY =
 
 export async function runServe(argv: string[]): Promise<void> {
   if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(usage('serve', SUMMARY, ROUTER_FLAGS) + '\n');
+    process.stdout.write(usage('serve', SUMMARY, ROUTER_FLAGS, REFUSED_FLAGS) + '\n');
     return;
   }
   const config = loadRouterConfig(argv);

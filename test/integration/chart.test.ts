@@ -437,19 +437,19 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     const router = find(o, 'Deployment', 'llm-router');
     const args: string[] = container(router, 'router').args;
     const flags = parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values;
-    assert.equal(flags.get('keda-scaler-port'), 9090);
+    assert.equal(flags['keda-scaler-port'], 9090);
     assert.deepEqual(lintObjects(parseManifests(push.manifest, 'push.yaml')), []);
 
     // the replica KEDA reaches sums every replica's demand: its peers are the pods of its own Deployment
     const selector = Object.fromEntries(
-      String(flags.get('scaler-peer-selector'))
+      String(flags['scaler-peer-selector'])
         .split(',')
         .map((t) => t.split('=')),
     );
     assert.deepEqual(selector, router.spec.selector.matchLabels);
     for (const [k, v] of Object.entries(selector))
       assert.equal(router.spec.template.metadata.labels[k], v, 'the selector matches the router pods');
-    assert.equal(flags.get('scaler-peer-namespace'), 'default');
+    assert.equal(flags['scaler-peer-namespace'], 'default');
     const peersRole = find(o, 'Role', 'llm-router-peers');
     assert.equal(peersRole.metadata.namespace, 'default');
     assert.deepEqual(peersRole.rules, [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }]);

@@ -30,6 +30,10 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000 },
     const line = oneLine(second);
     assert.match(line, new RegExp(`port ${first.port} is already in use`));
     assert.match(line, /--port/);
+    // the demo names its own flag and env
+    const demo = startCli(['demo', '--port', String(first.port), '--log-level', 'warn']);
+    assert.equal(await within(20_000, 'the demo to exit', exited(demo)), 1);
+    assert.match(oneLine(demo), new RegExp(`port ${first.port} is already in use.*demo --port, env LLM_ROUTER_DEMO_PORT`));
     await first.stop();
   });
 

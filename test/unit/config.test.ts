@@ -4,7 +4,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadRouterConfig } from '../../src/router/config/config.js';
-import { UsageError } from '../../src/router/config/flags.js';
+import { UsageError, usage } from '../../src/router/config/flags.js';
+import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/router/config/router-flags.js';
 
 test('flag beats env beats file beats default', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'cfg-'));
@@ -142,4 +143,83 @@ test('vllm_router flags that change nothing here are accepted with a note, not s
   const c = loadRouterConfig(['--request-stats-window', '30', '--static-backend-health-checks', '--engine-stats-interval', '0.5'], {});
   assert.equal(c.compatibilityNotes.length, 2);
   assert.equal(c.engineStatsIntervalMs, 500);
+});
+
+// vllm_router's flags, by name, as its argument parser (production-stack src/vllm_router/parsers/parser.py) defines them
+const VLLM_ROUTER_FLAGS = [
+  'backend-health-check-timeout-seconds',
+  'batch-processor',
+  'callbacks',
+  'decode-model-labels',
+  'dynamic-config-json',
+  'dynamic-config-yaml',
+  'enable-batch-api',
+  'engine-stats-interval',
+  'external-providers-config',
+  'feature-gates',
+  'file-storage-class',
+  'file-storage-path',
+  'host',
+  'k8s-label-selector',
+  'k8s-namespace',
+  'k8s-port',
+  'k8s-service-discovery-type',
+  'k8s-watcher-timeout-seconds',
+  'kv-aware-threshold',
+  'lmcache-controller-heartbeat-port',
+  'lmcache-controller-port',
+  'lmcache-controller-reply-port',
+  'lmcache-health-check-interval',
+  'lmcache-worker-timeout',
+  'log-format',
+  'log-level',
+  'log-stats',
+  'log-stats-interval',
+  'max-instance-failover-reroute-attempts',
+  'otel-endpoint',
+  'otel-secure',
+  'otel-service-name',
+  'port',
+  'prefill-model-labels',
+  'prefix-min-match-length',
+  'request-rewriter',
+  'request-stats-window',
+  'root-path',
+  'routing-logic',
+  'sentry-dsn',
+  'sentry-profile-session-sample-rate',
+  'sentry-traces-sample-rate',
+  'service-discovery',
+  'session-key',
+  'static-aliases',
+  'static-backend-health-check-interval',
+  'static-backend-health-check-timeout-seconds',
+  'static-backend-health-checks',
+  'static-backends',
+  'static-model-labels',
+  'static-model-types',
+  'static-models',
+];
+
+test("every vllm_router flag is either taken (marked in the table, by name or alias) or refused with a reason; none is 'unknown'", () => {
+  const marked = new Set<string>(
+    ROUTER_FLAGS.filter((f) => 'vllmRouter' in f).flatMap((f) => [f.name, ...('aliases' in f ? f.aliases : [])]),
+  );
+  for (const name of VLLM_ROUTER_FLAGS) {
+    assert.ok(marked.has(name) || REFUSED_FLAGS.has(name), `--${name} is neither taken nor refused`);
+    assert.ok(!(marked.has(name) && REFUSED_FLAGS.has(name)), `--${name} is both taken and refused`);
+  }
+  for (const spec of ROUTER_FLAGS.filter((f) => 'vllmRouter' in f)) {
+    const names = [spec.name, ...('aliases' in spec ? spec.aliases : [])];
+    assert.ok(
+      names.some((n) => VLLM_ROUTER_FLAGS.includes(n)),
+      `--${spec.name} is marked as vllm_router's but it has no such flag`,
+    );
+  }
+  const help = usage('serve', '', ROUTER_FLAGS, REFUSED_FLAGS);
+  assert.match(help, /^\* --static-backends LIST$/m);
+  assert.match(help, /^ {2}--root-path: llm-router serves at \//m);
+  const c = loadRouterConfig(['--static-backend-health-check-interval', '30', '--static-backend-health-check-timeout-seconds', '4'], {});
+  assert.equal(c.probe.timeoutMs, 4000);
+  assert.ok(c.compatibilityNotes.some((n) => n.startsWith('--static-backend-health-check-interval has no effect')));
 });

@@ -2,8 +2,8 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
-import { FlagReader, parseFlags } from '../../src/router/config/flags.js';
-import { SIM_FLAGS, simOptionsFromFlags } from '../../src/tools/sim/cli.js';
+import { parseFlags } from '../../src/router/config/flags.js';
+import { SIM_FLAGS, simOptionsFromFlags } from '../../src/tools/sim/flags.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../../src/tools/sim/engine.js';
 import { PrefixCache, promptBlocks, renderPrompt } from '../../src/tools/sim/prefix-cache.js';
 
@@ -105,7 +105,7 @@ test('without per-token prefill the TTFT is the base, as before; SGLang output h
 
 test('sim flags: --prefill-ms-per-token, --prefix-cache-blocks, --prefix-block-tokens', () => {
   const read = (argv: string[]): SimEngineOptions =>
-    simOptionsFromFlags(new FlagReader(parseFlags(argv, SIM_FLAGS, { env: {}, envPrefix: 'LLM_ROUTER_SIM_' })));
+    simOptionsFromFlags(parseFlags(argv, SIM_FLAGS, { env: {}, envPrefix: 'LLM_ROUTER_SIM_' }).values);
   const defaults = read([]);
   assert.equal(defaults.prefillMsPerToken, 0);
   assert.equal(defaults.prefixCacheBlocks, 4096);

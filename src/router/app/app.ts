@@ -32,7 +32,7 @@ import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
-import { listen } from '../util/listen.js';
+import { listen, type PortSetting } from '../util/listen.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import { Dashboard } from '../server/dashboard/index.js';
@@ -73,6 +73,8 @@ export class RouterApp {
   constructor(
     readonly config: RouterConfig,
     private readonly log: Logger,
+    /** what sets the router's port, named when it is in use (the demo has its own flag and env) */
+    private readonly portSetting: PortSetting = { flag: '--port', env: 'LLM_ROUTER_PORT' },
   ) {
     this.catalog = new ModelCatalog({ pdProtocol: config.pd.protocol });
     this.metrics = new RouterMetrics(this.catalog);
@@ -332,11 +334,7 @@ export class RouterApp {
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
-    await listen(
-      this.server,
-      { port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG },
-      { flag: '--port', env: 'LLM_ROUTER_PORT' },
-    );
+    await listen(this.server, { port: this.config.port, host: this.config.host, backlog: LISTEN_BACKLOG }, this.portSetting);
     if (this.adminServer) {
       const adminPort = this.config.security.adminPort ?? 0;
       await listen(

@@ -2,9 +2,9 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { FlagReader, parseFlags, UsageError, type FlagSource } from './flags.js';
+import { parseFlags, UsageError, type FlagSource } from './flags.js';
 import type { EngineTlsConfig } from './engine-tls.js';
-import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS } from './router-flags.js';
+import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS, type RouterFlagValues } from './router-flags.js';
 import type { EngineClientKind, EngineKind } from '../core/engine.js';
 import type { EndpointRole, PdProtocol } from '../core/pd.js';
 import { parseAdapterFlag, type AdapterDeclaration } from '../core/lora.js';
@@ -190,8 +190,7 @@ function zipBackends(urls: readonly string[], models: readonly string[], roleWor
       `--static-backends has ${urls.length} URL(s) but --static-backend-roles has ${roleWords.length} role(s); they are zipped one to one`,
     );
   }
-  const roles = new Map<string, EndpointRole>();
-  const byUrl = new Map<string, string[]>();
+  const byUrl = new Map<string, { role: EndpointRole; models: string[] }>();
   urls.forEach((raw, i) => {
     const url = raw.replace(/\/+$/, '');
     const parsed = httpUrl.safeParse(url);
@@ -204,14 +203,13 @@ function zipBackends(urls: readonly string[], models: readonly string[], roleWor
     const role = ROLE_WORDS.get(word);
     if (role === undefined)
       throw new UsageError(`--static-backend-roles: ${JSON.stringify(word)} is not a role; use prefill, decode or both`);
-    if (roles.has(url) && roles.get(url) !== role)
-      throw new UsageError(`--static-backend-roles: ${url} is listed as ${roles.get(url)} and as ${role}; an engine has one role`);
-    roles.set(url, role);
-    const list = byUrl.get(url) ?? [];
-    if (!list.includes(model)) list.push(model);
-    byUrl.set(url, list);
+    const seen = byUrl.get(url) ?? { role, models: [] };
+    if (seen.role !== role)
+      throw new UsageError(`--static-backend-roles: ${url} is listed as ${seen.role} and as ${role}; an engine has one role`);
+    if (!seen.models.includes(model)) seen.models.push(model);
+    byUrl.set(url, seen);
   });
-  return [...byUrl].map(([url, ms]) => ({ url, models: ms, role: roles.get(url) as EndpointRole }));
+  return [...byUrl].map(([url, { role, models }]) => ({ url, models, role }));
 }
 
 function parseAliases(pairs: readonly string[]): Map<string, string> {
@@ -263,10 +261,14 @@ function parseLoraAdapters(entries: readonly string[], models: ReadonlySet<strin
   return [...byName.values()];
 }
 
-function normaliseLevel(level: string): LogLevel {
+function normaliseLevel(level: RouterFlagValues['log-level']): LogLevel {
   if (level === 'warning') return 'warn';
   if (level === 'critical') return 'fatal';
-  return level as LogLevel;
+  return level;
+}
+
+function isRoutingLogic(name: string): name is RoutingLogic {
+  return (ROUTING_LOGICS as readonly string[]).includes(name);
 }
 
 function readConfigFile(path: string): Record<string, unknown> {
@@ -309,60 +311,60 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     envAllowed: ['LLM_ROUTER_ENGINE_CLIENT'],
     envOtherPrefixes: ['LLM_ROUTER_SIM_', 'LLM_ROUTER_PROBE_', 'LLM_ROUTER_LINT_', 'LLM_ROUTER_DEMO_'],
   });
-  const f = new FlagReader(parsed);
+  const v = parsed.values;
   const explicit = (name: string): boolean => {
-    const s: FlagSource | undefined = f.source(name);
+    const s: FlagSource | undefined = parsed.sources.get(name);
     return s !== undefined && s !== 'default';
   };
 
-  const discovery = f.string('service-discovery') as 'static' | 'k8s';
-  if (f.string('k8s-service-discovery-type') !== 'pod-ip') {
+  const discovery = v['service-discovery'];
+  if (v['k8s-service-discovery-type'] !== 'pod-ip') {
     throw new UsageError(
-      `--k8s-service-discovery-type ${JSON.stringify(f.string('k8s-service-discovery-type'))} is not available; only pod-ip is`,
+      `--k8s-service-discovery-type ${JSON.stringify(v['k8s-service-discovery-type'])} is not available; only pod-ip is`,
     );
   }
   const kubernetes: KubernetesConfig | undefined =
     discovery === 'k8s'
       ? {
-          namespace: f.string('k8s-namespace') || undefined,
-          labelSelector: f.string('k8s-label-selector') || undefined,
-          port: f.number('k8s-port') as number,
-          scheme: f.string('k8s-engine-scheme') as 'http' | 'https',
-          modelLabel: f.string('k8s-model-label') as string,
-          resyncMs: seconds(f.number('k8s-resync-seconds')),
+          namespace: v['k8s-namespace'] || undefined,
+          labelSelector: v['k8s-label-selector'] || undefined,
+          port: v['k8s-port'],
+          scheme: v['k8s-engine-scheme'],
+          modelLabel: v['k8s-model-label'],
+          resyncMs: seconds(v['k8s-resync-seconds']),
         }
       : undefined;
 
-  const routing = f.string('routing-logic') as string;
-  if (!(ROUTING_LOGICS as readonly string[]).includes(routing)) {
+  const routing = v['routing-logic'];
+  if (!isRoutingLogic(routing)) {
     throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
   }
-  const sessionKey = f.string('session-key')?.trim().toLowerCase() || undefined;
+  const sessionKey = v['session-key']?.trim().toLowerCase() || undefined;
   if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey))
     throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
   if (routing === 'session' && sessionKey === undefined)
     throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
-  if (f.string('feature-gates'))
-    throw new UsageError(`--feature-gates ${JSON.stringify(f.string('feature-gates'))}: llm-router has no feature gates; remove the flag`);
+  if (v['feature-gates'])
+    throw new UsageError(`--feature-gates ${JSON.stringify(v['feature-gates'])}: llm-router has no feature gates; remove the flag`);
 
-  const staticBackends = zipBackends(f.list('static-backends'), f.list('static-models'), f.list('static-backend-roles'));
-  const aliases = parseAliases(f.list('static-aliases'));
-  const knownModels = [...new Set(f.list('known-models'))];
+  const staticBackends = zipBackends(v['static-backends'], v['static-models'], v['static-backend-roles']);
+  const aliases = parseAliases(v['static-aliases']);
+  const knownModels = [...new Set(v['known-models'])];
   for (const m of [...knownModels, ...aliases.keys(), ...aliases.values()]) {
     const r = modelName.safeParse(m);
     if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
   }
 
   const modelNames = new Set([...knownModels, ...staticBackends.flatMap((b) => b.models), ...aliases.keys()]);
-  const loraAdapters = parseLoraAdapters(f.list('lora-adapters'), modelNames);
+  const loraAdapters = parseLoraAdapters(v['lora-adapters'], modelNames);
 
-  const scalerPeers = f.list('scaler-peers').map((u) => u.replace(/\/+$/, ''));
+  const scalerPeers = v['scaler-peers'].map((u) => u.replace(/\/+$/, ''));
   for (const u of scalerPeers) {
     if (!httpUrl.safeParse(u).success)
       throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
   }
-  const clientCert = f.string('engine-client-cert') || undefined;
-  const clientKey = f.string('engine-client-key') || undefined;
+  const clientCert = v['engine-client-cert'] || undefined;
+  const clientKey = v['engine-client-key'] || undefined;
   if ((clientCert === undefined) !== (clientKey === undefined))
     throw new UsageError('--engine-client-cert and --engine-client-key go together: give both or neither');
   const engineClient = env.LLM_ROUTER_ENGINE_CLIENT ?? 'h1';
@@ -374,97 +376,99 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
   if (explicit('static-backend-health-checks'))
     notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
+  if (explicit('static-backend-health-check-interval'))
+    notes.push('--static-backend-health-check-interval has no effect: endpoints are probed every --probe-interval');
   if (explicit('static-model-types'))
     notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
 
   return {
-    host: f.string('host') as string,
-    port: f.number('port') as number,
+    host: v.host,
+    port: v.port,
     serviceDiscovery: discovery,
     kubernetes,
     staticBackends,
     pd: {
-      protocol: f.string('pd-protocol') as PdProtocol,
-      sglangBootstrapPort: f.number('sglang-bootstrap-port') as number,
-      minPromptChars: f.number('pd-min-prompt-chars') as number,
+      protocol: v['pd-protocol'],
+      sglangBootstrapPort: v['sglang-bootstrap-port'],
+      minPromptChars: v['pd-min-prompt-chars'],
     },
     lora: {
       adapters: loraAdapters,
-      spillThreshold: f.number('lora-spill-threshold') as number,
-      maxLorasPerEngine: f.number('max-loras-per-engine') as number,
-      loadCooldownMs: seconds(f.number('lora-load-cooldown-seconds')),
+      spillThreshold: v['lora-spill-threshold'],
+      maxLorasPerEngine: v['max-loras-per-engine'],
+      loadCooldownMs: seconds(v['lora-load-cooldown-seconds']),
     },
     aliases,
     knownModels,
-    routingLogic: routing as RoutingLogic,
-    logLevel: normaliseLevel(f.string('log-level') as string),
-    logFormat: f.string('log-format') as 'text' | 'json',
-    logStatsIntervalMs: f.boolean('log-stats') ? seconds(f.number('log-stats-interval')) : 0,
-    workers: f.number('workers') as number,
-    fastPath: f.boolean('fast-path'),
-    maxBodyBytes: f.number('max-body-bytes') as number,
-    retryAfterSeconds: f.number('retry-after') as number,
-    syncWaitMs: seconds(f.number('sync-wait-seconds')),
+    routingLogic: routing,
+    logLevel: normaliseLevel(v['log-level']),
+    logFormat: v['log-format'],
+    logStatsIntervalMs: v['log-stats'] ? seconds(v['log-stats-interval']) : 0,
+    workers: v.workers,
+    fastPath: v['fast-path'],
+    maxBodyBytes: v['max-body-bytes'],
+    retryAfterSeconds: v['retry-after'],
+    syncWaitMs: seconds(v['sync-wait-seconds']),
     scaling: {
-      coldStartWaitMs: seconds(f.number('cold-start-wait')),
-      coldStartWaitPerModelMs: parsePerModelSeconds(f.list('cold-start-wait-per-model')),
-      queueSize: f.number('cold-start-queue-size') as number,
-      releasePerEndpoint: f.number('cold-start-release-per-endpoint') as number,
-      kedaScalerPort: f.number('keda-scaler-port'),
-      graceMs: seconds(f.number('scale-to-zero-grace-seconds')),
-      wakeAlarmMs: seconds(f.number('wake-alarm-seconds')),
-      maxRetryAfterSeconds: f.number('max-retry-after') as number,
+      coldStartWaitMs: seconds(v['cold-start-wait']),
+      coldStartWaitPerModelMs: parsePerModelSeconds(v['cold-start-wait-per-model']),
+      queueSize: v['cold-start-queue-size'],
+      releasePerEndpoint: v['cold-start-release-per-endpoint'],
+      kedaScalerPort: v['keda-scaler-port'],
+      graceMs: seconds(v['scale-to-zero-grace-seconds']),
+      wakeAlarmMs: seconds(v['wake-alarm-seconds']),
+      maxRetryAfterSeconds: v['max-retry-after'],
       peers: scalerPeers,
-      peerSelector: f.string('scaler-peer-selector') || undefined,
-      peerNamespace: f.string('scaler-peer-namespace') || f.string('k8s-namespace') || undefined,
-      peerTimeoutMs: f.number('scaler-peer-timeout-ms') as number,
+      peerSelector: v['scaler-peer-selector'] || undefined,
+      peerNamespace: v['scaler-peer-namespace'] || v['k8s-namespace'] || undefined,
+      peerTimeoutMs: v['scaler-peer-timeout-ms'],
     },
-    engineKind: f.string('engine-kind') as EngineKind,
-    engineApiKey: f.string('engine-api-key') || undefined,
+    engineKind: v['engine-kind'],
+    engineApiKey: v['engine-api-key'] || undefined,
     engineTls: {
-      caFile: f.string('engine-ca-file') || undefined,
+      caFile: v['engine-ca-file'] || undefined,
       clientCertFile: clientCert,
       clientKeyFile: clientKey,
-      insecure: f.boolean('engine-tls-insecure'),
+      insecure: v['engine-tls-insecure'],
     },
-    maxConnectionsPerEngine: f.number('max-connections-per-engine') as number,
+    maxConnectionsPerEngine: v['max-connections-per-engine'],
     engineClient,
-    forwardClientAuth: f.boolean('forward-client-auth'),
+    forwardClientAuth: v['forward-client-auth'],
     security: {
-      apiKeys: f.list('api-key'),
-      apiKeysFile: f.string('api-keys-file') || undefined,
-      adminPort: f.number('admin-port'),
-      maxHeaderBytes: f.number('max-header-bytes') as number,
-      rateLimitRps: f.number('rate-limit-rps') as number,
-      rateLimitBurst: (f.number('rate-limit-burst') as number) || Math.max(1, Math.ceil(f.number('rate-limit-rps') as number)),
-      maxConcurrentRequests: f.number('max-concurrent-requests') as number,
-      clientTimeoutMs: seconds(f.number('client-timeout')),
-      drainMs: seconds(f.number('drain-seconds')),
-      shutdownTimeoutMs: seconds(f.number('shutdown-timeout')),
+      apiKeys: v['api-key'],
+      apiKeysFile: v['api-keys-file'] || undefined,
+      adminPort: v['admin-port'],
+      maxHeaderBytes: v['max-header-bytes'],
+      rateLimitRps: v['rate-limit-rps'],
+      rateLimitBurst: v['rate-limit-burst'] || Math.max(1, Math.ceil(v['rate-limit-rps'])),
+      maxConcurrentRequests: v['max-concurrent-requests'],
+      clientTimeoutMs: seconds(v['client-timeout']),
+      drainMs: seconds(v['drain-seconds']),
+      shutdownTimeoutMs: seconds(v['shutdown-timeout']),
     },
     probe: {
-      intervalMs: seconds(f.number('probe-interval')),
-      wakeIntervalMs: seconds(f.number('probe-wake-interval')),
-      readyIntervalMs: seconds(f.number('probe-ready-interval')),
-      timeoutMs: seconds(f.number('probe-timeout')),
-      failureThreshold: f.number('probe-failure-threshold') as number,
-      successThreshold: f.number('probe-success-threshold') as number,
-      startupTimeoutMs: seconds(f.number('probe-startup-timeout')),
-      warmup: f.boolean('probe-warmup'),
+      intervalMs: seconds(v['probe-interval']),
+      wakeIntervalMs: seconds(v['probe-wake-interval']),
+      readyIntervalMs: seconds(v['probe-ready-interval']),
+      timeoutMs: seconds(v['probe-timeout']),
+      failureThreshold: v['probe-failure-threshold'],
+      successThreshold: v['probe-success-threshold'],
+      startupTimeoutMs: seconds(v['probe-startup-timeout']),
+      warmup: v['probe-warmup'],
     },
-    passiveFailureThreshold: f.number('passive-failure-threshold') as number,
-    maxFailoverAttempts: f.number('max-instance-failover-reroute-attempts') as number,
+    passiveFailureThreshold: v['passive-failure-threshold'],
+    maxFailoverAttempts: v['max-instance-failover-reroute-attempts'],
     timeouts: {
-      connectMs: seconds(f.number('connect-timeout')),
-      headersMs: seconds(f.number('response-timeout')),
-      idleMs: seconds(f.number('idle-timeout')),
-      totalMs: seconds(f.number('total-timeout')),
+      connectMs: seconds(v['connect-timeout']),
+      headersMs: seconds(v['response-timeout']),
+      idleMs: seconds(v['idle-timeout']),
+      totalMs: seconds(v['total-timeout']),
     },
-    engineStatsIntervalMs: seconds(f.number('engine-stats-interval')),
+    engineStatsIntervalMs: seconds(v['engine-stats-interval']),
     sessionKey,
-    prefixBlockChars: f.number('prefix-block-chars') as number,
-    prefixBalanceEpsilon: f.number('prefix-balance-epsilon') as number,
-    allowRoutingHeader: f.boolean('allow-routing-header'),
+    prefixBlockChars: v['prefix-block-chars'],
+    prefixBalanceEpsilon: v['prefix-balance-epsilon'],
+    allowRoutingHeader: v['allow-routing-header'],
     compatibilityNotes: notes,
   };
 }

@@ -7,7 +7,7 @@ import { didYouMean } from '../util/suggest.js';
 
 export type FlagKind = 'string' | 'int' | 'number' | 'boolean' | 'list' | 'repeat';
 
-export type FlagValue = string | number | boolean | string[];
+export type FlagValue = string | number | boolean | readonly string[];
 
 export interface FlagSpec {
   /** kebab-case name without the leading dashes */
@@ -22,6 +22,8 @@ export interface FlagSpec {
   readonly env?: readonly string[];
   /** minimum for numeric kinds */
   readonly min?: number;
+  /** vllm_router has this flag (by its name or an alias) with the same meaning, so its users keep their arguments */
+  readonly vllmRouter?: true;
 }
 
 export class UsageError extends Error {
@@ -34,8 +36,29 @@ export class UsageError extends Error {
 
 export type FlagSource = 'flag' | 'env' | 'file' | 'default';
 
-export interface ParsedFlags {
-  readonly values: ReadonlyMap<string, FlagValue>;
+type ValueOfKind<S extends FlagSpec> = S['kind'] extends 'boolean'
+  ? boolean
+  : S['kind'] extends 'int' | 'number'
+    ? number
+    : S['kind'] extends 'list' | 'repeat'
+      ? readonly string[]
+      : S extends { readonly choices: readonly (infer C extends string)[] }
+        ? C
+        : string;
+
+/** A flag with a default, a boolean (false) or a list (empty) always has a value; any other may be absent. */
+type ValueOf<S extends FlagSpec> = S extends { readonly default: FlagValue }
+  ? ValueOfKind<S>
+  : S['kind'] extends 'boolean' | 'list' | 'repeat'
+    ? ValueOfKind<S>
+    : ValueOfKind<S> | undefined;
+
+/** The typed values of a command's table (declared `as const satisfies readonly FlagSpec[]`), keyed by flag name. */
+export type FlagValues<T extends readonly FlagSpec[]> = { readonly [S in T[number] as S['name']]: ValueOf<S> };
+
+export interface ParsedFlags<T extends readonly FlagSpec[]> {
+  readonly values: FlagValues<T>;
+  /** where each flag's value came from; a flag with neither value nor default has none */
   readonly sources: ReadonlyMap<string, FlagSource>;
   readonly positionals: readonly string[];
 }
@@ -217,7 +240,7 @@ function parseArgv(
     if (spec.kind === 'repeat')
       values.set(
         name,
-        texts.flatMap((t) => coerce(spec, t, `--${name}`) as string[]),
+        texts.flatMap((t) => splitList(t)),
       );
     else values.set(name, coerce(spec, texts.at(-1) as string, `--${name}`));
   }
@@ -241,7 +264,11 @@ function unknownEnv(specs: readonly FlagSpec[], opts: ParseOptions): void {
   }
 }
 
-export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], opts: ParseOptions = {}): ParsedFlags {
+export function parseFlags<const T extends readonly FlagSpec[]>(
+  argv: readonly string[],
+  specs: T,
+  opts: ParseOptions = {},
+): ParsedFlags<T> {
   const byName = new Map<string, FlagSpec>();
   for (const spec of specs) {
     byName.set(spec.name, spec);
@@ -306,54 +333,38 @@ export function parseFlags(argv: readonly string[], specs: readonly FlagSpec[], 
       sources.set(spec.name, 'default');
     }
   }
-  return { values, sources, positionals };
+  return { values: typed(specs, values), sources, positionals };
 }
 
-export function usage(command: string, summary: string, specs: readonly FlagSpec[]): string {
-  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', 'flags:'];
+/** The one place the table's types meet its runtime values: coerce() gave each flag its spec's kind. */
+function typed<T extends readonly FlagSpec[]>(specs: T, values: ReadonlyMap<string, FlagValue>): FlagValues<T> {
+  const out: Record<string, FlagValue | undefined> = {};
+  for (const spec of specs) {
+    const empty = spec.kind === 'boolean' ? false : spec.kind === 'list' || spec.kind === 'repeat' ? [] : undefined;
+    out[spec.name] = values.get(spec.name) ?? empty;
+  }
+  return out as FlagValues<T>;
+}
+
+export function usage(
+  command: string,
+  summary: string,
+  specs: readonly FlagSpec[],
+  refused: ReadonlyMap<string, string> = new Map(),
+): string {
+  const marked = specs.some((s) => s.vllmRouter);
+  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', marked ? 'flags (* also a vllm_router flag):' : 'flags:'];
   for (const spec of specs) {
     const arg = spec.kind === 'boolean' ? '' : spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.kind.toUpperCase()}`;
     const def =
       spec.default !== undefined && spec.default !== '' && !(Array.isArray(spec.default) && spec.default.length === 0)
         ? ` (default ${Array.isArray(spec.default) ? spec.default.join(',') : String(spec.default)})`
         : '';
-    lines.push(`  --${spec.name}${arg}`);
+    const also = spec.aliases?.length ? ` (also --${spec.aliases.join(', --')})` : '';
+    lines.push(`${spec.vllmRouter ? '* ' : '  '}--${spec.name}${arg}${also}`);
     lines.push(`      ${spec.help}${def}`);
   }
+  if (refused.size > 0) lines.push('', 'vllm_router flags refused here, and why:');
+  for (const [name, why] of refused) lines.push(`  --${name}: ${why}`);
   return lines.join('\n');
-}
-
-/** Typed accessors over parsed values; they throw if the table and the caller disagree. */
-export class FlagReader {
-  constructor(private readonly parsed: ParsedFlags) {}
-  has(name: string): boolean {
-    return this.parsed.values.has(name);
-  }
-  source(name: string): FlagSource | undefined {
-    return this.parsed.sources.get(name);
-  }
-  string(name: string): string | undefined {
-    const v = this.parsed.values.get(name);
-    if (v === undefined) return undefined;
-    if (typeof v !== 'string') throw new Error(`flag ${name} is not a string`);
-    return v;
-  }
-  number(name: string): number | undefined {
-    const v = this.parsed.values.get(name);
-    if (v === undefined) return undefined;
-    if (typeof v !== 'number') throw new Error(`flag ${name} is not a number`);
-    return v;
-  }
-  boolean(name: string): boolean {
-    const v = this.parsed.values.get(name);
-    if (v === undefined) return false;
-    if (typeof v !== 'boolean') throw new Error(`flag ${name} is not a boolean`);
-    return v;
-  }
-  list(name: string): string[] {
-    const v = this.parsed.values.get(name);
-    if (v === undefined) return [];
-    if (!Array.isArray(v)) throw new Error(`flag ${name} is not a list`);
-    return v;
-  }
 }

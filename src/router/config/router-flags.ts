@@ -1,18 +1,19 @@
 // Every `llm-router serve` setting, once. Flags, env (LLM_ROUTER_<NAME>) and the YAML file (--config) all map onto this table.
 // Names follow vllm_router where it has one, so that its users can swap binaries.
-import type { FlagSpec } from './flags.js';
+import type { FlagSpec, FlagValues } from './flags.js';
 import { ENGINE_KINDS } from '../core/engine.js';
 import { PD_PROTOCOLS } from '../core/pd.js';
 
 export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware'] as const;
 
-export const ROUTER_FLAGS: readonly FlagSpec[] = [
+export const ROUTER_FLAGS = [
   { name: 'config', kind: 'string', help: 'YAML file with settings (keys are flag names); flags and env override it' },
-  { name: 'host', kind: 'string', default: '0.0.0.0', help: 'address to listen on' },
-  { name: 'port', kind: 'int', default: 8001, min: 0, help: 'port to listen on (0 = any free port)' },
+  { name: 'host', kind: 'string', vllmRouter: true, default: '0.0.0.0', help: 'address to listen on' },
+  { name: 'port', kind: 'int', vllmRouter: true, default: 8001, min: 0, help: 'port to listen on (0 = any free port)' },
   {
     name: 'service-discovery',
     kind: 'string',
+    vllmRouter: true,
     default: 'static',
     choices: ['static', 'k8s'],
     help: 'where engines come from: static (flags) or k8s (pods and workloads of a namespace)',
@@ -20,17 +21,20 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'k8s-namespace',
     kind: 'string',
+    vllmRouter: true,
     help: "namespace to watch (default: the router pod's own namespace, else the kubeconfig context's, else default)",
   },
   {
     name: 'k8s-label-selector',
     kind: 'string',
+    vllmRouter: true,
     default: '',
     help: 'label selector for engine pods and their workloads (Deployments, StatefulSets, LeaderWorkerSets)',
   },
   {
     name: 'k8s-port',
     kind: 'int',
+    vllmRouter: true,
     default: 8000,
     min: 1,
     help: 'engine port on each pod, unless the pod has the llm-router/port annotation',
@@ -51,6 +55,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'k8s-service-discovery-type',
     kind: 'string',
+    vllmRouter: true,
     default: 'pod-ip',
     help: 'pod-ip (route to each pod IP); service-name is not available in this version',
   },
@@ -71,10 +76,11 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'static-backends',
     kind: 'list',
+    vllmRouter: true,
     default: [],
     help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)',
   },
-  { name: 'static-models', kind: 'list', default: [], help: 'model served by each static backend, comma separated' },
+  { name: 'static-models', kind: 'list', vllmRouter: true, default: [], help: 'model served by each static backend, comma separated' },
   {
     name: 'static-backend-roles',
     kind: 'list',
@@ -102,7 +108,13 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
     min: 0,
     help: 'P/D: prompts shorter than this many characters go to a decode endpoint alone (vllm-nixl, llm-d-sidecar; sglang always needs both)',
   },
-  { name: 'static-aliases', kind: 'list', default: [], help: 'alias:model pairs, comma separated; requests for the alias go to the model' },
+  {
+    name: 'static-aliases',
+    kind: 'list',
+    vllmRouter: true,
+    default: [],
+    help: 'alias:model pairs, comma separated; requests for the alias go to the model',
+  },
   {
     name: 'known-models',
     kind: 'list',
@@ -138,10 +150,11 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
     min: 0,
     help: 'an engine whose load of an adapter failed is not asked to load that adapter again for this long',
   },
-  { name: 'routing-logic', kind: 'string', default: 'roundrobin', help: `routing policy: ${ROUTING_LOGICS.join(', ')}` },
+  { name: 'routing-logic', kind: 'string', vllmRouter: true, default: 'roundrobin', help: `routing policy: ${ROUTING_LOGICS.join(', ')}` },
   {
     name: 'session-key',
     kind: 'string',
+    vllmRouter: true,
     help: 'session routing: the request header whose value keeps a client on one engine (required with --routing-logic session)',
   },
   {
@@ -167,13 +180,20 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'log-level',
     kind: 'string',
+    vllmRouter: true,
     default: 'info',
     choices: ['trace', 'debug', 'info', 'warn', 'warning', 'error', 'critical', 'fatal', 'silent'],
     help: 'log level',
   },
-  { name: 'log-format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'log format' },
-  { name: 'log-stats', kind: 'boolean', default: false, help: 'log a summary of models, endpoints and requests periodically' },
-  { name: 'log-stats-interval', kind: 'number', default: 10, min: 0.1, help: 'seconds between --log-stats lines' },
+  { name: 'log-format', kind: 'string', vllmRouter: true, default: 'text', choices: ['text', 'json'], help: 'log format' },
+  {
+    name: 'log-stats',
+    kind: 'boolean',
+    vllmRouter: true,
+    default: false,
+    help: 'log a summary of models, endpoints and requests periodically',
+  },
+  { name: 'log-stats-interval', kind: 'number', vllmRouter: true, default: 10, min: 0.1, help: 'seconds between --log-stats lines' },
   {
     name: 'fast-path',
     kind: 'boolean',
@@ -360,9 +380,10 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'probe-timeout',
     kind: 'number',
+    vllmRouter: true,
     default: 2,
     min: 0.05,
-    aliases: ['backend-health-check-timeout-seconds'],
+    aliases: ['backend-health-check-timeout-seconds', 'static-backend-health-check-timeout-seconds'],
     help: 'seconds a probe may take',
   },
   { name: 'probe-failure-threshold', kind: 'int', default: 3, min: 1, help: 'consecutive failed probes that mark a ready endpoint failed' },
@@ -385,6 +406,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'max-instance-failover-reroute-attempts',
     kind: 'int',
+    vllmRouter: true,
     default: 2,
     min: 0,
     help: 'retries on another endpoint when an engine fails before any byte reached the client',
@@ -396,6 +418,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'engine-stats-interval',
     kind: 'number',
+    vllmRouter: true,
     default: 1,
     min: 0.05,
     help: 'seconds between scrapes of engine /metrics (load signals for least-load and /engines); older than 3 intervals is unknown load',
@@ -403,6 +426,7 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'request-stats-window',
     kind: 'int',
+    vllmRouter: true,
     default: 60,
     min: 1,
     help: 'accepted for vllm_router compatibility; Prometheus computes windows from our counters',
@@ -410,24 +434,37 @@ export const ROUTER_FLAGS: readonly FlagSpec[] = [
   {
     name: 'static-backend-health-checks',
     kind: 'boolean',
+    vllmRouter: true,
     default: false,
     help: 'accepted for vllm_router compatibility; model-aware probing is always on',
   },
   {
+    name: 'static-backend-health-check-interval',
+    kind: 'int',
+    vllmRouter: true,
+    default: 60,
+    min: 1,
+    help: 'accepted for vllm_router compatibility; endpoints are probed every --probe-interval',
+  },
+  {
     name: 'static-model-types',
     kind: 'list',
+    vllmRouter: true,
     default: [],
     help: 'accepted for vllm_router compatibility (chat, completion, embeddings, rerank, score, ...); probes never send inference',
   },
   {
     name: 'request-rewriter',
     kind: 'string',
+    vllmRouter: true,
     default: 'noop',
     choices: ['noop'],
     help: 'accepted for vllm_router compatibility; only noop exists',
   },
-  { name: 'feature-gates', kind: 'string', default: '', help: 'accepted for vllm_router compatibility when empty' },
-];
+  { name: 'feature-gates', kind: 'string', vllmRouter: true, default: '', help: 'accepted for vllm_router compatibility when empty' },
+] as const satisfies readonly FlagSpec[];
+
+export type RouterFlagValues = FlagValues<typeof ROUTER_FLAGS>;
 
 const NOT_SUPPORTED = 'remove it from the command line';
 /** vllm_router marks P/D backends with model labels; llm-router reads roles instead */
@@ -459,5 +496,13 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['semantic-cache-model', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-dir', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-threshold', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
+  ['external-providers-config', `routing to hosted providers (OpenAI and the like) is not implemented; ${NOT_SUPPORTED}`],
+  ['lmcache-controller-heartbeat-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
+  ['lmcache-controller-reply-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
+  ['root-path', 'llm-router serves at /; strip a path prefix in the ingress in front of it'],
+  [
+    'prefix-min-match-length',
+    'prefixaware matches whole blocks of --prefix-block-chars and balances load with --prefix-balance-epsilon; use those',
+  ],
   ['k8s-watcher-timeout-seconds', 'watches are restarted by llm-router itself; use --k8s-resync-seconds for how often'],
 ]);

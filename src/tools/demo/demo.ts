@@ -10,10 +10,10 @@ import { request } from 'undici';
 import { loadRouterConfig } from '../../router/config/config.js';
 import { RouterApp } from '../../router/app/app.js';
 import { createLogger } from '../../router/util/log.js';
-import { parseFlags, FlagReader, usage, type FlagSpec } from '../../router/config/flags.js';
+import { parseFlags, usage, type FlagSpec } from '../../router/config/flags.js';
 import { DemoAutoscaler } from './autoscaler.js';
 
-const DEMO_FLAGS: readonly FlagSpec[] = [
+const DEMO_FLAGS = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address for the router' },
   { name: 'port', kind: 'int', default: 8001, min: 0, help: 'port for the router' },
   { name: 'log-level', kind: 'string', default: 'info', help: 'router log level' },
@@ -24,7 +24,7 @@ const DEMO_FLAGS: readonly FlagSpec[] = [
     min: 0.1,
     help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero',
   },
-];
+] as const satisfies readonly FlagSpec[];
 
 const DEMO_MODELS = {
   ready: 'demo-chat',
@@ -161,7 +161,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     );
     return;
   }
-  const flags = new FlagReader(parseFlags(argv, DEMO_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_DEMO_' }));
+  const flags = parseFlags(argv, DEMO_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_DEMO_' }).values;
   const [p1, p2, p3, p4, p5] = [await freePort(), await freePort(), await freePort(), await freePort(), await freePort()];
   // the P/D pair computes a prompt token in 0.5 ms: the decode engine's TTFT shows whether the prefill engine did it
   const pd = ['--pd-protocol', 'vllm-nixl', '--prefill-ms-per-token', '0.5', '--ttft-ms', '20', '--itl-ms', '40', '--output-tokens', '12'];
@@ -193,9 +193,9 @@ export async function runDemo(argv: string[]): Promise<void> {
   const config = loadRouterConfig(
     [
       '--host',
-      flags.string('host') as string,
+      flags.host,
       '--port',
-      String(flags.number('port')),
+      String(flags.port),
       '--static-backends',
       engines.map((e) => e.url).join(','),
       '--static-models',
@@ -211,14 +211,14 @@ export async function runDemo(argv: string[]): Promise<void> {
       '--cold-start-wait-per-model',
       `${DEMO_MODELS.wake}=60`,
       '--scale-to-zero-grace-seconds',
-      String(flags.number('idle-seconds')),
+      String(flags['idle-seconds']),
       '--log-level',
-      flags.string('log-level') as string,
+      flags['log-level'],
     ],
     {},
   );
   const log = createLogger({ level: config.logLevel, format: 'text' });
-  const app = new RouterApp(config, log);
+  const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });
   await app.start();
   const autoscaler = new DemoAutoscaler(
     app.catalog,
@@ -264,7 +264,7 @@ export async function runDemo(argv: string[]): Promise<void> {
     `  ${DEMO_MODELS.adapter}: a LoRA adapter of ${DEMO_MODELS.ready} (--lora-adapters): no engine holds it until a request asks for it`,
     `  ${DEMO_MODELS.zero}: declared with --known-models, no engine (scaled to zero): 503 + Retry-After`,
     `  ${DEMO_MODELS.wake}: at zero too, but a simulated autoscaler starts an engine when requests wait for it,`,
-    `      and stops it after ${flags.number('idle-seconds')} s without requests: watch /engines and llm_router_model_* in /metrics`,
+    `      and stops it after ${flags['idle-seconds']} s without requests: watch /engines and llm_router_model_* in /metrics`,
     '',
     'Try:',
   ];

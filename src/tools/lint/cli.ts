@@ -1,13 +1,13 @@
 // `llm-router lint FILE|DIR|-`: finds probe and discovery mistakes in Kubernetes manifests of inference engines.
 // Exit 1 when any finding is an error, 0 with only warnings, 2 when the input cannot be read or parsed.
 import { readFileSync } from 'node:fs';
-import { FlagReader, UsageError, parseFlags, usage, type FlagSpec } from '../../router/config/flags.js';
+import { UsageError, parseFlags, usage, type FlagSpec } from '../../router/config/flags.js';
 import { LintInputError, loadManifests } from './load.js';
 import { formatJson, formatRules, formatText, summarise } from './report.js';
 import { DEFAULT_EXPECTED_LOAD_SECONDS, lintObjects } from './rules.js';
 import { SelectorError } from './selector.js';
 
-const LINT_FLAGS: readonly FlagSpec[] = [
+const LINT_FLAGS = [
   { name: 'format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'output format' },
   {
     name: 'expected-load-seconds',
@@ -23,7 +23,7 @@ const LINT_FLAGS: readonly FlagSpec[] = [
   { name: 'model-label', kind: 'string', default: 'model', help: "the router's --k8s-model-label" },
   { name: 'list-rules', kind: 'boolean', help: 'print the rules with their severity and exit' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
-];
+] as const satisfies readonly FlagSpec[];
 
 const SUMMARY = [
   'Reads Kubernetes YAML (files, directories, or - for stdin; multi-document; Deployments, StatefulSets,',
@@ -34,12 +34,12 @@ const SUMMARY = [
 
 export async function runLint(argv: string[]): Promise<void> {
   const parsed = parseFlags(argv, LINT_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_LINT_', allowPositionals: true });
-  const flags = new FlagReader(parsed);
-  if (flags.boolean('help')) {
+  const flags = parsed.values;
+  if (flags.help) {
     process.stdout.write(usage('lint FILE|DIR|-...', SUMMARY, LINT_FLAGS) + '\n');
     return;
   }
-  if (flags.boolean('list-rules')) {
+  if (flags['list-rules']) {
     process.stdout.write(formatRules());
     return;
   }
@@ -47,15 +47,15 @@ export async function runLint(argv: string[]): Promise<void> {
   try {
     const loaded = loadManifests(parsed.positionals, () => readFileSync(0, 'utf8'));
     for (const note of loaded.notes) process.stderr.write(`llm-router lint: ${note}\n`);
-    const expected = flags.number('expected-load-seconds');
-    const selector = flags.string('selector');
+    const expected = flags['expected-load-seconds'];
+    const selector = flags.selector;
     const findings = lintObjects(loaded.objects, {
       ...(expected !== undefined ? { expectedLoadSeconds: expected } : {}),
       ...(selector !== undefined ? { selector } : {}),
-      modelLabel: flags.string('model-label') ?? 'model',
+      modelLabel: flags['model-label'],
     });
     const summary = summarise(findings, loaded.objects.length, loaded.files.length);
-    process.stdout.write(flags.string('format') === 'json' ? formatJson(findings, summary) : formatText(findings, summary));
+    process.stdout.write(flags.format === 'json' ? formatJson(findings, summary) : formatText(findings, summary));
     process.exitCode = summary.errors > 0 ? 1 : 0;
   } catch (err) {
     if (err instanceof LintInputError || err instanceof SelectorError) {

@@ -1,11 +1,10 @@
 // `llm-router probe`: the readiness sidecar for an engine pod (see sidecar.ts and docs/operations.md).
-import { FlagReader, UsageError, parseFlags, usage, type FlagSpec } from '../../router/config/flags.js';
-import type { EngineKind } from '../../router/core/engine.js';
+import { UsageError, parseFlags, usage, type FlagSpec } from '../../router/config/flags.js';
 import { ENGINE_KINDS } from '../../router/core/engine.js';
 import { createLogger } from '../../router/util/log.js';
 import { PROBE_CONTRACT, startProbeSidecar } from './sidecar.js';
 
-export const PROBE_FLAGS: readonly FlagSpec[] = [
+export const PROBE_FLAGS = [
   {
     name: 'engine-url',
     kind: 'string',
@@ -45,7 +44,7 @@ export const PROBE_FLAGS: readonly FlagSpec[] = [
   { name: 'log-level', kind: 'string', default: 'info', choices: ['trace', 'debug', 'info', 'warn', 'error', 'silent'], help: 'log level' },
   { name: 'log-format', kind: 'string', default: 'text', choices: ['text', 'json'], help: 'log format' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
-];
+] as const satisfies readonly FlagSpec[];
 
 const SUMMARY = [
   `Readiness sidecar for an engine pod (contract ${PROBE_CONTRACT}). GET /ready: 200 only when the engine answers and`,
@@ -54,31 +53,31 @@ const SUMMARY = [
 ].join('\n');
 
 export async function runProbe(argv: string[]): Promise<void> {
-  const flags = new FlagReader(parseFlags(argv, PROBE_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_PROBE_' }));
-  if (flags.boolean('help')) {
+  const flags = parseFlags(argv, PROBE_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_PROBE_' }).values;
+  if (flags.help) {
     process.stdout.write(usage('probe', SUMMARY, PROBE_FLAGS) + '\n');
     return;
   }
-  const models = flags.list('model');
+  const models = flags.model;
   if (models.length === 0) throw new UsageError('probe needs --model: the model names the engine must list');
-  const engineUrl = flags.string('engine-url') as string;
+  const engineUrl = flags['engine-url'];
   try {
     const u = new URL(engineUrl);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error('not http');
   } catch {
     throw new UsageError(`--engine-url ${JSON.stringify(engineUrl)} is not an http(s) URL`);
   }
-  const log = createLogger({ level: flags.string('log-level') as string, format: flags.string('log-format') as 'text' | 'json' });
+  const log = createLogger({ level: flags['log-level'], format: flags['log-format'] });
   const sidecar = await startProbeSidecar({
-    host: flags.string('host') as string,
-    port: flags.number('port') as number,
+    host: flags.host,
+    port: flags.port,
     engineUrl,
     models,
-    kind: flags.string('engine-kind') as EngineKind,
-    timeoutMs: (flags.number('timeout') as number) * 1000,
-    apiKey: flags.string('engine-api-key'),
-    warmup: flags.boolean('warmup'),
-    warmupTimeoutMs: (flags.number('warmup-timeout') as number) * 1000,
+    kind: flags['engine-kind'],
+    timeoutMs: flags.timeout * 1000,
+    apiKey: flags['engine-api-key'],
+    warmup: flags.warmup,
+    warmupTimeoutMs: flags['warmup-timeout'] * 1000,
     log,
   });
   log.info({ url: sidecar.url, engine: engineUrl, models, contract: PROBE_CONTRACT }, 'llm-router probe listening');

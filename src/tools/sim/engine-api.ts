@@ -4,55 +4,59 @@ import type { EngineKind } from '../../router/core/engine.js';
 import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
 import type { SimLoraOptions } from './lora.js';
 
+/** What startSimEngine takes; anything left out takes the `llm-router sim` flag's default (port: any free one). */
 export interface SimEngineOptions {
-  /** default 127.0.0.1 */
   readonly host?: string;
-  /** default 0 (any free port) */
   readonly port?: number;
-  /** served model names; default ['sim-model'] */
+  /** served model names */
   readonly models?: readonly string[];
-  /** default 'vllm' */
   readonly kind?: EngineKind;
-  /** the port refuses connections this long before the engine listens; default 0 */
+  /** the port refuses connections this long before the engine listens */
   readonly startupRefuseSeconds?: number;
-  /** then the engine listens but the model is not loaded this long; default 0 */
+  /** then the engine listens but the model is not loaded this long */
   readonly startupLoadingSeconds?: number;
-  /** time to first token; default 20 */
+  /** time to first token */
   readonly ttftMs?: number;
-  /** inter-token latency; default 5 */
+  /** inter-token latency */
   readonly itlMs?: number;
-  /** tokens generated per request, lowered by its max_tokens; default 16 */
+  /** tokens generated per request, lowered by its max_tokens */
   readonly outputTokens?: number;
-  /** requests running at once; later ones wait in FIFO order; default 256 */
+  /** requests running at once; later ones wait in FIFO order */
   readonly maxNumSeqs?: number;
-  /** default 8 */
   readonly embeddingDim?: number;
-  /** reported in /v1/models, /info and /tokenize; default 4096 */
+  /** reported in /v1/models, /info and /tokenize */
   readonly maxModelLen?: number;
-  /** prefill time per prompt token not found in the prefix cache, added to the TTFT; default 0 */
+  /** prefill time per prompt token not found in the prefix cache, added to the TTFT */
   readonly prefillMsPerToken?: number;
-  /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off; default 4096 */
+  /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off */
   readonly prefixCacheBlocks?: number;
-  /** tokens per prefix-cache block; default 16 (vLLM's block size) */
+  /** tokens per prefix-cache block */
   readonly prefixBlockTokens?: number;
-  /** value of the x-sim-engine header; default sim-<port> */
+  /** value of the x-sim-engine header; unset: sim-<port> */
   readonly id?: string;
-  /** fault applied once the engine listens; default none */
+  /** fault applied once the engine listens */
   readonly fault?: Fault;
-  /** serve https with this PEM certificate and key (an engine behind TLS); default plain http */
+  /** serve https with this PEM certificate and key (an engine behind TLS) */
   readonly tls?: SimTls;
-  /** the P/D half this engine plays; default both (whole requests, no P/D checks) */
+  /** the P/D half this engine plays */
   readonly role?: EndpointRole;
-  /** the P/D protocol it checks requests against (with role prefill or decode); default vllm-nixl */
+  /** the P/D protocol it checks requests against (with role prefill or decode) */
   readonly pdProtocol?: PdProtocol;
-  /** serve LoRA adapters (vLLM's --enable-lora); default off */
-  readonly lora?: SimLoraOptions;
+  /** serve LoRA adapters (vLLM's --enable-lora); off when unset; a setting left out takes its flag's default */
+  readonly lora?: Partial<SimLoraOptions>;
 }
+
+/** Every setting resolved (the sim command's flag table holds the defaults); only id, tls and lora may stay unset. */
+export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora'>> &
+  Pick<SimEngineOptions, 'id' | 'tls'> & {
+    /** LoRA adapters: every setting resolved; unset when the engine serves none */
+    readonly lora?: SimLoraOptions;
+  };
 
 export interface SimTls {
   readonly cert: string;
   readonly key: string;
-  /** PEM CAs whose client certificates are required (mTLS); default none asked for */
+  /** PEM CAs whose client certificates are required (mTLS) */
   readonly clientCa?: string;
 }
 

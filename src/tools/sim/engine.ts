@@ -7,7 +7,8 @@ import net from 'node:net';
 import { once } from 'node:events';
 import type { EngineContext } from './context.js';
 import { answerControl } from './control.js';
-import type { SimEngine, SimEngineOptions } from './engine-api.js';
+import type { SimEngine, SimEngineOptions, SimSettings } from './engine-api.js';
+import { simSettings } from './flags.js';
 import { sendJson } from './http-io.js';
 import { INFERENCE_PATHS, answerInference } from './inference.js';
 import { errorBody } from './openai.js';
@@ -63,18 +64,21 @@ class SimServer implements SimEngine, EngineContext {
   private loadedMoment = Number.POSITIVE_INFINITY;
   private closed = false;
 
-  constructor(private readonly options: SimEngineOptions) {
-    this.host = options.host ?? '127.0.0.1';
-    const role = options.role ?? 'both';
-    this.pd = role === 'both' ? undefined : new SimPd(role, options.pdProtocol ?? 'vllm-nixl');
+  private readonly options: SimSettings;
+
+  constructor(given: SimEngineOptions) {
+    const options = simSettings(given);
+    this.options = options;
+    this.host = options.host;
+    this.pd = options.role === 'both' ? undefined : new SimPd(options.role, options.pdProtocol);
     this.lora = options.lora ? new SimLora(options.lora) : undefined;
-    this.listenPort = options.port ?? 0;
-    this.models = options.models && options.models.length > 0 ? [...options.models] : ['sim-model'];
-    this.kind = options.kind ?? 'vllm';
-    this.outputTokens = options.outputTokens ?? 16;
-    this.embeddingDim = options.embeddingDim ?? 8;
-    this.maxModelLen = options.maxModelLen ?? 4096;
-    this.queue = new SlotQueue(options.maxNumSeqs ?? 256);
+    this.listenPort = options.port;
+    this.models = [...options.models];
+    this.kind = options.kind;
+    this.outputTokens = options.outputTokens;
+    this.embeddingDim = options.embeddingDim;
+    this.maxModelLen = options.maxModelLen;
+    this.queue = new SlotQueue(options.maxNumSeqs);
     this.timing = new EngineTiming(options);
     this.engineId = options.id;
     const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => this.onRequest(req, res);
@@ -105,15 +109,15 @@ class SimServer implements SimEngine, EngineContext {
   }
 
   async start(): Promise<void> {
-    const refuseMs = (this.options.startupRefuseSeconds ?? 0) * 1000;
+    const refuseMs = this.options.startupRefuseSeconds * 1000;
     if (refuseMs > 0) {
       // the port must be known while it still refuses, so the caller can watch the refusal
       if (this.listenPort === 0) this.listenPort = await pickFreePort(this.host);
       await new Promise((resolve) => setTimeout(resolve, refuseMs));
     }
     await this.listen();
-    this.loadedMoment = Date.now() + (this.options.startupLoadingSeconds ?? 0) * 1000;
-    if (this.options.fault && this.options.fault.mode !== 'none') await this.setFault(this.options.fault);
+    this.loadedMoment = Date.now() + this.options.startupLoadingSeconds * 1000;
+    if (this.options.fault.mode !== 'none') await this.setFault(this.options.fault);
   }
 
   stats(): SimStats {

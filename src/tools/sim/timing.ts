@@ -1,6 +1,6 @@
 // How long the engine takes: time to first token (base TTFT plus prefill of what the prefix cache misses)
 // and the pause between tokens, which the slow-chunks fault stretches.
-import type { SimEngineOptions } from './engine-api.js';
+import type { SimSettings } from './engine-api.js';
 import { DEFAULT_SLOW_CHUNK_DELAY_MS } from './faults.js';
 import { PrefixCache, promptBlocks, renderPrompt } from './prefix-cache.js';
 import type { Fault } from './types.js';
@@ -15,12 +15,12 @@ export class EngineTiming {
   prefixQueryTokens = 0;
   prefixHitTokens = 0;
 
-  constructor(options: SimEngineOptions) {
-    this.ttftMs = options.ttftMs ?? 20;
-    this.itlMs = options.itlMs ?? 5;
-    this.prefillMsPerToken = options.prefillMsPerToken ?? 0;
-    this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens ?? 16);
-    this.prefixCache = new PrefixCache(options.prefixCacheBlocks ?? 4096);
+  constructor(options: SimSettings) {
+    this.ttftMs = options.ttftMs;
+    this.itlMs = options.itlMs;
+    this.prefillMsPerToken = options.prefillMsPerToken;
+    this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens);
+    this.prefixCache = new PrefixCache(options.prefixCacheBlocks);
   }
 
   interTokenMs(fault: Fault): number {
