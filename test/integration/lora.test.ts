@@ -259,3 +259,71 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
     assert.equal(loads.length, 2, `loaded again, once: ${JSON.stringify(loads)}`);
   });
 });
+
+/** A call on a connection of its own, so that under --workers the calls spread over the workers. */
+function fresh(url: string, body?: string): Promise<Answer> {
+  return call(url, { ...(body !== undefined ? { body } : {}), newConnection: true });
+}
+
+describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
+  after(stopAll);
+
+  test('every worker answers alike; first requests that land on both workers are all served, with one load or a second one answered already-loaded', async () => {
+    const sim = await startSim(['--model', 'wbase', '--id', 'sim-w', ...lora(4)]);
+    const router = await startRouter([
+      '--workers',
+      '2',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'wbase',
+      '--lora-adapters',
+      'wk@wbase=/adapters/wk,wz@wzero=/adapters/wz',
+      '--known-models',
+      'wzero',
+      ...FAST_PROBES,
+    ]);
+    await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
+    const listing = async (): Promise<string> => {
+      const list = (await fresh(`${router.url}/v1/models`)).json<{ data: ModelEntry[] }>().data;
+      return JSON.stringify(list.filter((m) => m.id.startsWith('w')).map((m) => [m.id, m.status, m.loaded_endpoints ?? null]));
+    };
+    const before = JSON.stringify([
+      ['wbase', 'ready', null],
+      ['wk', 'ready', 0],
+      ['wz', 'scaled-to-zero', 0],
+      ['wzero', 'scaled-to-zero', null],
+    ]);
+    // six connections in a row see the engine ready: both workers have probed it
+    await until('both workers see the base ready', async () => {
+      for (let i = 0; i < 6; i++) if ((await listing()) !== before) return false;
+      return true;
+    });
+    for (let i = 0; i < 6; i++) {
+      assert.equal(answerOf(await fresh(`${router.url}/v1/chat/completions`, chat('nope'))), '404 model_not_found');
+      assert.equal(answerOf(await fresh(`${router.url}/v1/chat/completions`, chat('wz'))), '503 model_unavailable scaled-to-zero');
+    }
+    const answers = await Promise.all(Array.from({ length: 8 }, () => fresh(`${router.url}/v1/chat/completions`, chat('wk'))));
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      Array(8).fill(200),
+    );
+    const loads = await callsFor(sim, 'wk');
+    // each worker loads at most once; the engine answers a second load of a loaded adapter 400, which counts as loaded
+    assert.ok(loads.length >= 1 && loads.length <= 2, JSON.stringify(loads));
+    assert.deepEqual(
+      loads.map((l) => l.status),
+      loads.length === 1 ? [200] : [200, 400],
+    );
+    const after = JSON.stringify([
+      ['wbase', 'ready', null],
+      ['wk', 'ready', 1],
+      ['wz', 'scaled-to-zero', 0],
+      ['wzero', 'scaled-to-zero', null],
+    ]);
+    await until('every worker lists wk loaded once', async () => {
+      for (let i = 0; i < 6; i++) if ((await listing()) !== after) return false;
+      return true;
+    });
+  });
+});

@@ -1,5 +1,5 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
-import { request, type Dispatcher } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import { startCli, type Started } from './process.js';
 import { eventually } from './within.js';
 import type { RecordedRequest, SimStats } from '../../src/tools/sim/types.js';
@@ -60,19 +60,32 @@ export interface Answer {
 
 export async function call(
   url: string,
-  opts: { method?: string; body?: string | Buffer; headers?: Record<string, string>; timeoutMs?: number } = {},
+  opts: {
+    method?: string;
+    body?: string | Buffer;
+    headers?: Record<string, string>;
+    timeoutMs?: number;
+    /** on a connection of its own, closed after: under --workers, new connections are spread over the workers */
+    newConnection?: boolean;
+  } = {},
 ): Promise<Answer> {
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  const res = await request(url, {
-    method: (opts.method ?? (opts.body !== undefined ? 'POST' : 'GET')) as 'GET',
-    headers: { 'content-type': 'application/json', ...opts.headers },
-    body: opts.body,
-    headersTimeout: timeoutMs,
-    bodyTimeout: timeoutMs,
-    signal: AbortSignal.timeout(timeoutMs),
-  });
-  const text = await res.body.text();
-  return { status: res.statusCode, headers: res.headers, text, json: <T>() => JSON.parse(text) as T };
+  const dispatcher = opts.newConnection ? new Agent({ pipelining: 0 }) : undefined;
+  try {
+    const res = await request(url, {
+      method: (opts.method ?? (opts.body !== undefined ? 'POST' : 'GET')) as 'GET',
+      headers: { 'content-type': 'application/json', ...opts.headers },
+      body: opts.body,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      signal: AbortSignal.timeout(timeoutMs),
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, headers: res.headers, text, json: <T>() => JSON.parse(text) as T };
+  } finally {
+    await dispatcher?.close();
+  }
 }
 
 export function chat(model: string, extra: Record<string, unknown> = {}): string {
