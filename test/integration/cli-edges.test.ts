@@ -45,6 +45,7 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000 },
       LLM_ROUTER_HOST: '127.0.0.1',
       LLM_ROUTER_PORT: '0',
       LLM_ROUTER_LOG_FORMAT: 'json',
+      LLM_ROUTER_DRAIN_SECONDS: '0',
     });
     await proc.waitForOutput('llm-router listening');
     const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(proc.output())?.[1] as string;

@@ -213,7 +213,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   });
 });
 
-describe('probe semantics per engine kind', { timeout: 120_000 }, () => {
+describe('probe semantics per engine kind', { timeout: 120_000, concurrency: true }, () => {
   after(stopAll);
   for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
     test(`${kind}: loading is not ready; ready once loaded`, async () => {
