@@ -1,4 +1,4 @@
-// The real kubectl accepts every object the chart renders (defaults, three models, the plain manifests):
+// The real kubectl accepts every object the chart renders (defaults, three models, LoRA adapters, the plain manifests):
 // `kubectl create --dry-run=client -f`. kubectl maps kinds to resources through API discovery, so a discovery-only
 // API server on 127.0.0.1 serves the groups the chart uses (the fake API server in test/support knows only the
 // kinds the router watches). OpenAPI schemas cannot be served offline, hence --validate=false.
@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
 import { CHART_DIR, renderChart } from '../../tools/chart-render/render.js';
 
 const run = promisify(execFile);
@@ -111,7 +112,7 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function kubectlCreate(file: string, output: 'name' | 'json'): Promise<string> {
+  async function kubectlCreate(file: string, output: 'name' | 'json' | 'yaml'): Promise<string> {
     const { stdout } = await run(
       'kubectl',
       [
@@ -179,6 +180,39 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
       assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
     }
     assert.equal(names.length, 14);
+  });
+
+  test('LoRA adapters: kubectl reads the annotation, the flags and VLLM_ALLOW_RUNTIME_LORA_UPDATING as strings', async () => {
+    const file = path.join(dir, 'lora.yaml');
+    await writeFile(
+      file,
+      renderChart(CHART_DIR, {
+        values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'lora.yaml')],
+        showOnly: ['templates/engines.yaml'],
+      }).manifest,
+    );
+    // one object per document; read as the API server reads YAML (1.1)
+    const engines = parseAllDocuments(await kubectlCreate(file, 'yaml'), { version: '1.1' }).map(
+      (d) =>
+        d.toJS() as {
+          metadata: { name: string; annotations: Record<string, string> };
+          spec: { template: { spec: { containers: { name: string; args?: string[]; env?: { name: string; value?: unknown }[] }[] } } };
+        },
+    );
+    assert.deepEqual(
+      engines.map((o) => `${o.metadata.name} ${o.metadata.annotations['llm-router/lora-adapters']}`),
+      [
+        'llm-router-llama-8b chat-lora=hf-org/chat-lora,sql-lora=/models/adapters/sql',
+        'llm-router-qwen-prefill qwen-support=hf-org/qwen3-support-lora',
+        'llm-router-qwen-decode qwen-support=hf-org/qwen3-support-lora',
+      ],
+    );
+    for (const o of engines) {
+      const engine = o.spec.template.spec.containers.find((c) => c.name === 'engine');
+      assert.ok(engine?.args?.includes('--enable-lora'), o.metadata.name);
+      assert.equal(engine?.args?.[engine.args.indexOf('--max-loras') + 1], o.metadata.name.endsWith('llama-8b') ? '4' : '1');
+      assert.equal(engine?.env?.find((e) => e.name === 'VLLM_ALLOW_RUNTIME_LORA_UPDATING')?.value, 'true');
+    }
   });
 
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {
