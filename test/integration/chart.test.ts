@@ -1,7 +1,8 @@
 // The Helm chart, rendered by tools/chart-render: a Go program on Helm's own libraries (text/template, Sprig,
 // go-yaml), as helm is not on these machines. Helm's engine semantics the chart relies on, the objects it renders
-// with defaults, with three models and with LoRA adapters (as the router discovers them), flags the router and the sidecar really take, the router's shutdown inside
-// the pod's grace period, string values that stay strings, zero lint findings, and plain manifests that match.
+// with defaults, with three models and with LoRA adapters (as the router's discovery reads them), flags the router
+// and the sidecar really take, the router's shutdown inside the pod's grace period, string values that stay strings,
+// zero lint findings, and plain manifests that match.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
