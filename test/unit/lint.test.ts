@@ -132,12 +132,12 @@ describe('lint rules on fixtures', () => {
       findings.filter((f) => f.rule === rule && f.object === object).map((f) => f.why);
     assert.match(
       whys('lora-runtime-loading-off', 'Deployment/llama-no-runtime-loading')[0] ?? '',
-      /without VLLM_ALLOW_RUNTIME_LORA_UPDATING=true.*404.*"sql-lora", "chat-lora" \(not among its --lora-modules\) are served nowhere/,
+      /declares "sql-lora", "chat-lora", but the engine runs without VLLM_ALLOW_RUNTIME_LORA_UPDATING=true: .* answers 404 and none of them is served/,
     );
     // the adapter the engine starts with is served; only the other one is named
     assert.match(
       whys('lora-runtime-loading-off', 'Deployment/phi-half-started')[0] ?? '',
-      /is "yes" \(vLLM takes 1 or true\).*and "phi-code" \(not/,
+      /is "yes" \(vLLM takes 1 or true\).*404 and "phi-code", which the engine does not start with \(--lora-modules\), is served nowhere/,
     );
     assert.match(
       whys('lora-runtime-loading-off', 'Deployment/gemma-sglang')[0] ?? '',
@@ -200,7 +200,7 @@ describe('lint rules on fixtures', () => {
     assert.deepEqual(lintFixture('good.yaml'), []);
   });
 
-  test('every rule is found by some fixture, and each has an id, a severity and a summary', () => {
+  test('every rule is found by some fixture, and each has an id, a severity and a summary, and a row in the docs', () => {
     const seen = new Set(
       [
         'health-everywhere.yaml',
@@ -215,6 +215,9 @@ describe('lint rules on fixtures', () => {
     );
     assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());
     for (const r of RULES) assert.ok(/^[a-z-]+$/.test(r.id) && ['error', 'warning'].includes(r.severity) && r.summary.length > 20);
+    // docs/operations.md lists every rule with its severity
+    const doc = readFileSync(path.join(FIXTURES, '..', '..', '..', 'docs', 'operations.md'), 'utf8');
+    for (const r of RULES) assert.ok(doc.includes(`| \`${r.id}\` | ${r.severity} |`), `docs/operations.md lists ${r.id}`);
   });
 
   test('bad YAML names the file, line and column; an unrendered chart template says so', () => {

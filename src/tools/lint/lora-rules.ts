@@ -99,9 +99,13 @@ export function checkLoraEngine(
       runtime.value === undefined
         ? `the engine runs without ${RUNTIME_ENV}=true`
         : `${RUNTIME_ENV} is ${JSON.stringify(runtime.value)} (vLLM takes 1 or true)`;
+    const lost =
+      notStarted.length === adapters.length
+        ? 'none of them is served (the engine starts with none of them: --lora-modules)'
+        : `${listOf(notStarted)}, which the engine does not start with (--lora-modules), ${notStarted.length === 1 ? 'is' : 'are'} served nowhere`;
     report(
       'lora-runtime-loading-off',
-      `${state}, so vLLM has no /v1/load_lora_adapter: every load the router makes answers 404, and ${listOf(notStarted)} (not among its --lora-modules) ${notStarted.length === 1 ? 'is' : 'are'} served nowhere`,
+      `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but ${state}: vLLM then has no /v1/load_lora_adapter, so every load the router makes answers 404 and ${lost}`,
       `set env ${RUNTIME_ENV}: "true" on container ${name}, or start the engine with the adapters (--lora-modules NAME=PATH)`,
     );
   }
