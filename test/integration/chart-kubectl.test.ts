@@ -140,9 +140,10 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     return (await kubectlCreate(file, 'name')).trim().split('\n').sort();
   }
 
-  async function rendered(name: string, values: string[]): Promise<string> {
+  /** Writes what the chart renders with `values` (only the templates `showOnly` names, when given) for kubectl. */
+  async function rendered(name: string, values: string[], showOnly?: string[]): Promise<string> {
     const file = path.join(dir, name);
-    await writeFile(file, renderChart(CHART_DIR, { values }).manifest);
+    await writeFile(file, renderChart(CHART_DIR, { values, ...(showOnly ? { showOnly } : {}) }).manifest);
     return file;
   }
 
@@ -183,14 +184,7 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
   });
 
   test('LoRA adapters: kubectl reads the annotation, the flags and VLLM_ALLOW_RUNTIME_LORA_UPDATING as strings', async () => {
-    const file = path.join(dir, 'lora.yaml');
-    await writeFile(
-      file,
-      renderChart(CHART_DIR, {
-        values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'lora.yaml')],
-        showOnly: ['templates/engines.yaml'],
-      }).manifest,
-    );
+    const file = await rendered('lora.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'lora.yaml')], ['templates/engines.yaml']);
     // one object per document; read as the API server reads YAML (1.1)
     const engines = parseAllDocuments(await kubectlCreate(file, 'yaml'), { version: '1.1' }).map(
       (d) =>
@@ -217,14 +211,7 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
 
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {
     // kubectl reads YAML as the API server does (YAML 1.1: a bare yes is true) and prints the object it would send
-    const file = path.join(dir, 'env.yaml');
-    await writeFile(
-      file,
-      renderChart(CHART_DIR, {
-        values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')],
-        showOnly: ['templates/router.yaml'],
-      }).manifest,
-    );
+    const file = await rendered('env.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')], ['templates/router.yaml']);
     const router = JSON.parse(await kubectlCreate(file, 'json')) as {
       spec: { template: { spec: { containers: { name: string; env?: { name: string; value?: unknown }[] }[] } } };
     };

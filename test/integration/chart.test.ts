@@ -528,6 +528,16 @@ describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair
     );
   });
 
+  test("slots default to engineDefaults.lora; an engine's own lora settings win", () => {
+    const objs = objects(renderChart(CHART, { values: [LORA, { engineDefaults: { lora: { maxLoras: 2, maxLoraRank: 32 } } }] }));
+    const loraArgs = (name: string): string[] => {
+      const args: string[] = container(find(objs, 'Deployment', name), 'engine').args;
+      return args.slice(args.indexOf('--enable-lora'));
+    };
+    assert.deepEqual(loraArgs('llm-router-qwen-decode'), ['--enable-lora', '--max-loras', '2', '--max-lora-rank', '32']);
+    assert.deepEqual(loraArgs('llm-router-llama-8b'), ['--enable-lora', '--max-loras', '4', '--max-lora-rank', '64']);
+  });
+
   test('models without adapters get none of it', () => {
     const three = objects(renderChart(CHART, { values: [THREE_MODELS] }));
     for (const d of three.filter((o) => o.kind === 'Deployment' && o.metadata.labels['app.kubernetes.io/component'] === 'engine')) {
