@@ -1,4 +1,4 @@
-// The real kubectl accepts every object the chart renders (defaults, three models, the plain manifests):
+// The real kubectl accepts every object the chart renders (defaults, three models, LoRA adapters, the plain manifests):
 // `kubectl create --dry-run=client -f`. kubectl maps kinds to resources through API discovery, so a discovery-only
 // API server on 127.0.0.1 serves the groups the chart uses (the fake API server in test/support knows only the
 // kinds the router watches). OpenAPI schemas cannot be served offline, hence --validate=false.
@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parseAllDocuments } from 'yaml';
 import { CHART_DIR, renderChart } from '../../tools/chart-render/render.js';
 
 const run = promisify(execFile);
@@ -111,7 +112,7 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     await rm(dir, { recursive: true, force: true });
   });
 
-  async function kubectlCreate(file: string, output: 'name' | 'json'): Promise<string> {
+  async function kubectlCreate(file: string, output: 'name' | 'json' | 'yaml'): Promise<string> {
     const { stdout } = await run(
       'kubectl',
       [
@@ -139,9 +140,10 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     return (await kubectlCreate(file, 'name')).trim().split('\n').sort();
   }
 
-  async function rendered(name: string, values: string[]): Promise<string> {
+  /** Writes what the chart renders with `values` (only the templates `showOnly` names, when given) for kubectl. */
+  async function rendered(name: string, values: string[], showOnly?: string[]): Promise<string> {
     const file = path.join(dir, name);
-    await writeFile(file, renderChart(CHART_DIR, { values }).manifest);
+    await writeFile(file, renderChart(CHART_DIR, { values, ...(showOnly ? { showOnly } : {}) }).manifest);
     return file;
   }
 
@@ -181,16 +183,35 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
     assert.equal(names.length, 14);
   });
 
+  test('LoRA adapters: kubectl reads the annotation, the flags and VLLM_ALLOW_RUNTIME_LORA_UPDATING as strings', async () => {
+    const file = await rendered('lora.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'lora.yaml')], ['templates/engines.yaml']);
+    // one object per document; read as the API server reads YAML (1.1)
+    const engines = parseAllDocuments(await kubectlCreate(file, 'yaml'), { version: '1.1' }).map(
+      (d) =>
+        d.toJS() as {
+          metadata: { name: string; annotations: Record<string, string> };
+          spec: { template: { spec: { containers: { name: string; args?: string[]; env?: { name: string; value?: unknown }[] }[] } } };
+        },
+    );
+    assert.deepEqual(
+      engines.map((o) => `${o.metadata.name} ${o.metadata.annotations['llm-router/lora-adapters']}`),
+      [
+        'llm-router-llama-8b chat-lora=hf-org/chat-lora,sql-lora=/models/adapters/sql',
+        'llm-router-qwen-prefill qwen-support=hf-org/qwen3-support-lora',
+        'llm-router-qwen-decode qwen-support=hf-org/qwen3-support-lora',
+      ],
+    );
+    for (const o of engines) {
+      const engine = o.spec.template.spec.containers.find((c) => c.name === 'engine');
+      assert.ok(engine?.args?.includes('--enable-lora'), o.metadata.name);
+      assert.equal(engine?.args?.[engine.args.indexOf('--max-loras') + 1], o.metadata.name.endsWith('llama-8b') ? '4' : '1');
+      assert.equal(engine?.env?.find((e) => e.name === 'VLLM_ALLOW_RUNTIME_LORA_UPDATING')?.value, 'true');
+    }
+  });
+
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {
     // kubectl reads YAML as the API server does (YAML 1.1: a bare yes is true) and prints the object it would send
-    const file = path.join(dir, 'env.yaml');
-    await writeFile(
-      file,
-      renderChart(CHART_DIR, {
-        values: [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')],
-        showOnly: ['templates/router.yaml'],
-      }).manifest,
-    );
+    const file = await rendered('env.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'env-strings.yaml')], ['templates/router.yaml']);
     const router = JSON.parse(await kubectlCreate(file, 'json')) as {
       spec: { template: { spec: { containers: { name: string; env?: { name: string; value?: unknown }[] }[] } } };
     };

@@ -1,7 +1,8 @@
 // The Helm chart, rendered by tools/chart-render: a Go program on Helm's own libraries (text/template, Sprig,
 // go-yaml), as helm is not on these machines. Helm's engine semantics the chart relies on, the objects it renders
-// with defaults and with three models, flags the router and the sidecar really take, the router's shutdown inside
-// the pod's grace period, string values that stay strings, zero lint findings, and plain manifests that match.
+// with defaults, with three models and with LoRA adapters (as the router's discovery reads them), flags the router
+// and the sidecar really take, the router's shutdown inside the pod's grace period, string values that stay strings,
+// zero lint findings, and plain manifests that match.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -23,6 +24,7 @@ import { CHART_DIR as CHART, ChartError, renderChart, type RenderedChart, type R
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'chart');
 const THREE_MODELS = path.join(FIXTURES, 'three-models.yaml');
+const LORA = path.join(FIXTURES, 'lora.yaml');
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -458,6 +460,122 @@ describe('chart with three models: one standalone, one at zero replicas with KED
     const alone = objects(renderChart(CHART, { values: [THREE_MODELS, { keda: { flavour: 'external-push', sumReplicas: false } }] }));
     assert.ok(!container(find(alone, 'Deployment', 'llm-router'), 'router').args.includes('--scaler-peer-selector'));
     assert.ok(!alone.some((x) => x.kind === 'Role' && x.metadata.name === 'llm-router-peers'));
+  });
+});
+
+describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair', () => {
+  const chart = renderChart(CHART, { values: [LORA] });
+  const objs = objects(chart);
+  const engines = ['llm-router-llama-8b', 'llm-router-qwen-prefill', 'llm-router-qwen-decode'];
+
+  test('every engine workload of a model with adapters: the annotation, --enable-lora and its slots, runtime loading on', () => {
+    const expected: Record<string, { annotation: string; lora: string[] }> = {
+      'llm-router-llama-8b': {
+        annotation: 'chat-lora=hf-org/chat-lora,sql-lora=/models/adapters/sql',
+        lora: ['--enable-lora', '--max-loras', '4', '--max-lora-rank', '64'],
+      },
+      'llm-router-qwen-prefill': { annotation: 'qwen-support=hf-org/qwen3-support-lora', lora: ['--enable-lora', '--max-loras', '1'] },
+      'llm-router-qwen-decode': { annotation: 'qwen-support=hf-org/qwen3-support-lora', lora: ['--enable-lora', '--max-loras', '1'] },
+    };
+    for (const [name, want] of Object.entries(expected)) {
+      const d = find(objs, 'Deployment', name);
+      assert.equal(d.metadata.annotations['llm-router/lora-adapters'], want.annotation, name);
+      const engine = container(d, 'engine');
+      const at = engine.args.indexOf('--enable-lora');
+      assert.deepEqual(engine.args.slice(at, at + want.lora.length), want.lora, name);
+      assert.ok(!engine.args.slice(at + want.lora.length).some((a: string) => a.includes('lora')), `${name}: no other LoRA flag`);
+      const env = engine.env.filter((e: Obj) => e.name === 'VLLM_ALLOW_RUNTIME_LORA_UPDATING');
+      assert.deepEqual(env, [{ name: 'VLLM_ALLOW_RUNTIME_LORA_UPDATING', value: 'true' }], name);
+    }
+    // the annotation sits on the workload, where the router reads it: changing adapters rolls no engine pod
+    for (const name of engines)
+      assert.equal(find(objs, 'Deployment', name).spec.template.metadata.annotations['llm-router/lora-adapters'], undefined);
+  });
+
+  test("the router's Kubernetes discovery reads the adapters, each with its base; its catalog lists them as adapters", () => {
+    const d = desiredOf(objs, engines);
+    assert.deepEqual(d.invalid, []);
+    assert.deepEqual(d.adapters, [
+      { name: 'chat-lora', base: 'llama-3-8b', path: 'hf-org/chat-lora' },
+      // the P/D pair declares its adapter on both sides, alike
+      { name: 'qwen-support', base: 'qwen3-32b', path: 'hf-org/qwen3-support-lora' },
+      { name: 'qwen-support', base: 'qwen3-32b', path: 'hf-org/qwen3-support-lora' },
+      { name: 'sql-lora', base: 'llama-3-8b', path: '/models/adapters/sql' },
+    ]);
+    const catalog = new ModelCatalog();
+    catalog.setDeclarations('kubernetes', d.declarations);
+    catalog.setAdapterDeclarations('kubernetes', d.adapters);
+    catalog.setEndpoints('kubernetes', d.endpoints);
+    assert.deepEqual(
+      ['chat-lora', 'sql-lora', 'qwen-support'].map((n) => catalog.model(n)?.adapter),
+      [
+        { parent: 'llama-3-8b', path: 'hf-org/chat-lora', loadedEndpoints: 0 },
+        { parent: 'llama-3-8b', path: '/models/adapters/sql', loadedEndpoints: 0 },
+        { parent: 'qwen3-32b', path: 'hf-org/qwen3-support-lora', loadedEndpoints: 0 },
+      ],
+    );
+  });
+
+  test('lint finds nothing in it, and finds the runtime loading the chart turns on once it is off', () => {
+    assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'lora.yaml')), []);
+    const off = chart.manifest.replace(
+      /- name: VLLM_ALLOW_RUNTIME_LORA_UPDATING\n(\s+)value: "true"/g,
+      '- name: VLLM_ALLOW_RUNTIME_LORA_UPDATING\n$1value: "false"',
+    );
+    assert.deepEqual(
+      lintObjects(parseManifests(off, 'off.yaml')).map((f) => `${f.rule} ${f.object}`),
+      engines.map((n) => `lora-runtime-loading-off Deployment/${n}`),
+    );
+  });
+
+  test("slots default to engineDefaults.lora; an engine's own lora settings win", () => {
+    const objs = objects(renderChart(CHART, { values: [LORA, { engineDefaults: { lora: { maxLoras: 2, maxLoraRank: 32 } } }] }));
+    const loraArgs = (name: string): string[] => {
+      const args: string[] = container(find(objs, 'Deployment', name), 'engine').args;
+      return args.slice(args.indexOf('--enable-lora'));
+    };
+    assert.deepEqual(loraArgs('llm-router-qwen-decode'), ['--enable-lora', '--max-loras', '2', '--max-lora-rank', '32']);
+    assert.deepEqual(loraArgs('llm-router-llama-8b'), ['--enable-lora', '--max-loras', '4', '--max-lora-rank', '64']);
+  });
+
+  test('models without adapters get none of it', () => {
+    const three = objects(renderChart(CHART, { values: [THREE_MODELS] }));
+    for (const d of three.filter((o) => o.kind === 'Deployment' && o.metadata.labels['app.kubernetes.io/component'] === 'engine')) {
+      assert.equal(d.metadata.annotations['llm-router/lora-adapters'], undefined);
+      const engine = container(d, 'engine');
+      assert.ok(!engine.args.some((a: string) => a.includes('lora')), d.metadata.name);
+      assert.ok(!(engine.env ?? []).some((e: Obj) => e.name.includes('LORA')), d.metadata.name);
+    }
+  });
+
+  test('refused: adapters on SGLang or TGI, names the router would not take or would route elsewhere, paths the annotation cannot carry', () => {
+    const render =
+      (engine: Record<string, unknown>, others: unknown[] = []) =>
+      (): unknown =>
+        renderChart(CHART, { values: [{ engines: [{ name: 'e', model: 'org/m', ...engine }, ...others] }] });
+    const adapters = (a: unknown): Record<string, unknown> => ({ lora: { adapters: a } });
+    const cases: [() => unknown, RegExp][] = [
+      [render({ engineKind: 'sglang', ...adapters({ a: 'p' }) }), /engines\[e\]: LoRA adapters are only rendered for vllm .*, not sglang/],
+      [render({ engineKind: 'tgi', ...adapters({ a: 'p' }) }), /LoRA adapters are only rendered for vllm .*, not tgi/],
+      [render(adapters({ 'a b': 'p' })), /"a b" is not an adapter name \(no blanks, commas, = or @\)/],
+      [render(adapters({ 'a@m': 'p' })), /"a@m" is not an adapter name/],
+      [
+        render(adapters({ other: 'p' }), [{ name: 'o', model: 'other' }]),
+        /"other" is the name of a model; the router would route it to that model/,
+      ],
+      [render(adapters({ 'org/m': 'p' })), /"org\/m" is the name of a model/],
+      [render(adapters({ a: 'p' }), [{ name: 'o', model: 'x', ...adapters({ a: 'q' }) }]), /"a" is an adapter of engines\[o\] too/],
+      [render(adapters({ a: 'p,q' })), /engines\[e\]\.lora\.adapters\.a needs a path without commas/],
+      [render(adapters({ a: ' ' })), /engines\[e\]\.lora\.adapters\.a needs a path/],
+      [render(adapters(['a=p'])), /engines\[e\]\.lora\.adapters must map adapter names to paths/],
+      [render({ lora: { adapters: { a: 'p' }, maxLoras: 0 } }), /engines\[e\]\.lora\.maxLoras must be 1 or more/],
+    ];
+    for (const [render, message] of cases)
+      assert.throws(render, (e: unknown) => e instanceof ChartError && message.test(e.message), String(message));
+    assert.throws(
+      () => renderChart(CHART, { values: [{ engineDefaults: { lora: { adapters: { a: 'p' } } }, engines: [{ name: 'e', model: 'm' }] }] }),
+      /engineDefaults\.lora\.adapters: adapters belong to one base model/,
+    );
   });
 });
 

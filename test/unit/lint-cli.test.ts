@@ -118,6 +118,9 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
       'no-startup-probe',
       'missing-served-model-name',
       'selector-mismatch',
+      'lora-runtime-loading-off',
+      'lora-not-enabled',
+      'lora-annotation-invalid',
     ]) {
       assert.match(rules.stdout, new RegExp(`^${id} `, 'm'));
     }

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { LintInputError, parseManifests } from '../../src/tools/lint/load.js';
 import { lintObjects, RULES, type Finding, type LintOptions } from '../../src/tools/lint/rules.js';
 import { matches, parseSelector, SelectorError } from '../../src/tools/lint/selector.js';
+import { desiredState, type WorkloadLike } from '../../src/router/discovery/kubernetes/desired.js';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'lint');
 
@@ -116,11 +117,90 @@ describe('lint rules on fixtures', () => {
     assert.match(why('probe-port-mismatch', 'Pod/olmo-decode'), /llm-router\/probe-port is 8300, but the engine listens on 8200/);
   });
 
+  test('LoRA: adapters the router cannot load (no runtime loading, no --enable-lora, not vLLM), an annotation it cannot read, an adapter named like a model', () => {
+    const findings = lintFixture('lora.yaml');
+    assert.deepEqual(shape(findings), [
+      'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
+      'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
+      'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
+      'error lora-not-enabled Deployment/mistral-lora-off vllm',
+      'error lora-runtime-loading-off Deployment/gemma-sglang sglang',
+      'error lora-runtime-loading-off Deployment/llama-no-runtime-loading vllm',
+      'error lora-runtime-loading-off Deployment/phi-half-started vllm',
+    ]);
+    const whys = (rule: string, object: string): string[] =>
+      findings.filter((f) => f.rule === rule && f.object === object).map((f) => f.why);
+    assert.match(
+      whys('lora-runtime-loading-off', 'Deployment/llama-no-runtime-loading')[0] ?? '',
+      /declares "sql-lora", "chat-lora", but the engine runs without VLLM_ALLOW_RUNTIME_LORA_UPDATING=true: .* answers 404 and none of them is served/,
+    );
+    // the adapter the engine starts with is served; only the other one is named
+    assert.match(
+      whys('lora-runtime-loading-off', 'Deployment/phi-half-started')[0] ?? '',
+      /is "yes" \(vLLM takes 1 or true\).*404 and "phi-code", which the engine does not start with \(--lora-modules\), is served nowhere/,
+    );
+    assert.match(
+      whys('lora-runtime-loading-off', 'Deployment/gemma-sglang')[0] ?? '',
+      /only through vLLM's runtime endpoints and this engine is sglang/,
+    );
+    assert.match(
+      whys('lora-not-enabled', 'Deployment/mistral-lora-off')[0] ?? '',
+      /"mistral-support", but the engine runs without --enable-lora/,
+    );
+    assert.match(
+      whys('lora-annotation-invalid', 'StatefulSet/qwen-bad-annotation').at(-1) ?? '',
+      /adapter "llama-3-8b", which is also a model's name/,
+    );
+  });
+
+  test("LoRA: lint reads the annotation with the router's own reader and parser, so an entry it ignores is one the router ignores", () => {
+    const file = path.join(FIXTURES, 'lora.yaml');
+    const objects = parseManifests(readFileSync(file, 'utf8'), file);
+    const workloads = objects.map((o) => o.object as WorkloadLike).filter((o) => o.kind === 'StatefulSet' || o.kind === 'Deployment');
+    const router = desiredState([], workloads, { port: 8000, scheme: 'http', modelLabel: 'model' });
+    const ignored = router.invalid.map((i) => i.why.replace(/; that entry is ignored$/, ''));
+    assert.equal(ignored.length, 2);
+    const linted = lintObjects(objects)
+      .filter((f) => f.rule === 'lora-annotation-invalid')
+      .map((f) => f.why.replace(/: the router ignores that entry, so no adapter is declared by it$/, ''));
+    assert.deepEqual(linted.slice(0, 2), ignored);
+    assert.ok(
+      router.adapters.some((a) => a.name === 'qwen-support' && a.base === 'qwen3-8b'),
+      'the good entry of that annotation is declared',
+    );
+  });
+
+  test('LoRA: the right ways (runtime loading in env or shell line, every adapter given at start, env lint cannot see) have no findings; each taken away is found', () => {
+    assert.deepEqual(lintFixture('lora-good.yaml'), []);
+    const text = readFileSync(path.join(FIXTURES, 'lora-good.yaml'), 'utf8');
+    const broken: [string, string, string][] = [
+      ['"--max-lora-rank", "64"]', '"--max-lora-rank", "64", "--no-enable-lora"]', 'lora-not-enabled Deployment/llama'],
+      [
+        '{name: VLLM_ALLOW_RUNTIME_LORA_UPDATING, value: "true"}',
+        '{name: VLLM_ALLOW_RUNTIME_LORA_UPDATING, value: "false"}',
+        'lora-runtime-loading-off Deployment/llama',
+      ],
+      ['            - support=/adapters/support\n', '', 'lora-runtime-loading-off Deployment/mistral-started-with-adapters'],
+      ['"triage", "path"', '"other", "path"', 'lora-runtime-loading-off Deployment/mistral-started-with-adapters'],
+      ['VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 exec', 'VLLM_ALLOW_RUNTIME_LORA_UPDATING=0 exec', 'lora-runtime-loading-off StatefulSet/phi'],
+      ['          envFrom: [{configMapRef: {name: vllm-env}}]\n', '', 'lora-runtime-loading-off Deployment/qwen'],
+    ];
+    for (const [from, to, found] of broken) {
+      assert.ok(text.includes(from), from);
+      const findings = lintObjects(parseManifests(text.replace(from, to), 'lora-good.yaml'));
+      assert.deepEqual(
+        findings.map((f) => `${f.rule} ${f.object}`),
+        [found],
+        `${from} -> ${to}`,
+      );
+    }
+  });
+
   test('a correct pod (probe sidecar, model-aware probes, named ports, List, SGLang) has no findings', () => {
     assert.deepEqual(lintFixture('good.yaml'), []);
   });
 
-  test('every rule is found by some fixture, and each has an id, a severity and a summary', () => {
+  test('every rule is found by some fixture, and each has an id, a severity and a summary, and a row in the docs', () => {
     const seen = new Set(
       [
         'health-everywhere.yaml',
@@ -130,10 +210,14 @@ describe('lint rules on fixtures', () => {
         'model-name.yaml',
         'selector.yaml',
         'pd.yaml',
+        'lora.yaml',
       ].flatMap((f) => lintFixture(f).map((x) => x.rule)),
     );
     assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());
     for (const r of RULES) assert.ok(/^[a-z-]+$/.test(r.id) && ['error', 'warning'].includes(r.severity) && r.summary.length > 20);
+    // docs/operations.md lists every rule with its severity
+    const doc = readFileSync(path.join(FIXTURES, '..', '..', '..', 'docs', 'operations.md'), 'utf8');
+    for (const r of RULES) assert.ok(doc.includes(`| \`${r.id}\` | ${r.severity} |`), `docs/operations.md lists ${r.id}`);
   });
 
   test('bad YAML names the file, line and column; an unrendered chart template says so', () => {

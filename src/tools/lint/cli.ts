@@ -29,7 +29,8 @@ const SUMMARY = [
   'Reads Kubernetes YAML (files, directories, or - for stdin; multi-document; Deployments, StatefulSets,',
   'LeaderWorkerSets, Pods, helm template output) and reports, per inference-engine container, probes that do not',
   'mean "model loaded", startup budgets shorter than the model\'s load, probes on the wrong port, and workloads',
-  'the router would not see. Exit 1 on any error, 0 with only warnings, 2 when the input cannot be parsed.',
+  'the router would not see, or whose LoRA adapters it could not load. Exit 1 on any error, 0 with only warnings, 2',
+  'when the input cannot be parsed.',
 ].join('\n');
 
 export async function runLint(argv: string[]): Promise<void> {

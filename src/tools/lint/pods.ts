@@ -22,7 +22,8 @@ export interface ContainerSpec extends ContainerLike {
   readonly name?: string;
   readonly image?: string;
   readonly ports?: readonly { readonly name?: string; readonly containerPort?: number }[];
-  readonly env?: readonly { readonly name?: string; readonly value?: string }[];
+  readonly env?: readonly { readonly name?: string; readonly value?: string; readonly valueFrom?: unknown }[];
+  readonly envFrom?: readonly unknown[];
   readonly livenessProbe?: ProbeSpec;
   readonly readinessProbe?: ProbeSpec;
   readonly startupProbe?: ProbeSpec;

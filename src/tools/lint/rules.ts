@@ -1,5 +1,6 @@
 // The lint rules: each finds one way a manifest makes a pod Ready before its model is loaded, kills it while it
-// loads, probes the wrong process, or hides the model from the router. Pure: objects in, findings out.
+// loads, probes the wrong process, hides the model from the router, or keeps the router from loading its LoRA
+// adapters. Pure: objects in, findings out.
 import { containerWords, declaredModelNames, namesFromArgs, MODELS_ANNOTATION } from '../../router/discovery/kubernetes/model-names.js';
 import type { KubeObject, LoadedObject } from './load.js';
 import {
@@ -19,7 +20,8 @@ import {
   type ProbeSpec,
 } from './pods.js';
 import { matches, parseSelector, type Requirement } from './selector.js';
-import { checkPdEngine, checkPdModels, type PdWorkload } from './pd-rules.js';
+import { checkPdEngine, checkPdModels, type PdWorkload, type Report } from './pd-rules.js';
+import { checkLoraEngine, checkLoraNames, type LoraWorkload } from './lora-rules.js';
 
 export type Severity = 'error' | 'warning';
 
@@ -91,6 +93,22 @@ export const RULES: readonly RuleInfo[] = [
     id: 'pd-protocol-invalid',
     severity: 'error',
     summary: 'an llm-router/pd-protocol annotation that is not vllm-nixl, llm-d-sidecar or sglang',
+  },
+  {
+    id: 'lora-runtime-loading-off',
+    severity: 'error',
+    summary:
+      'a workload declares LoRA adapters, but its engine cannot load them at run time: no VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, or no vLLM',
+  },
+  {
+    id: 'lora-not-enabled',
+    severity: 'error',
+    summary: 'a workload declares LoRA adapters, but its vLLM engine runs without --enable-lora',
+  },
+  {
+    id: 'lora-annotation-invalid',
+    severity: 'error',
+    summary: 'an llm-router/lora-adapters entry that is not NAME=PATH, or an adapter named like a model (the model wins)',
   },
 ];
 
@@ -415,6 +433,7 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
   const findings: Finding[] = [];
   const router = routerView(objects, opts);
   const workloads: PdWorkload[] = [];
+  const loraWorkloads: LoraWorkload[] = [];
   for (const loaded of objects) {
     const { object } = loaded;
     // the model name and the selector belong to the workload: checked once, on its first engine container
@@ -434,16 +453,19 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
           checkSelector(ctx, c, router);
           const sidecars = others.filter((o) => !isProbeSidecar(o));
           const port = enginePort(c, kind, podRole(template, c), sidecars.length > 0).port;
-          const pd = checkPdEngine(object, template, c, sidecars, port, opts.modelLabel ?? 'model', (rule, why, fix) =>
-            report(ctx, c.name ?? '(unnamed)', rule, why, fix),
-          );
+          const toReport: Report = (rule, why, fix) => report(ctx, c.name ?? '(unnamed)', rule, why, fix);
+          const pd = checkPdEngine(object, template, c, sidecars, port, opts.modelLabel ?? 'model', toReport);
           // a Pod a workload owns is counted through its workload
           if (pd && !(object.kind === 'Pod' && object.metadata?.ownerReferences?.length)) workloads.push(pd);
+          // the router reads adapters from the workloads it watches only
+          const lora = pd && WORKLOAD_KINDS.has(object.kind ?? '') ? checkLoraEngine(object, c, kind, pd.models, toReport) : undefined;
+          if (lora) loraWorkloads.push(lora);
           first = false;
         }
       }
     }
   }
   checkPdModels(workloads);
+  checkLoraNames(loraWorkloads, new Set(workloads.flatMap((w) => w.models)));
   return findings;
 }

@@ -28,6 +28,54 @@ decode Deployment (role pd). Probes: liveness on the engine's /health; startup a
 {{- default $e.model $e.servedModelName -}}
 {{- end -}}
 
+{{/*
+dict root engine -> the llm-router/lora-adapters value of an engine with adapters ("NAME=PATH,...", by name), else "".
+Refused: adapters on an engine other than vLLM (llm-router loads them only through vLLM's runtime endpoints), a name
+the router would not accept, that is a model's name (the model would win) or another engine's adapter, a path the
+annotation cannot carry.
+*/}}
+{{- define "llm-router.loraAdapters" -}}
+{{- $e := .engine -}}
+{{- $adapters := (default (dict) $e.lora).adapters -}}
+{{- if (default (dict) .root.Values.engineDefaults.lora).adapters -}}
+{{- fail "engineDefaults.lora.adapters: adapters belong to one base model; declare them under engines[].lora.adapters" -}}
+{{- end -}}
+{{- if $adapters -}}
+{{- if not (kindIs "map" $adapters) -}}{{- fail (printf "engines[%s].lora.adapters must map adapter names to paths" $e.name) -}}{{- end -}}
+{{- $kind := default .root.Values.engineDefaults.engineKind $e.engineKind -}}
+{{- if ne $kind "vllm" -}}
+{{- fail (printf "engines[%s]: LoRA adapters are only rendered for vllm (llm-router loads adapters through vLLM's runtime endpoints), not %s" $e.name $kind) -}}
+{{- end -}}
+{{- $models := list -}}
+{{- $elsewhere := dict -}}
+{{- range $other := .root.Values.engines -}}
+{{- $models = append $models (include "llm-router.servedModelName" (dict "root" $.root "engine" $other)) -}}
+{{- $theirs := (default (dict) $other.lora).adapters -}}
+{{- if and (ne $other.name $e.name) (kindIs "map" $theirs) -}}
+{{- range $n, $path := $theirs -}}{{- $_ := set $elsewhere $n $other.name -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $pairs := list -}}
+{{- range $name, $path := $adapters -}}
+{{- if not (regexMatch "^[^\\s,=@]{1,512}$" $name) -}}
+{{- fail (printf "engines[%s].lora.adapters: %q is not an adapter name (no blanks, commas, = or @)" $e.name $name) -}}
+{{- end -}}
+{{- if has $name $models -}}
+{{- fail (printf "engines[%s].lora.adapters: %q is the name of a model; the router would route it to that model, never to the adapter" $e.name $name) -}}
+{{- end -}}
+{{- if hasKey $elsewhere $name -}}
+{{- fail (printf "engines[%s].lora.adapters: %q is an adapter of engines[%s] too; an adapter has one base model" $e.name $name (get $elsewhere $name)) -}}
+{{- end -}}
+{{- $p := trim (toString (default "" $path)) -}}
+{{- if or (not $p) (contains "," $p) -}}
+{{- fail (printf "engines[%s].lora.adapters.%s needs a path without commas (what vLLM loads: a directory, a Hugging Face id)" $e.name $name) -}}
+{{- end -}}
+{{- $pairs = append $pairs (printf "%s=%s" $name $p) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
+{{- end -}}
+
 {{/* dict root engine role -> a value: the role's own setting, else the engine's, else engineDefaults' (zero counts) */}}
 {{- define "llm-router.engineSetting" -}}
 {{- $v := index .root.Values.engineDefaults .key -}}
@@ -66,6 +114,12 @@ decode Deployment (role pd). Probes: liveness on the engine's /health; startup a
 {{- $resources := default $d.resources $e.resources -}}
 {{- $weights := default $d.weights $e.weights -}}
 {{- $cache := default $d.compileCache $e.compileCache -}}
+{{- $adapters := include "llm-router.loraAdapters" . -}}
+{{- $lora := default (dict) $e.lora -}}
+{{- $loraDefaults := default (dict) $d.lora -}}
+{{- $maxLoras := int (ternary $lora.maxLoras $loraDefaults.maxLoras (hasKey $lora "maxLoras")) -}}
+{{- $maxLoraRank := int (ternary $lora.maxLoraRank $loraDefaults.maxLoraRank (hasKey $lora "maxLoraRank")) -}}
+{{- if and $adapters (lt $maxLoras 1) -}}{{- fail (printf "engines[%s].lora.maxLoras must be 1 or more (adapters an engine runs at once)" $e.name) -}}{{- end -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -84,6 +138,10 @@ metadata:
     {{- if ne $role "standalone" }}
     # how the router serves this model's prefill/decode pair
     llm-router/pd-protocol: {{ $proto }}
+    {{- end }}
+    {{- if $adapters }}
+    # LoRA adapters the router loads on this model's engines on demand (on both sides of a P/D pair)
+    llm-router/lora-adapters: {{ $adapters | quote }}
     {{- end }}
 spec:
   replicas: {{ $replicas }}
@@ -163,6 +221,15 @@ spec:
             - --kv-transfer-config
             - {{ $d.pd.kvTransferConfig | quote }}
             {{- end }}
+            {{- if $adapters }}
+            - --enable-lora
+            - --max-loras
+            - {{ $maxLoras | quote }}
+            {{- if gt $maxLoraRank 0 }}
+            - --max-lora-rank
+            - {{ $maxLoraRank | quote }}
+            {{- end }}
+            {{- end }}
           {{- else if eq $kind "sglang" }}
           command: ["python3", "-m", "sglang.launch_server"]
           args:
@@ -193,7 +260,7 @@ spec:
             {{- range (concat $d.extraArgs (default (list) $e.args)) }}
             - {{ . | quote }}
             {{- end }}
-          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) }}
+          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) $adapters }}
           env:
             {{- if $weights.mountPath }}
             - name: HF_HOME
@@ -202,6 +269,11 @@ spec:
             {{- if and $cache.enabled (eq $kind "vllm") }}
             - name: VLLM_CACHE_ROOT
               value: /cache/vllm
+            {{- end }}
+            {{- if $adapters }}
+            # vLLM serves /v1/load_lora_adapter and /v1/unload_lora_adapter, the router's load and unload calls, only so
+            - name: VLLM_ALLOW_RUNTIME_LORA_UPDATING
+              value: "true"
             {{- end }}
             {{- with (default $d.env $e.env) }}
             {{- toYaml . | nindent 12 }}

@@ -86,6 +86,21 @@ function badRole(labels: Readonly<Record<string, string>> | undefined): string {
   return `${ROLE_LABEL}: ${JSON.stringify(labels?.[ROLE_LABEL])} is not prefill, decode or prefill-decode; it is not routed to`;
 }
 
+/**
+ * The adapters a workload's llm-router/lora-adapters annotation declares (its own, else its pod template's), and the
+ * entries that are not NAME=PATH; undefined without the annotation. Their base is the workload's first model, the one
+ * vLLM names as their parent.
+ */
+export function workloadAdapters(
+  w: WorkloadLike,
+  models: readonly string[],
+): { adapters: AdapterDeclaration[]; invalid: string[] } | undefined {
+  const annotation =
+    w.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION] ?? templateOf(w)?.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION];
+  const base = models[0];
+  return annotation === undefined || base === undefined ? undefined : parseAdapterAnnotation(annotation, base);
+}
+
 export function desiredState(pods: readonly PodLike[], workloads: readonly WorkloadLike[], opts: DesiredOptions): Desired {
   const endpoints: EndpointSpec[] = [];
   const declarations: Declaration[] = [];
@@ -154,10 +169,8 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
     const protocol = protocolOf(object, w.metadata?.annotations, template?.metadata?.annotations);
     for (const model of names.names)
       declarations.push({ model, replicasWanted: replicas > 0, ...(role !== 'both' ? { role } : {}), ...protocol });
-    // the adapters of the workload's (first) model: the one vLLM names as their parent
-    const annotation = w.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION] ?? template?.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION];
-    if (annotation !== undefined) {
-      const parsed = parseAdapterAnnotation(annotation, names.names[0] as string);
+    const parsed = workloadAdapters(w, names.names);
+    if (parsed) {
       adapters.push(...parsed.adapters);
       for (const why of parsed.invalid) invalid.push({ object, why: `${LORA_ADAPTERS_ANNOTATION}: ${why}; that entry is ignored` });
     }

@@ -80,7 +80,7 @@ export function containerWords(c: ContainerLike): string[] {
 }
 
 /** Values of a flag in `--flag v`, `--flag=v`, and for multi-valued flags `--flag a b` (up to the next flag). */
-function flagValues(words: readonly string[], flag: string, multi: boolean): string[] {
+export function flagValues(words: readonly string[], flag: string, multi: boolean): string[] {
   const out: string[] = [];
   for (let i = 0; i < words.length; i++) {
     const w = words[i] as string;
