@@ -344,6 +344,25 @@ test('manager: concurrent requests share one load; a full endpoint unloads its l
   await m.stop();
 });
 
+test('manager: an adapter another replica or worker loaded (400 already loaded) is never unloaded by this one', async () => {
+  const c = new ModelCatalog();
+  c.setEndpoints('static', [{ id: 'a', url: 'http://a:8000', models: ['m'] }]);
+  c.setAdapterDeclarations(
+    'lora-adapters',
+    ['theirs', 'mine', 'next'].map((n) => ({ name: n, base: 'm', path: `/p/${n}` })),
+  );
+  c.setState(ep(c, 'a'), 'ready');
+  const admin = new FakeAdmin((_e, name) => (name === 'theirs' ? 'already-loaded' : 'loaded'));
+  const m = manager(c, admin, { slots: 2 });
+  await m.prepare(routeOf(c, 'theirs'), undefined);
+  await m.prepare(routeOf(c, 'mine'), undefined);
+  // slots full: `theirs` is the least recently used, but only `mine` is this router's to unload
+  await m.prepare(routeOf(c, 'next'), undefined);
+  assert.deepEqual(admin.asked, ['load theirs on a', 'load mine on a', 'unload mine on a', 'load next on a']);
+  assert.deepEqual([...ep(c, 'a').adapters.keys()].sort(), ['next', 'theirs']);
+  await m.stop();
+});
+
 test('manager: a failed load is answered with the engine words and that endpoint is not asked again; busy holders spill', async () => {
   const c = catalog();
   // a has the most free slots: it is asked first

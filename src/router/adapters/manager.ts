@@ -221,7 +221,8 @@ export class AdapterManager {
             this.catalog.recordAdapterLoading(e, true);
             this.catalog.adapterLoaded(e, name, base);
             const u = this.use(e, name);
-            u.routerLoaded = true;
+            // found loaded by another replica or worker: theirs to unload, so this one never pulls it from under them
+            if (answer.result === 'loaded') u.routerLoaded = true;
             u.lastUsed = this.now();
             this.failures.get(e)?.delete(name);
             return { kind: 'loaded' };
