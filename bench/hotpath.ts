@@ -116,7 +116,7 @@ function inferenceDeps(): InferenceDeps {
     pd,
     adapters: new AdapterManager(
       catalog,
-      new EngineAdmin({ apiKey: undefined, timeoutMs: 1_000 }),
+      new EngineAdmin({ kind: 'vllm', apiKey: undefined, timeoutMs: 1_000 }),
       metrics.lora,
       {
         defaultSlots: 1,

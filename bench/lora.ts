@@ -10,7 +10,7 @@
 import path from 'node:path';
 import { Agent, request } from 'undici';
 import { startSimEngine, type SimEngine } from '../src/tools/sim/engine.js';
-import { LORA_LOAD_PATH, LORA_UNLOAD_PATH } from '../src/tools/sim/lora.js';
+import { VLLM_LORA } from '../src/tools/sim/lora.js';
 import { fetchOnce, freePort, startServe, waitUntil } from './procs.js';
 import type { Row } from './report.js';
 import { mulberry32 } from './routing-quality.js';
@@ -200,10 +200,10 @@ async function ignoringAdapters(mix: readonly number[], concurrency: number): Pr
           const idle = [...s.loaded].filter(([, u]) => u.inFlight === 0).sort((a, b) => a[1].lastUsed - b[1].lastUsed)[0];
           if (idle) {
             s.loaded.delete(idle[0]);
-            await post(url, LORA_UNLOAD_PATH, { lora_name: name(idle[0]) });
+            await post(url, VLLM_LORA.unloadPath, { lora_name: name(idle[0]) });
           }
         }
-        const status = await post(url, LORA_LOAD_PATH, { lora_name: name(adapter), lora_path: `/adapters/${name(adapter)}` });
+        const status = await post(url, VLLM_LORA.loadPath, { lora_name: name(adapter), lora_path: `/adapters/${name(adapter)}` });
         if (status !== 200 && status !== 400) throw new Error(`load answered ${status}`);
         s.loaded.set(adapter, { inFlight: 0, lastUsed: performance.now() });
       })().finally(() => s.loading.delete(adapter));

@@ -56,6 +56,8 @@ export class AdapterManager {
   /** endpoint -> adapter -> until when it is not asked again, and why */
   private readonly failures = new Map<Endpoint, Map<string, { until: number; detail: string }>>();
   private readonly ledgers = new Map<string, AdapterLedger>();
+  /** endpoints asked for their slots (engines that tell them only when asked): once each */
+  private readonly slotsAsked = new Set<Endpoint>();
   /** requests per adapter in this router now (waiting for a load or being answered): such an adapter is never unloaded */
   private readonly claims = new Map<string, number>();
   private readonly now: () => number;
@@ -155,6 +157,11 @@ export class AdapterManager {
     };
   }
 
+  /** The `model` a request for the adapter carries to its engines: the adapter's name, or what their kind needs. */
+  engineModel(route: AdapterRoute): string {
+    return this.admin.requestModel?.(route.base, route.name) ?? route.name;
+  }
+
   /** A request for the adapter goes to an engine now. */
   forwarded(name: string, waited: boolean): void {
     this.observer.request(name, waited);
@@ -187,6 +194,7 @@ export class AdapterManager {
       excluded: (e) => skipped.has(e) || this.coolingDown(e, name) !== undefined,
       load: (e) => this.load(e),
     };
+    await this.learnSlots(pool);
     for (;;) {
       // a probe (or another request's load) may have found it loaded meanwhile
       if (pool.some((e) => isRoutable(e) && e.adapters.has(name))) return { kind: 'loaded' };
@@ -202,6 +210,20 @@ export class AdapterManager {
       if (failure) return { kind: 'failed', detail: failure };
     }
     return { kind: 'unsupported', detail: 'no endpoint loads adapters at run time' };
+  }
+
+  /** Asks the endpoints whose slots no scrape told (SGLang's server info) before the first load among them. */
+  private async learnSlots(pool: readonly Endpoint[]): Promise<void> {
+    const { admin } = this;
+    if (!admin.slots) return;
+    const unasked = pool.filter((e) => isRoutable(e) && e.adapterSlots === undefined && !this.slotsAsked.has(e));
+    await Promise.all(
+      unasked.map(async (e) => {
+        this.slotsAsked.add(e);
+        const slots = await admin.slots?.(e);
+        if (slots !== undefined) this.catalog.recordAdapterSlots(e, slots);
+      }),
+    );
   }
 
   /** Loads the adapter on `e` after the endpoint's earlier loads and unloads, unloading one adapter when slots are full. */
@@ -311,5 +333,6 @@ export class AdapterManager {
     this.uses.delete(e);
     this.failures.delete(e);
     this.reserved.delete(e);
+    this.slotsAsked.delete(e);
   }
 }

@@ -185,7 +185,7 @@ export class RouterApp {
     );
     this.adapters = new AdapterManager(
       this.catalog,
-      new EngineAdmin({ apiKey: config.engineApiKey, tls: engineTls, timeoutMs: config.timeouts.headersMs }),
+      new EngineAdmin({ kind: config.engineKind, apiKey: config.engineApiKey, tls: engineTls, timeoutMs: config.timeouts.headersMs }),
       {
         loaded: (e) => {
           this.metrics.lora.loaded(e);

@@ -81,6 +81,16 @@ function listedModels(json: unknown): string[] {
   return data.flatMap((m: unknown) => (typeof (m as { id?: unknown })?.id === 'string' ? [(m as { id: string }).id] : []));
 }
 
+/**
+ * SGLang's /v1/models lists loaded adapters (with a `parent`) only in releases whose cards all carry a `parent` field
+ * (null for the base model); an older listing says nothing of adapters: undefined, so the router's own loads stand.
+ */
+export function sglangListedAdapters(json: unknown): Map<string, string> | undefined {
+  const data = (json as { data?: unknown } | undefined)?.data;
+  if (!Array.isArray(data) || !data.some((m: unknown) => typeof m === 'object' && m !== null && 'parent' in m)) return undefined;
+  return listedAdapters(json);
+}
+
 /** The LoRA adapters an OpenAI-compatible /v1/models answer lists: vLLM gives them a `parent`, the base model. */
 export function listedAdapters(json: unknown): Map<string, string> {
   const adapters = new Map<string, string>();
@@ -124,15 +134,22 @@ async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
   if (info.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/get_model_info answered ${info.status}` };
   const modelPath = String((info.json as { model_path?: unknown } | undefined)?.model_path ?? '');
   const names = [modelPath, baseName(modelPath)];
-  let absent = target.models.filter((m) => !names.includes(m));
-  if (absent.length > 0) {
-    // --served-model-name differs from the path: the OpenAI listing has the served names
-    const models = await get(target, '/v1/models', opts);
-    if (models.status === 200) absent = missing(absent, listedModels(models.json));
-  }
+  // the OpenAI listing has the served names (--served-model-name may differ from the path) and the loaded adapters
+  const models = await get(target, '/v1/models', opts);
+  const listing = models.status === 200 ? models.json : undefined;
+  const adapters = sglangListedAdapters(listing);
+  const absent = missing(
+    target.models.filter((m) => !names.includes(m)),
+    listedModels(listing),
+  );
   if (absent.length > 0)
-    return { verdict: 'serving-api', refused: false, detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}` };
-  return { verdict: 'ready', refused: false, detail: `/health 200, /get_model_info ${modelPath}` };
+    return {
+      verdict: 'serving-api',
+      refused: false,
+      detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}`,
+      ...(adapters ? { adapters } : {}),
+    };
+  return { verdict: 'ready', refused: false, detail: `/health 200, /get_model_info ${modelPath}`, ...(adapters ? { adapters } : {}) };
 }
 
 async function probeTGI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {

@@ -356,7 +356,9 @@ async function forwardAdapter(r: InferenceRecord, target: Routable, request: Req
  */
 async function forwardToEngine(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult> {
   const { deps, req } = r;
-  const body = target.aliased ? rewriteModel(raw, target.model) : raw;
+  // an adapter is named as its engines' kind needs (SGLang: BASE:ADAPTER); the client's answer keeps the engine's name
+  const sent = target.adapter ? deps.adapters.engineModel(target.adapter) : target.model;
+  const body = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
   const model = target.model;
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned

@@ -16,7 +16,8 @@ import { SlotQueue } from './queue.js';
 import { RequestStats } from './request-stats.js';
 import { answerStatus } from './status.js';
 import { SimPd } from './pd.js';
-import { LORA_LOAD_PATH, LORA_UNLOAD_PATH, SimLora } from './lora.js';
+import { reply, SimLora, VLLM_LORA } from './lora.js';
+import { SGLANG_LORA } from './lora-sglang.js';
 import { EngineTiming } from './timing.js';
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
@@ -71,7 +72,7 @@ class SimServer implements SimEngine, EngineContext {
     this.options = options;
     this.host = options.host;
     this.pd = options.role === 'both' ? undefined : new SimPd(options.role, options.pdProtocol);
-    this.lora = options.lora ? new SimLora(options.lora) : undefined;
+    this.lora = options.lora ? new SimLora(options.lora, options.kind === 'sglang' ? SGLANG_LORA : VLLM_LORA) : undefined;
     this.listenPort = options.port;
     this.models = [...options.models];
     this.kind = options.kind;
@@ -204,10 +205,14 @@ class SimServer implements SimEngine, EngineContext {
       return;
     }
     if (this.currentFault.mode === 'hang' && this.currentFault.scope === 'all') return;
-    if (path === LORA_LOAD_PATH || path === LORA_UNLOAD_PATH) {
-      // without --enable-lora the routes do not exist, as in vLLM without runtime LoRA updating
-      if (!this.lora) return sendJson(res, 404, { detail: 'Not Found' });
+    const flavour = this.kind === 'sglang' ? SGLANG_LORA : VLLM_LORA;
+    if (path === flavour.loadPath || path === flavour.unloadPath) {
       if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });
+      // without --enable-lora: vLLM has no such routes, SGLang answers that LoRA is not enabled
+      if (!this.lora) {
+        req.resume();
+        return reply(res, flavour.disabled());
+      }
       this.lora
         .answer(req, res, path)
         .catch((err: unknown) => sendJson(res, 500, errorBody((err as Error).message, 'InternalServerError', 500)));

@@ -64,7 +64,12 @@ export const SIM_FLAGS = [
     choices: PD_PROTOCOLS,
     help: 'with --role prefill or decode: the P/D protocol requests are checked against (malformed P/D fields are a 400)',
   },
-  { name: 'enable-lora', kind: 'boolean', default: false, help: 'serve LoRA adapters, as vLLM with --enable-lora' },
+  {
+    name: 'enable-lora',
+    kind: 'boolean',
+    default: false,
+    help: 'serve LoRA adapters, as vLLM or SGLang (--engine-kind) with --enable-lora',
+  },
   {
     name: 'max-loras',
     kind: 'int',
@@ -87,10 +92,17 @@ export const SIM_FLAGS = [
     help: "with --enable-lora: lora_path values with no adapter: loading them answers vLLM's 404 (No adapter found)",
   },
   {
+    name: 'max-loaded-loras',
+    kind: 'int',
+    default: 0,
+    min: 0,
+    help: "with --enable-lora and --engine-kind sglang: adapters registered at most (SGLang's --max-loaded-loras; 0: no limit); a load beyond is a 400",
+  },
+  {
     name: 'runtime-lora-updating',
     kind: 'boolean',
     default: true,
-    help: 'with --enable-lora: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM: VLLM_ALLOW_RUNTIME_LORA_UPDATING); false: they are 404',
+    help: 'with --enable-lora, vLLM: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING); false: they are 404',
   },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ] as const satisfies readonly FlagSpec[];
@@ -110,6 +122,8 @@ function readPem(flags: SimFlagValues, name: 'tls-cert' | 'tls-key' | 'tls-clien
 /** --enable-lora and its settings, or undefined without it. */
 function loraOptions(flags: SimFlagValues): SimLoraOptions | undefined {
   if (!flags['enable-lora']) return undefined;
+  if (flags['max-loaded-loras'] > 0 && flags['engine-kind'] !== 'sglang')
+    throw new UsageError('--max-loaded-loras is an SGLang setting: it needs --engine-kind sglang');
   const modules = new Map<string, string>();
   for (const entry of flags['lora-modules']) {
     const parsed = parseAdapterPair(entry, '');
@@ -122,6 +136,7 @@ function loraOptions(flags: SimFlagValues): SimLoraOptions | undefined {
     loadDelayMs: flags['lora-load-delay-ms'],
     missingPaths: new Set(flags['lora-missing-paths']),
     runtimeUpdating: flags['runtime-lora-updating'],
+    maxLoaded: flags['max-loaded-loras'],
   };
 }
 

@@ -1,5 +1,6 @@
 // Inference requests: which paths they are, the checks every one passes (body, model, phase, faults,
 // x-sim-status), then the answer: generated, embedded, echoed after a delay, or tokenized at once.
+import { sglangAdapter } from './lora-sglang.js';
 import type http from 'node:http';
 import type { EngineContext } from './context.js';
 import { answerLater, generate, newId } from './generation.js';
@@ -53,7 +54,14 @@ export async function answerInference(
   const model = (body.model as string | undefined) ?? (engine.models[0] as string);
   engine.requests.counters.byModel[model] = (engine.requests.counters.byModel[model] ?? 0) + 1;
   if (engine.phase() !== 'ready') return sendJson(res, 503, loadingError());
-  if (engine.lora?.has(model)) {
+  if (engine.kind === 'sglang') {
+    const named = sglangAdapter(model, engine.models, engine.lora, body.lora_path);
+    if (!named.ok) return sendJson(res, named.status, named.body);
+    if (named.adapter !== undefined) {
+      exchange.adapter = named.adapter;
+      engine.lora?.counted(named.adapter);
+    }
+  } else if (engine.lora?.has(model)) {
     exchange.adapter = model;
     engine.lora.counted(model);
   } else if (!engine.models.includes(model)) return sendJson(res, 404, modelNotFound(model));

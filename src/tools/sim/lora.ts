@@ -1,20 +1,78 @@
-// LoRA adapters in the simulated engine (--enable-lora), as vLLM serves them: adapters given at start (--lora-modules)
-// and loaded at run time (POST /v1/load_lora_adapter: 400 when the name is loaded already, 404 for a path with no
-// adapter; POST /v1/unload_lora_adapter: 404 for an unknown name; both paths 404 "Not Found" without runtime loading),
-// listed in /v1/models with a `parent`, and at most --max-loras of them running in one batch (requests for another
-// adapter wait: vllm:lora_requests_info's running and waiting adapters). Loads take --lora-load-delay-ms each, one
-// after another. A restart (the refuse fault) keeps only the
-// adapters given at start, as a new engine process would.
+// LoRA adapters in the simulated engine (--enable-lora), as vLLM serves them by default: adapters given at start
+// (--lora-modules) and loaded at run time (POST /v1/load_lora_adapter: 400 when the name is loaded already, 404 for a
+// path with no adapter; POST /v1/unload_lora_adapter: 404 for an unknown name; both paths 404 "Not Found" without
+// runtime loading), listed in /v1/models with a `parent`, and at most --max-loras of them running in one batch
+// (requests for another adapter wait: vllm:lora_requests_info's running and waiting adapters). With --engine-kind
+// sglang the admin API is SGLang's (lora-sglang.ts). Loads take --lora-load-delay-ms each, one after another. A restart
+// (the refuse fault) keeps only the adapters given at start, as a new engine process would.
 import type http from 'node:http';
 import type { SlotLease, SlotQueue } from './queue.js';
 import { BodyError, readJsonObject, sendJson } from './http-io.js';
 import { errorBody } from './openai.js';
 import { escapeLabel } from './metrics.js';
 
-export const LORA_LOAD_PATH = '/v1/load_lora_adapter';
-export const LORA_UNLOAD_PATH = '/v1/unload_lora_adapter';
 /** load and unload calls GET /_sim/stats keeps, newest last */
 const KEPT_CALLS = 64;
+
+/** What a load call came to, before the engine kind words it. */
+export type LoadOutcome = 'invalid' | 'exists' | 'no-adapter' | 'full' | 'loaded';
+/** What an unload call came to. */
+export type UnloadOutcome = 'invalid' | 'unknown' | 'unloaded';
+
+/** An answer of the admin API: a JSON body, or plain text. */
+export interface AdminReply {
+  readonly status: number;
+  readonly body: object | string;
+}
+
+/** How one engine kind serves the adapter admin API: its paths and the words of its answers. */
+export interface LoraFlavour {
+  readonly loadPath: string;
+  readonly unloadPath: string;
+  /** `owned_by` of the adapters' /v1/models cards */
+  readonly owner: string;
+  /** the answer of either path when the engine does not load adapters at run time (no --enable-lora, or switched off) */
+  disabled(): AdminReply;
+  load(outcome: LoadOutcome, call: { name: string; path: string; loaded: ReadonlyMap<string, string>; maxLoaded: number }): AdminReply;
+  unload(outcome: UnloadOutcome, call: { name: string; loaded: ReadonlyMap<string, string> }): AdminReply;
+}
+
+/** vLLM's words: plain-text success, OpenAI error bodies, 404 "Not Found" without runtime updating. */
+export const VLLM_LORA: LoraFlavour = {
+  loadPath: '/v1/load_lora_adapter',
+  unloadPath: '/v1/unload_lora_adapter',
+  owner: 'vllm',
+  disabled: () => ({ status: 404, body: { detail: 'Not Found' } }),
+  load(outcome, { name, path }) {
+    switch (outcome) {
+      case 'invalid':
+        return vllmError(400, "Both 'lora_name' and 'lora_path' must be provided.", 'BadRequestError');
+      case 'exists':
+        return vllmError(400, `The lora adapter '${name}' has already been loaded.`, 'BadRequestError');
+      case 'no-adapter':
+        return vllmError(404, `Loading lora ${name} failed: No adapter found for ${path}`, 'NotFoundError');
+      case 'full':
+        // flags.ts refuses --max-loaded-loras for vLLM: it has no such limit
+        throw new Error('vLLM has no limit of loaded adapters');
+      case 'loaded':
+        return { status: 200, body: `Success: LoRA adapter '${name}' added successfully.` };
+    }
+  },
+  unload(outcome, { name }) {
+    switch (outcome) {
+      case 'invalid':
+        return vllmError(400, "'lora_name' needs to be provided to unload a LoRA adapter.", 'BadRequestError');
+      case 'unknown':
+        return vllmError(404, `The lora adapter '${name}' cannot be found.`, 'NotFoundError');
+      case 'unloaded':
+        return { status: 200, body: `Success: LoRA adapter '${name}' removed successfully.` };
+    }
+  },
+};
+
+function vllmError(status: number, message: string, type: string): AdminReply {
+  return { status, body: errorBody(message, type, status) };
+}
 
 export interface SimLoraOptions {
   /** adapters running in one batch at most (vLLM's --max-loras) */
@@ -25,8 +83,10 @@ export interface SimLoraOptions {
   readonly loadDelayMs: number;
   /** lora_path values with no adapter: their load answers vLLM's 404 "No adapter found" */
   readonly missingPaths: ReadonlySet<string>;
-  /** the load and unload paths exist (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING) */
+  /** the load and unload paths exist (vLLM's VLLM_ALLOW_RUNTIME_LORA_UPDATING; SGLang always has them) */
   readonly runtimeUpdating: boolean;
+  /** adapters registered at most, 0 for no limit (SGLang's --max-loaded-loras; vLLM has no such limit) */
+  readonly maxLoaded: number;
 }
 
 /** One load or unload call as the engine answered it. */
@@ -73,12 +133,24 @@ export class SimLora {
   private readonly waiters: Waiter[] = [];
   private counters = { loads: 0, unloads: 0, calls: [] as LoraCall[], requests: {} as Record<string, number> };
 
-  constructor(private readonly o: SimLoraOptions) {
+  constructor(
+    private readonly o: SimLoraOptions,
+    readonly flavour: LoraFlavour = VLLM_LORA,
+  ) {
     this.loaded = new Map(o.modules);
   }
 
   get maxLoras(): number {
     return this.o.maxLoras;
+  }
+
+  get maxLoaded(): number {
+    return this.o.maxLoaded;
+  }
+
+  /** names loaded now, in load order */
+  names(): string[] {
+    return [...this.loaded.keys()];
   }
 
   has(name: string): boolean {
@@ -91,7 +163,7 @@ export class SimLora {
       id,
       object: 'model',
       created,
-      owned_by: 'vllm',
+      owned_by: this.flavour.owner,
       root: path,
       parent,
       max_model_len: null,
@@ -165,9 +237,9 @@ export class SimLora {
 
   /** Answers a POST to the load or unload path. */
   async answer(req: http.IncomingMessage, res: http.ServerResponse, path: string): Promise<void> {
-    if (!this.o.runtimeUpdating) {
+    if (!this.o.runtimeUpdating && this.flavour === VLLM_LORA) {
       req.resume();
-      return sendJson(res, 404, { detail: 'Not Found' });
+      return reply(res, this.flavour.disabled());
     }
     let body: Record<string, unknown>;
     try {
@@ -178,19 +250,21 @@ export class SimLora {
     }
     const name = typeof body.lora_name === 'string' ? body.lora_name : '';
     const lpath = typeof body.lora_path === 'string' ? body.lora_path : '';
-    const answer = path === LORA_LOAD_PATH ? await this.load(name, lpath) : this.unload(name);
-    this.counters.calls.push({ op: path === LORA_LOAD_PATH ? 'load' : 'unload', name, path: lpath || null, status: answer.status });
+    const isLoad = path === this.flavour.loadPath;
+    const answer = isLoad
+      ? this.flavour.load(await this.load(name, lpath), { name, path: lpath, loaded: this.loaded, maxLoaded: this.o.maxLoaded })
+      : this.flavour.unload(this.unload(name), { name, loaded: this.loaded });
+    this.counters.calls.push({ op: isLoad ? 'load' : 'unload', name, path: lpath || null, status: answer.status });
     if (this.counters.calls.length > KEPT_CALLS) this.counters.calls.shift();
-    if (answer.status !== 200) return sendJson(res, answer.status, errorBody(answer.text, answer.type, answer.status));
-    res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(answer.text) });
-    res.end(answer.text);
+    reply(res, answer);
   }
 
-  private async load(name: string, path: string): Promise<{ status: number; text: string; type: string }> {
-    if (!name || !path) return { status: 400, text: "Both 'lora_name' and 'lora_path' must be provided.", type: 'BadRequestError' };
+  private async load(name: string, path: string): Promise<LoadOutcome> {
+    if (!name || !path) return 'invalid';
     const under = this.loading.get(name);
     if (under) await under;
-    if (this.loaded.has(name)) return { status: 400, text: `The lora adapter '${name}' has already been loaded.`, type: 'BadRequestError' };
+    if (this.o.maxLoaded > 0 && this.loaded.size >= this.o.maxLoaded) return 'full';
+    if (this.loaded.has(name)) return 'exists';
     let done: () => void = () => undefined;
     this.loading.set(name, new Promise<void>((resolve) => (done = resolve)));
     try {
@@ -200,23 +274,22 @@ export class SimLora {
       await previous;
       if (this.o.loadDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.o.loadDelayMs));
       read();
-      if (this.o.missingPaths.has(path))
-        return { status: 404, text: `Loading lora ${name} failed: No adapter found for ${path}`, type: 'NotFoundError' };
+      if (this.o.missingPaths.has(path)) return 'no-adapter';
       this.loaded.set(name, path);
       this.counters.loads++;
-      return { status: 200, text: `Success: LoRA adapter '${name}' added successfully.`, type: '' };
+      return 'loaded';
     } finally {
       this.loading.delete(name);
       done();
     }
   }
 
-  private unload(name: string): { status: number; text: string; type: string } {
-    if (!name) return { status: 400, text: "'lora_name' needs to be provided to unload a LoRA adapter.", type: 'BadRequestError' };
-    if (!this.loaded.has(name)) return { status: 404, text: `The lora adapter '${name}' cannot be found.`, type: 'NotFoundError' };
+  private unload(name: string): UnloadOutcome {
+    if (!name) return 'invalid';
+    if (!this.loaded.has(name)) return 'unknown';
     this.loaded.delete(name);
     this.counters.unloads++;
-    return { status: 200, text: `Success: LoRA adapter '${name}' removed successfully.`, type: '' };
+    return 'unloaded';
   }
 
   private fits(adapter: string): boolean {
@@ -251,4 +324,11 @@ export class SimLora {
       this.enter(w.lease, w.start);
     }
   }
+}
+
+/** Writes an admin answer: JSON, or plain text as vLLM's successes are. */
+export function reply(res: http.ServerResponse, answer: AdminReply): void {
+  if (typeof answer.body !== 'string') return sendJson(res, answer.status, answer.body);
+  res.writeHead(answer.status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(answer.body) });
+  res.end(answer.body);
 }

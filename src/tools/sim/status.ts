@@ -1,10 +1,11 @@
 // Health, model list, metrics and engine info: the signals readiness rules read, answered per engine kind
-// (vLLM and OpenAI always healthy, SGLang's /get_model_info, TGI's /info and its JSON 503 while loading).
+// (vLLM and OpenAI always healthy, SGLang's /get_model_info and server info, TGI's /info and its JSON 503 while loading).
 import type http from 'node:http';
 import type { EngineContext } from './context.js';
 import { sendEmpty, sendJson } from './http-io.js';
 import { renderMetrics } from './metrics.js';
 import { errorBody } from './openai.js';
+import { sglangLoraInfo } from './lora-sglang.js';
 
 export function loadingError(): object {
   return errorBody('The model is still loading; try again later.', 'ServiceUnavailableError', 503);
@@ -41,7 +42,8 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
         running: engine.queue.running,
         // requests waiting for room for their adapter in the batch wait too
         waiting: engine.queue.waiting + (engine.lora?.waiting ?? 0),
-        ...(engine.lora ? { lora: engine.lora } : {}),
+        // SGLang exports no adapter metric: its slots are in its server info
+        ...(engine.lora && engine.kind !== 'sglang' ? { lora: engine.lora } : {}),
         maxNumSeqs: engine.queue.capacity,
         successByReason: engine.requests.successByReason,
         promptTokens: engine.requests.promptTokenTotal,
@@ -57,6 +59,10 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
       if (engine.kind !== 'sglang') break;
       if (!ready) return sendEmpty(res, 503);
       return sendJson(res, 200, { model_path: first, tokenizer_path: first, is_generation: true });
+    case '/server_info':
+    case '/get_server_info':
+      if (engine.kind !== 'sglang') break;
+      return sendJson(res, 200, { model_path: first, served_model_name: first, ...sglangLoraInfo(engine.lora), version: 'sim' });
     case '/info':
       if (engine.kind !== 'tgi') break;
       if (!ready) return sendJson(res, 503, { error: 'unhealthy', error_type: 'healthcheck' });
