@@ -1,6 +1,8 @@
 // Issue 16 checks: LoRA adapters loaded on demand, against real router processes and LoRA-enabled simulators that
 // answer as vLLM does (load and unload paths, adapters in /v1/models with a parent, max_lora in /metrics). Two router
-// replicas share the engines: they give the same 404 and 503, and a load the other one made counts as a load.
+// replicas share the engines: they give the same 404 and 503, and a load the other one made counts as a load. Then a
+// router with --engine-kind sglang in front of a simulator that answers as SGLang does (its load and unload paths and
+// answers, slots in its server info, adapters named BASE:ADAPTER).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
@@ -325,5 +327,78 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
       for (let i = 0; i < 6; i++) if ((await listing()) !== after) return false;
       return true;
     });
+  });
+});
+
+describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
+  let sim: Running;
+  let router: Running;
+
+  before(async () => {
+    // two adapters run in one batch, but it registers one at most: the router's slots there are 1
+    sim = await startSim(['--engine-kind', 'sglang', '--model', 'sbase', '--id', 'sim-sglang', ...lora(2, '--max-loaded-loras', '1')]);
+    router = await startRouter([
+      '--engine-kind',
+      'sglang',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'sbase',
+      '--lora-adapters',
+      's1@sbase=/adapters/s1,s2@sbase=/adapters/s2',
+      ...FAST_PROBES,
+    ]);
+    await eventually(
+      'the SGLang engine ready',
+      async () => (await call(`${router.url}/engines`)).json<{ endpoints: { state: string }[] }>().endpoints,
+      (list) => list.length === 1 && list[0]?.state === 'ready',
+    );
+  });
+  after(stopAll);
+
+  test('the simulator is strict as SGLang: the adapter name alone is no model, an adapter not loaded is a 400, no vLLM paths', async () => {
+    assert.equal((await post(sim.url, 's1')).status, 404);
+    const unloaded = await post(sim.url, 'sbase:s1');
+    assert.equal(unloaded.status, 400, unloaded.text);
+    assert.match(unloaded.text, /not loaded: s1/);
+    const vllmPath = await call(`${sim.url}/v1/load_lora_adapter`, {
+      body: JSON.stringify({ lora_name: 's1', lora_path: '/adapters/s1' }),
+    });
+    // no such route: the simulator answers a POST to a path it does not serve 405
+    assert.equal(vllmPath.status, 405);
+    assert.deepEqual((await simStats(sim.url)).lora?.calls, []);
+  });
+
+  test('a declared adapter no engine holds: loaded once with its declared path, the engine sees it as sbase:s1, then no new load', async () => {
+    const first = await post(router.url, 's1');
+    assert.equal(first.status, 200, first.text);
+    // the client sees the name the engine answers with, as for aliases
+    assert.equal(first.json<{ model: string }>().model, 'sbase:s1');
+    assert.deepEqual(await callsFor(sim, 's1'), [{ op: 'load', name: 's1', path: '/adapters/s1', status: 200 }]);
+    assert.equal((await post(router.url, 's1')).status, 200);
+    assert.equal((await callsFor(sim, 's1')).length, 1, 'no new load');
+    const sent = (await simRequests(sim.url)).slice(-2).map((r) => (JSON.parse(r.body.toString()) as { model: string }).model);
+    assert.deepEqual(sent, ['sbase:s1', 'sbase:s1']);
+    assert.equal((await simStats(sim.url)).lora?.requests.s1, 2);
+    // its slots come from its server info (max_loaded_loras), as it exports no adapter metric
+    const engines = (await call(`${router.url}/engines`)).json<{ endpoints: { adapterSlots: number | null }[] }>().endpoints;
+    assert.equal(engines[0]?.adapterSlots, 1);
+    assert.equal((await models(router.url)).get('s1')?.loaded_endpoints, 1);
+  });
+
+  test('slots full: the idle adapter the router loaded is unloaded first, then the other one loaded and served', async () => {
+    const second = await post(router.url, 's2');
+    assert.equal(second.status, 200, second.text);
+    const lora = (await simStats(sim.url)).lora;
+    assert.deepEqual(lora?.calls.slice(-2), [
+      { op: 'unload', name: 's1', path: null, status: 200 },
+      { op: 'load', name: 's2', path: '/adapters/s2', status: 200 },
+    ]);
+    assert.deepEqual(lora?.loaded, ['s2']);
+    const list = await models(router.url);
+    assert.deepEqual(
+      ['s1', 's2'].map((m) => list.get(m)?.loaded_endpoints),
+      [0, 1],
+    );
   });
 });

@@ -10,11 +10,19 @@ import { parseAdapterAnnotation, parseAdapterFlag, type AdapterObserver, type Lo
 import type { AdapterRoute, Resolution } from '../../src/router/core/model.js';
 import { desiredState } from '../../src/router/discovery/kubernetes/desired.js';
 import type { AdapterAdmin } from '../../src/router/adapters/engine-admin.js';
-import { classifyLoad, engineMessage, unloadDone } from '../../src/router/adapters/engine-apis.js';
+import {
+  adapterApi,
+  classifyLoad,
+  classifySglangLoad,
+  engineMessage,
+  sglangSlots,
+  sglangUnloadDone,
+  unloadDone,
+} from '../../src/router/adapters/engine-apis.js';
 import { AdapterManager } from '../../src/router/adapters/manager.js';
 import { chooseLoader, chooseVictim, shouldSpill, type LoaderFacts } from '../../src/router/adapters/placement.js';
 import { parseMaxLoras } from '../../src/router/health/engine-stats.js';
-import { listedAdapters } from '../../src/router/health/rules.js';
+import { listedAdapters, sglangListedAdapters } from '../../src/router/health/rules.js';
 import { createLogger } from '../../src/router/util/log.js';
 import { testEndpoint } from '../support/endpoints.js';
 
@@ -258,6 +266,41 @@ test('load answers: 200 and 400 "already loaded" are loads, 404 Not Found of a m
   assert.equal(engineMessage('x'.repeat(1000)).length, 303, 'cut');
   assert.equal(unloadDone(404, JSON.stringify({ error: { message: "The lora adapter 'x' cannot be found." } })), true);
   assert.equal(unloadDone(404, '{"detail":"Not Found"}'), false);
+});
+
+test('SGLang load answers: success, "already exists" is a load, "LoRA is not enabled" and a missing route are no runtime loading', () => {
+  const ok = JSON.stringify({ success: true, error_message: null, loaded_adapters: { x: '/p' } });
+  const fail = (message: string): string => JSON.stringify({ success: false, error_message: message, loaded_adapters: null });
+  assert.equal(classifySglangLoad(200, ok).result, 'loaded');
+  assert.equal(classifySglangLoad(400, fail("LoRA with name x already exists. Loaded LoRAs: dict_keys(['x'])")).result, 'already-loaded');
+  assert.equal(classifySglangLoad(400, fail('LoRA is not enabled. Please set `--enable-lora` to enable LoRA.')).result, 'unsupported');
+  assert.equal(classifySglangLoad(404, '{"detail":"Not Found"}').result, 'unsupported');
+  const full = 'Cannot load LoRA adapter x at path /p. Maximum number of loaded LoRA adapters is 1.';
+  assert.deepEqual(classifySglangLoad(400, fail(full)), { result: 'failed', detail: full });
+  assert.equal(classifySglangLoad(200, fail('no weights')).result, 'failed', 'success:false fails whatever the status');
+  assert.equal(sglangUnloadDone(200, ok), true);
+  assert.equal(sglangUnloadDone(400, fail('LoRA with name x does not exist. Loaded LoRAs: dict_keys([])')), true, 'it never held it');
+  assert.equal(sglangUnloadDone(400, fail('dp_size must be 1 for dynamic lora loading')), false);
+  assert.equal(sglangUnloadDone(404, '{"detail":"Not Found"}'), false);
+});
+
+test('per engine kind: SGLang names an adapter BASE:ADAPTER and tells its slots in its server info; vLLM and the others as vLLM', () => {
+  const sglang = adapterApi('sglang');
+  assert.deepEqual([sglang.loadPath, sglang.unloadPath], ['/load_lora_adapter', '/unload_lora_adapter']);
+  assert.equal(sglang.requestModel('llama', 'sql'), 'llama:sql');
+  assert.deepEqual(sglang.infoPaths, ['/server_info', '/get_server_info']);
+  assert.equal(sglangSlots({ max_loaded_loras: 3, max_loras_per_batch: 8 }), 3);
+  assert.equal(sglangSlots({ max_loaded_loras: null, max_loras_per_batch: 8 }), 8);
+  assert.equal(sglangSlots({ enable_lora: false }), undefined);
+  for (const kind of ['vllm', 'openai', 'tgi'] as const) {
+    const api = adapterApi(kind);
+    assert.deepEqual([api.loadPath, api.requestModel('llama', 'sql'), api.infoPaths.length], ['/v1/load_lora_adapter', 'sql', 0]);
+  }
+  // SGLang's /v1/models speaks of adapters only in releases whose cards carry `parent` (null for the base)
+  const card = (id: string, parent?: string | null): object => ({ id, object: 'model', ...(parent === undefined ? {} : { parent }) });
+  assert.equal(sglangListedAdapters({ data: [card('llama')] }), undefined);
+  assert.deepEqual([...(sglangListedAdapters({ data: [card('llama', null)] }) ?? [1])], []);
+  assert.deepEqual([...(sglangListedAdapters({ data: [card('llama', null), card('sql', 'llama')] }) ?? [])], [['sql', 'llama']]);
 });
 
 test('engine signals: max_lora of the newest vllm:lora_requests_info, and the adapters /v1/models lists with a parent', () => {
