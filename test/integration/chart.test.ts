@@ -538,6 +538,26 @@ describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair
     assert.deepEqual(loraArgs('llm-router-llama-8b'), ['--enable-lora', '--max-loras', '4', '--max-lora-rank', '64']);
   });
 
+  test('an SGLang engine with adapters: the annotation and its LoRA flags, no vLLM variable, and lint finds nothing', () => {
+    const chart = renderChart(CHART, {
+      values: [{ engines: [{ name: 's', model: 'Qwen/Qwen3-8B', engineKind: 'sglang', lora: { adapters: { 'qwen-sql': '/a/sql' } } }] }],
+    });
+    const d = find(objects(chart), 'Deployment', 'llm-router-s');
+    assert.equal(d.metadata.annotations['llm-router/lora-adapters'], 'qwen-sql=/a/sql');
+    const engine = container(d, 'engine');
+    assert.deepEqual(engine.args.slice(engine.args.indexOf('--enable-lora')), [
+      '--enable-lora',
+      '--max-loras-per-batch',
+      '1',
+      '--max-lora-rank',
+      '16',
+      '--lora-target-modules',
+      'all',
+    ]);
+    assert.ok(!(engine.env ?? []).some((e: Obj) => e.name.includes('LORA')));
+    assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'sglang-lora.yaml')), []);
+  });
+
   test('models without adapters get none of it', () => {
     const three = objects(renderChart(CHART, { values: [THREE_MODELS] }));
     for (const d of three.filter((o) => o.kind === 'Deployment' && o.metadata.labels['app.kubernetes.io/component'] === 'engine')) {
@@ -548,15 +568,17 @@ describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair
     }
   });
 
-  test('refused: adapters on SGLang or TGI, names the router would not take or would route elsewhere, paths the annotation cannot carry', () => {
+  test('refused: adapters on TGI, names the router would not take or would route elsewhere, paths the annotation cannot carry', () => {
     const render =
       (engine: Record<string, unknown>, others: unknown[] = []) =>
       (): unknown =>
         renderChart(CHART, { values: [{ engines: [{ name: 'e', model: 'org/m', ...engine }, ...others] }] });
     const adapters = (a: unknown): Record<string, unknown> => ({ lora: { adapters: a } });
     const cases: [() => unknown, RegExp][] = [
-      [render({ engineKind: 'sglang', ...adapters({ a: 'p' }) }), /engines\[e\]: LoRA adapters are only rendered for vllm .*, not sglang/],
-      [render({ engineKind: 'tgi', ...adapters({ a: 'p' }) }), /LoRA adapters are only rendered for vllm .*, not tgi/],
+      [
+        render({ engineKind: 'tgi', ...adapters({ a: 'p' }) }),
+        /engines\[e\]: LoRA adapters are only rendered for vllm and sglang .*, not tgi/,
+      ],
       [render(adapters({ 'a b': 'p' })), /"a b" is not an adapter name \(no blanks, commas, = or @\)/],
       [render(adapters({ 'a@m': 'p' })), /"a@m" is not an adapter name/],
       [

@@ -117,12 +117,13 @@ describe('lint rules on fixtures', () => {
     assert.match(why('probe-port-mismatch', 'Pod/olmo-decode'), /llm-router\/probe-port is 8300, but the engine listens on 8200/);
   });
 
-  test('LoRA: adapters the router cannot load (no runtime loading, no --enable-lora, not vLLM), an annotation it cannot read, an adapter named like a model', () => {
+  test('LoRA: adapters the router cannot load (no runtime loading, no --enable-lora, SGLang with two ranks), an annotation it cannot read, an adapter named like a model', () => {
     const findings = lintFixture('lora.yaml');
     assert.deepEqual(shape(findings), [
       'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
       'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
       'error lora-annotation-invalid StatefulSet/qwen-bad-annotation vllm',
+      'error lora-not-enabled Deployment/gemma-sglang-lora-off sglang',
       'error lora-not-enabled Deployment/mistral-lora-off vllm',
       'error lora-runtime-loading-off Deployment/gemma-sglang sglang',
       'error lora-runtime-loading-off Deployment/llama-no-runtime-loading vllm',
@@ -141,8 +142,9 @@ describe('lint rules on fixtures', () => {
     );
     assert.match(
       whys('lora-runtime-loading-off', 'Deployment/gemma-sglang')[0] ?? '',
-      /only through vLLM's runtime endpoints and this engine is sglang/,
+      /--dp-size 2: SGLang loads adapters at run time only with one data-parallel rank, so "gemma-support" is served nowhere/,
     );
+    assert.match(whys('lora-not-enabled', 'Deployment/gemma-sglang-lora-off')[0] ?? '', /SGLang answers every load .*LoRA is not enabled/);
     assert.match(
       whys('lora-not-enabled', 'Deployment/mistral-lora-off')[0] ?? '',
       /"mistral-support", but the engine runs without --enable-lora/,

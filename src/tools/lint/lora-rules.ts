@@ -1,6 +1,8 @@
 // The LoRA rules of `llm-router lint`: what keeps the router from serving the adapters a workload declares. The
 // annotation is read with the router's own reader and parser, so lint and router agree on what is declared; the
-// router loads adapters through vLLM's runtime endpoints, which need --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING.
+// router loads adapters through the engines' runtime endpoints: vLLM's need --enable-lora and
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING, SGLang's need LoRA on (--enable-lora, or adapters given with --lora-paths) and one
+// data-parallel rank (it refuses runtime loads with --dp-size above 1).
 import type { AdapterDeclaration } from '../../router/core/lora.js';
 import { LORA_ADAPTERS_ANNOTATION, workloadAdapters, type WorkloadLike } from '../../router/discovery/kubernetes/desired.js';
 import { containerWords, flagValues } from '../../router/discovery/kubernetes/model-names.js';
@@ -75,11 +77,15 @@ export function checkLoraEngine(
   const { adapters } = declared;
   if (adapters.length === 0) return undefined;
   const name = engine.name ?? '(unnamed)';
+  if (kind === 'sglang') {
+    checkSglang(engine, adapters, report);
+    return { adapters, report };
+  }
   if (kind !== 'vllm') {
     report(
       'lora-runtime-loading-off',
-      `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but llm-router loads adapters only through vLLM's runtime endpoints and this engine is ${kind}: its load calls answer 404 and the adapters 503`,
-      `serve the adapters' base model ${JSON.stringify(adapters[0]?.base)} with vLLM, or remove the annotation`,
+      `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but llm-router loads adapters only through vLLM's and SGLang's runtime endpoints and this engine is ${kind}: its load calls answer 404 and the adapters 503`,
+      `serve the adapters' base model ${JSON.stringify(adapters[0]?.base)} with vLLM or SGLang, or remove the annotation`,
     );
     return { adapters, report };
   }
@@ -110,6 +116,42 @@ export function checkLoraEngine(
     );
   }
   return { adapters, report };
+}
+
+/** Names of the adapters SGLang loads at start: --lora-paths NAME=PATH, PATH (named by its path) or JSON with lora_name. */
+function sglangStartedAdapters(words: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const item of flagValues(words, '--lora-paths', true)) {
+    try {
+      const name = (JSON.parse(item) as { lora_name?: unknown } | null)?.lora_name;
+      if (typeof name === 'string') names.add(name);
+    } catch {
+      names.add(item.includes('=') ? item.slice(0, item.indexOf('=')) : item);
+    }
+  }
+  return names;
+}
+
+/** SGLang loads adapters at run time only with LoRA on and one data-parallel rank. */
+function checkSglang(engine: ContainerSpec, adapters: readonly AdapterDeclaration[], report: Report): void {
+  const words = containerWords(engine);
+  const started = sglangStartedAdapters(words);
+  if (!words.includes('--enable-lora') && started.size === 0) {
+    report(
+      'lora-not-enabled',
+      `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but the engine runs without --enable-lora (or --lora-paths): SGLang answers every load the router makes "LoRA is not enabled"`,
+      `add --enable-lora to the engine's arguments, with --max-loras-per-batch N, --max-lora-rank and --lora-target-modules covering the adapters`,
+    );
+    return;
+  }
+  const dp = Number([...flagValues(words, '--dp-size', false), ...flagValues(words, '--dp', false)].at(-1) ?? 1);
+  const notStarted = adapters.filter((a) => !started.has(a.name));
+  if (dp > 1 && notStarted.length > 0)
+    report(
+      'lora-runtime-loading-off',
+      `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but the engine runs with --dp-size ${dp}: SGLang loads adapters at run time only with one data-parallel rank, so ${listOf(notStarted)} ${notStarted.length === 1 ? 'is' : 'are'} served nowhere`,
+      `run container ${engine.name ?? '(unnamed)'} with --dp-size 1 (more replicas instead), or start it with the adapters (--lora-paths NAME=PATH)`,
+    );
 }
 
 /** The check across workloads: an adapter named like a model is never routed to (the model wins). */

@@ -98,12 +98,12 @@ export const RULES: readonly RuleInfo[] = [
     id: 'lora-runtime-loading-off',
     severity: 'error',
     summary:
-      'a workload declares LoRA adapters, but its engine cannot load them at run time: no VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, or no vLLM',
+      'a workload declares LoRA adapters, but its engine cannot load them at run time: vLLM without VLLM_ALLOW_RUNTIME_LORA_UPDATING=true, SGLang with --dp-size above 1, or neither vLLM nor SGLang',
   },
   {
     id: 'lora-not-enabled',
     severity: 'error',
-    summary: 'a workload declares LoRA adapters, but its vLLM engine runs without --enable-lora',
+    summary: 'a workload declares LoRA adapters, but its vLLM or SGLang engine runs without --enable-lora (SGLang: or --lora-paths)',
   },
   {
     id: 'lora-annotation-invalid',

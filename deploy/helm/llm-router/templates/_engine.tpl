@@ -30,7 +30,7 @@ decode Deployment (role pd). Probes: liveness on the engine's /health; startup a
 
 {{/*
 dict root engine -> the llm-router/lora-adapters value of an engine with adapters ("NAME=PATH,...", by name), else "".
-Refused: adapters on an engine other than vLLM (llm-router loads them only through vLLM's runtime endpoints), a name
+Refused: adapters on TGI (llm-router loads them only through vLLM's and SGLang's runtime endpoints), a name
 the router would not accept, that is a model's name (the model would win) or another engine's adapter, a path the
 annotation cannot carry.
 */}}
@@ -43,8 +43,8 @@ annotation cannot carry.
 {{- if $adapters -}}
 {{- if not (kindIs "map" $adapters) -}}{{- fail (printf "engines[%s].lora.adapters must map adapter names to paths" $e.name) -}}{{- end -}}
 {{- $kind := default .root.Values.engineDefaults.engineKind $e.engineKind -}}
-{{- if ne $kind "vllm" -}}
-{{- fail (printf "engines[%s]: LoRA adapters are only rendered for vllm (llm-router loads adapters through vLLM's runtime endpoints), not %s" $e.name $kind) -}}
+{{- if not (has $kind (list "vllm" "sglang")) -}}
+{{- fail (printf "engines[%s]: LoRA adapters are only rendered for vllm and sglang (llm-router loads adapters through their runtime endpoints), not %s" $e.name $kind) -}}
 {{- end -}}
 {{- $models := list -}}
 {{- $elsewhere := dict -}}
@@ -245,6 +245,16 @@ spec:
             - --tp
             - {{ $gpus | quote }}
             {{- end }}
+            {{- if $adapters }}
+            # runtime loads need LoRA on, and (no adapters given at start) the rank and target modules to size for
+            - --enable-lora
+            - --max-loras-per-batch
+            - {{ $maxLoras | quote }}
+            - --max-lora-rank
+            - {{ ternary $maxLoraRank 16 (gt $maxLoraRank 0) | quote }}
+            - --lora-target-modules
+            - all
+            {{- end }}
           {{- else }}
           command: ["text-generation-launcher"]
           args:
@@ -260,7 +270,7 @@ spec:
             {{- range (concat $d.extraArgs (default (list) $e.args)) }}
             - {{ . | quote }}
             {{- end }}
-          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) $adapters }}
+          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) (and $adapters (eq $kind "vllm")) }}
           env:
             {{- if $weights.mountPath }}
             - name: HF_HOME
@@ -270,7 +280,7 @@ spec:
             - name: VLLM_CACHE_ROOT
               value: /cache/vllm
             {{- end }}
-            {{- if $adapters }}
+            {{- if and $adapters (eq $kind "vllm") }}
             # vLLM serves /v1/load_lora_adapter and /v1/unload_lora_adapter, the router's load and unload calls, only so
             - name: VLLM_ALLOW_RUNTIME_LORA_UPDATING
               value: "true"
