@@ -452,3 +452,36 @@ test('manager: an engine without runtime loading (404 on the load path) is marke
   assert.equal((c.resolve('sql') as { state?: string }).state, 'unavailable');
   await m.stop();
 });
+
+test('manager: an engine that tells its slots when asked (SGLang) is asked once, before its first load, and sets the placement', async () => {
+  const c = new ModelCatalog();
+  c.setEndpoints('static', [
+    { id: 'a', url: 'http://a:8000', models: ['m'] },
+    { id: 'b', url: 'http://b:8000', models: ['m'] },
+  ]);
+  c.setAdapterDeclarations(
+    'lora-adapters',
+    ['x', 'y'].map((n) => ({ name: n, base: 'm', path: `/p/${n}` })),
+  );
+  c.setState(ep(c, 'a'), 'ready');
+  c.setState(ep(c, 'b'), 'ready');
+  class SlotAdmin extends FakeAdmin {
+    async slots(e: Endpoint): Promise<number | undefined> {
+      this.asked.push(`slots of ${e.id}`);
+      return e.id === 'b' ? 4 : undefined;
+    }
+    requestModel(base: string, adapter: string): string {
+      return `${base}:${adapter}`;
+    }
+  }
+  const admin = new SlotAdmin();
+  const m = manager(c, admin, { slots: 1 });
+  await m.prepare(routeOf(c, 'x'), undefined);
+  await m.prepare(routeOf(c, 'y'), undefined);
+  // b says 4 slots, a none (the default, 1): both loads go to b, the one with free slots; no second question
+  assert.deepEqual(admin.asked, ['slots of a', 'slots of b', 'load x on b', 'load y on b']);
+  assert.deepEqual([ep(c, 'a').adapterSlots, ep(c, 'b').adapterSlots], [undefined, 4]);
+  assert.equal(m.engineModel(routeOf(c, 'x')), 'm:x');
+  assert.equal(manager(c, new FakeAdmin()).engineModel(routeOf(c, 'x')), 'x', 'an admin without its own naming: the name');
+  await m.stop();
+});
