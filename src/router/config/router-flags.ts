@@ -280,7 +280,13 @@ export const ROUTER_FLAGS = [
     min: 0.05,
     help: 'demand with no endpoint even discovered for this long raises the stuck-wake alarm',
   },
-  { name: 'engine-kind', kind: 'string', default: 'vllm', choices: ENGINE_KINDS, help: 'how to tell that an engine has loaded its model' },
+  {
+    name: 'engine-kind',
+    kind: 'string',
+    default: 'vllm',
+    choices: ENGINE_KINDS,
+    help: 'how to tell that an engine has loaded its model, and which LoRA adapter API it serves',
+  },
   {
     name: 'engine-api-key',
     kind: 'string',

@@ -82,8 +82,8 @@ function listedModels(json: unknown): string[] {
 }
 
 /**
- * SGLang's /v1/models lists loaded adapters (with a `parent`) only in releases whose cards all carry a `parent` field
- * (null for the base model); an older listing says nothing of adapters: undefined, so the router's own loads stand.
+ * SGLang's /v1/models lists loaded adapters (with a `parent`) only in releases whose cards have a `parent` field (null
+ * for the base model); an older listing says nothing of adapters: undefined, so the router's own loads stand.
  */
 export function sglangListedAdapters(json: unknown): Map<string, string> | undefined {
   const data = (json as { data?: unknown } | undefined)?.data;
