@@ -5,9 +5,10 @@ import type { Clock, ClockTimer } from '../../src/router/util/clock.js';
 
 class FakeTimer implements ClockTimer {
   dueAt = 0;
-  /** arms order: timers due at the same moment fire in the order they were set */
+  /** when it was (re)armed: timers due at the same moment fire in that order */
   seq = 0;
-  pending = false;
+  /** cleared: as with Node's timers, refresh() no longer brings it back */
+  cleared = false;
 
   constructor(
     private readonly clock: FakeClock,
@@ -20,7 +21,7 @@ class FakeTimer implements ClockTimer {
   }
 
   refresh(): ClockTimer {
-    this.clock.arm(this);
+    if (!this.cleared) this.clock.arm(this);
     return this;
   }
 }
@@ -48,7 +49,7 @@ export class FakeClock implements Clock {
 
   clearTimeout(timer: ClockTimer | undefined): void {
     if (timer instanceof FakeTimer) {
-      timer.pending = false;
+      timer.cleared = true;
       this.timers.delete(timer);
     }
   }
@@ -57,14 +58,7 @@ export class FakeClock implements Clock {
   arm(timer: FakeTimer): void {
     timer.dueAt = this.at + timer.ms;
     timer.seq = this.seq++;
-    timer.pending = true;
     this.timers.add(timer);
-  }
-
-  /** ms until the next timer is due; undefined when none is pending */
-  nextIn(): number | undefined {
-    const next = this.next();
-    return next === undefined ? undefined : next.dueAt - this.at;
   }
 
   /** Moves time forward by `ms`, firing each timer as its time comes and letting the work it starts settle. */
@@ -74,7 +68,6 @@ export class FakeClock implements Clock {
     for (let next = this.next(); next !== undefined && next.dueAt <= until; next = this.next()) {
       this.at = next.dueAt;
       this.timers.delete(next);
-      next.pending = false;
       next.fire();
       await settle();
     }
