@@ -8,6 +8,8 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { H1Pool, type H1DispatchOptions, type H1Handler } from '../../src/router/proxy/h1/pool.js';
 import { DEFAULT_ENGINE_TLS } from '../../src/router/config/engine-tls.js';
+import type { Clock } from '../../src/router/util/clock.js';
+import { FakeClock } from '../support/clock.js';
 import { readRequests } from '../support/raw-http.js';
 import { until, within } from '../support/within.js';
 
@@ -133,13 +135,14 @@ function options(over: Partial<H1DispatchOptions> = {}): H1DispatchOptions {
 function newPool(
   t: TestContext,
   origin: string,
-  opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number; maxConnections?: number } = {},
+  opts: { connectTimeoutMs?: number; keepAliveTimeoutMs?: number; maxConnections?: number; clock?: Clock } = {},
 ): H1Pool {
   const pool = new H1Pool(origin, {
     connectTimeoutMs: opts.connectTimeoutMs ?? 2_000,
     keepAliveTimeoutMs: opts.keepAliveTimeoutMs ?? 4_000,
     maxConnections: opts.maxConnections ?? 0,
     tls: DEFAULT_ENGINE_TLS,
+    ...(opts.clock ? { clock: opts.clock } : {}),
   });
   t.after(() => pool.destroy());
   return pool;
@@ -308,25 +311,35 @@ test('an idle connection the server closes is dropped; the next request opens a 
   assert.equal((await ok(pool)).body, 'conn 1');
 });
 
-test('idle connections close after keepAliveTimeoutMs, or sooner when the server says Keep-Alive: timeout=N', async (t) => {
-  const server = await rawServer(t, (socket) => respond(socket, 'ok'));
-  const pool = newPool(t, server.origin, { keepAliveTimeoutMs: 150 });
+test('on a fake clock: an idle connection closes once keepAliveTimeoutMs is past, or the Keep-Alive: timeout=N the server sent less 500 ms', async (t) => {
+  const clock = new FakeClock();
+  const server = await rawServer(t, (socket, req) =>
+    respond(socket, `conn ${req.conn}`, req.conn === 1 ? 'keep-alive: timeout=1\r\n' : ''),
+  );
+  const pool = newPool(t, server.origin, { keepAliveTimeoutMs: 4_000, clock });
   await ok(pool);
-  assert.equal(pool.connections, 1);
+  await clock.advance(3_999);
+  assert.equal(pool.connections, 1, 'kept while its time is not up');
+  await clock.advance(1 + 20); // the sweep runs up to 20 ms late, to close sockets expiring together at once
   await until('the idle connection to close', () => pool.connections === 0 && server.closed === 1);
 
-  // Node's http server sends Keep-Alive: timeout=1 for keepAliveTimeout 1000: we keep the socket ~500 ms, not 4 s
-  const nodeServer = http.createServer((_req, res) => res.end('node'));
-  nodeServer.keepAliveTimeout = 1_000;
-  await new Promise<void>((resolve) => nodeServer.listen(0, '127.0.0.1', resolve));
-  t.after(() => new Promise<void>((resolve) => nodeServer.close(() => resolve())));
-  const nodePool = newPool(t, `http://127.0.0.1:${(nodeServer.address() as net.AddressInfo).port}`);
-  const rec = await ok(nodePool);
-  assert.ok(rec.heads[0]?.headers.includes('timeout=1'), JSON.stringify(rec.heads[0]?.headers));
-  const idleSince = Date.now();
-  // ~500 ms; the bound leaves room for a busy machine and is still well below the pool's own 4 s
-  await until('the hinted idle timeout', () => nodePool.connections === 0, 3_500);
-  assert.ok(Date.now() - idleSince < 3_000, `closed after ${Date.now() - idleSince} ms`);
+  assert.equal((await ok(pool)).body, 'conn 1');
+  await clock.advance(499);
+  assert.equal(pool.connections, 1);
+  await clock.advance(1 + 20);
+  await until('the hinted idle timeout', () => pool.connections === 0 && server.closed === 2);
+});
+
+test('on a fake clock: an idle connection past its time is not reused even before the sweep closed it', async (t) => {
+  const clock = new FakeClock();
+  const server = await rawServer(t, (socket, req) => respond(socket, `conn ${req.conn}`));
+  const pool = newPool(t, server.origin, { keepAliveTimeoutMs: 1_000, clock });
+  await ok(pool);
+  await clock.advance(999);
+  assert.equal((await ok(pool)).body, 'conn 0', 'reused within its time');
+  await clock.advance(1_000); // the sweep is due 20 ms later
+  assert.equal((await ok(pool)).body, 'conn 1');
+  await until('the expired connection to close', () => server.closed === 1);
 });
 
 test('chunked streams from Node http: all events arrive in order, the connection is reused', async (t) => {
@@ -426,6 +439,22 @@ test('connect timeout: a listener whose accept queue is full never completes the
   assert.equal(rec.error?.code, 'UND_ERR_CONNECT_TIMEOUT');
   assert.ok(Date.now() - started >= 100, `timed out after ${Date.now() - started} ms`);
   await until('no connection left', () => pool.connections === 0);
+});
+
+test('on a fake clock: a connect that exceeds connectTimeoutMs fails with UND_ERR_CONNECT_TIMEOUT (a TLS handshake the server never answers)', async (t) => {
+  const clock = new FakeClock();
+  const server = await rawServer(t, () => assert.fail('no request gets through a handshake that never completes'));
+  const pool = newPool(t, `https://127.0.0.1:${server.port}`, { connectTimeoutMs: 2_000, clock });
+  const rec = new Recorder();
+  pool.dispatch(options(), rec);
+  await until('the client hello', () => server.firstData[0] !== undefined);
+  await clock.advance(1_999);
+  assert.equal(rec.done, false, 'still connecting within the timeout');
+  await clock.advance(1);
+  await within(WAIT_MS, 'the request', rec.settled);
+  assert.equal(rec.error?.code, 'UND_ERR_CONNECT_TIMEOUT');
+  assert.deepEqual(rec.violations, []);
+  await until('no connection left', () => pool.connections === 0 && server.closed === 1);
 });
 
 test('headers timeout: the server says nothing; the socket is closed', async (t) => {

@@ -8,12 +8,13 @@ import type { ProbeConfig } from '../config/config.js';
 import type { EngineKind } from '../core/engine.js';
 import type { FailureKind } from '../core/forward.js';
 import type { ForwardObserver } from '../core/forward.js';
+import { realClock, type Clock, type ClockTimer } from '../util/clock.js';
 import type { Logger } from '../util/log.js';
 import { afterProbe, nextProbeDelay, type ProbeCounters } from './lifecycle.js';
-import { probe, warmup, type ProbeOptions } from './rules.js';
+import { probe, warmup, type ProbeOptions, type ProbeResult, type ProbeTarget } from './rules.js';
 
 interface Tracked extends ProbeCounters {
-  timer: NodeJS.Timeout | undefined;
+  timer: ClockTimer | undefined;
   running: boolean;
   /** a probe was asked for while one was running */
   again: boolean;
@@ -35,12 +36,18 @@ export interface ProberOptions {
   readonly onFailure?: (endpoint: Endpoint, failure: FailureKind) => void;
   /** requests are waiting for one of these models now (the hold queue): probe its endpoints at the wake interval */
   readonly wanted?: (models: readonly string[]) => boolean;
+  /** default: the real clock */
+  readonly clock?: Clock;
+  /** the model-aware check of one endpoint; default: ./rules.ts's probe over HTTP */
+  readonly check?: (target: ProbeTarget, opts: ProbeOptions) => Promise<ProbeResult>;
 }
 
 export class Prober implements ForwardObserver {
   private readonly tracked = new Map<Endpoint, Tracked>();
   private readonly dispatcher: Agent;
   private readonly probeOpts: ProbeOptions;
+  private readonly clock: Clock;
+  private readonly check: (target: ProbeTarget, opts: ProbeOptions) => Promise<ProbeResult>;
   private unsubscribe: (() => void) | undefined;
   private stopped = false;
 
@@ -55,6 +62,8 @@ export class Prober implements ForwardObserver {
       keepAliveTimeout: 10_000,
       ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}),
     });
+    this.clock = opts.clock ?? realClock;
+    this.check = opts.check ?? probe;
     this.probeOpts = { kind: opts.kind, timeoutMs: opts.probe.timeoutMs, apiKey: opts.apiKey, dispatcher: this.dispatcher };
   }
 
@@ -66,7 +75,7 @@ export class Prober implements ForwardObserver {
   async stop(): Promise<void> {
     this.stopped = true;
     this.unsubscribe?.();
-    for (const t of this.tracked.values()) clearTimeout(t.timer);
+    for (const t of this.tracked.values()) this.clock.clearTimeout(t.timer);
     this.tracked.clear();
     await this.dispatcher.destroy().catch(() => undefined);
   }
@@ -79,8 +88,8 @@ export class Prober implements ForwardObserver {
       t.again = true;
       return;
     }
-    clearTimeout(t.timer);
-    t.timer = setTimeout(() => void this.run(endpoint), 0);
+    this.clock.clearTimeout(t.timer);
+    t.timer = this.clock.setTimeout(() => void this.run(endpoint), 0);
   }
 
   /** Requests started waiting for `model`: its endpoints that are not ready are probed now, then at the wake interval. */
@@ -142,13 +151,13 @@ export class Prober implements ForwardObserver {
       warmedUp: !this.opts.probe.warmup,
     };
     this.tracked.set(endpoint, t);
-    t.timer = setTimeout(() => void this.run(endpoint), 0);
+    t.timer = this.clock.setTimeout(() => void this.run(endpoint), 0);
   }
 
   private untrack(endpoint: Endpoint): void {
     const t = this.tracked.get(endpoint);
     if (!t) return;
-    clearTimeout(t.timer);
+    this.clock.clearTimeout(t.timer);
     this.tracked.delete(endpoint);
   }
 
@@ -160,8 +169,8 @@ export class Prober implements ForwardObserver {
     try {
       // the probe URL: a decode pod behind a routing sidecar is probed on its engine's own port (llm-router/probe-port)
       const target = { url: endpoint.probeUrl, models: endpoint.models };
-      const sent = Date.now();
-      let result = await probe(target, this.probeOpts);
+      const sent = this.clock.now();
+      let result = await this.check(target, this.probeOpts);
       if (this.tracked.get(endpoint) !== t) return;
       // what the engine holds now: an adapter a restarted engine no longer lists is no longer routed to it
       if (result.adapters) this.catalog.recordAdapters(endpoint, result.adapters, sent);
@@ -173,7 +182,7 @@ export class Prober implements ForwardObserver {
         if (w.ok) t.warmedUp = true;
         else result = { verdict: 'serving-api', refused: false, detail: w.detail };
       }
-      this.catalog.recordProbe(endpoint, { at: Date.now(), ok: result.verdict === 'ready', detail: result.detail });
+      this.catalog.recordProbe(endpoint, { at: this.clock.now(), ok: result.verdict === 'ready', detail: result.detail });
       if (t.suspect) {
         t.suspect = false;
         if (result.verdict !== 'ready' && endpoint.state === 'ready') {
@@ -183,7 +192,7 @@ export class Prober implements ForwardObserver {
         }
         t.passiveFailures = 0;
       }
-      const next = afterProbe(endpoint, t, result, this.opts.probe, Date.now());
+      const next = afterProbe(endpoint, t, result, this.opts.probe, this.clock.now());
       if (next.state === 'ready') t.passiveFailures = 0;
       this.transition(endpoint, next.state, next.error);
     } finally {
@@ -191,8 +200,8 @@ export class Prober implements ForwardObserver {
       if (this.tracked.get(endpoint) === t && !this.stopped) {
         const delay = t.again ? 0 : nextProbeDelay(endpoint.state, t, this.opts.probe, this.opts.wanted?.(endpoint.models) ?? false);
         t.again = false;
-        clearTimeout(t.timer);
-        t.timer = setTimeout(() => void this.run(endpoint), delay);
+        this.clock.clearTimeout(t.timer);
+        t.timer = this.clock.setTimeout(() => void this.run(endpoint), delay);
       }
     }
   }

@@ -9,6 +9,7 @@
 // needed. The periodic resync (--k8s-resync-seconds) only restarts the watch from its resourceVersion, which guards
 // against a watch connection that died silently without costing the API server a list.
 import { makeInformer, type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import type { Logger } from '../../util/log.js';
 
 export type ReflectorHealth = 'syncing' | 'synced' | 'forbidden' | 'absent' | 'erroring';
@@ -31,6 +32,12 @@ export interface ReflectorOptions<T extends KubernetesObject> {
   readonly maxBackoffMs?: number;
   /** shared by the reflectors of one source: one warning per backoff step for all of them (else each logs its own) */
   readonly failures?: FailureLog;
+  /** default: the real clock */
+  readonly clock?: Clock;
+  /** the jitter's randomness; default Math.random */
+  readonly random?: () => number;
+  /** default: client-node's informer (list + watch) against kubeConfig */
+  readonly informer?: (list: () => Promise<KubernetesListObject<T>>) => Informer<T>;
 }
 
 const FAILED_MESSAGE = 'kubernetes list/watch failed; watching again from the last resourceVersion after a pause';
@@ -78,8 +85,8 @@ export function jittered(backoffMs: number, random: () => number = Math.random):
 export class Reflector<T extends KubernetesObject> {
   private store = new Map<string, T>();
   private informer: Informer<T> | undefined;
-  private restartTimer: NodeJS.Timeout | undefined;
-  private resyncTimer: NodeJS.Timeout | undefined;
+  private restartTimer: ClockTimer | undefined;
+  private resyncTimer: ClockTimer | undefined;
   private backoffMs = 0;
   private stopped = false;
   /** the reflector itself stopped the informer (resync): the AbortError that follows is not a failure */
@@ -89,7 +96,13 @@ export class Reflector<T extends KubernetesObject> {
   private syncedOnce = false;
   private state: ReflectorHealth = 'syncing';
 
-  constructor(private readonly opts: ReflectorOptions<T>) {}
+  private readonly clock: Clock;
+  private readonly random: () => number;
+
+  constructor(private readonly opts: ReflectorOptions<T>) {
+    this.clock = opts.clock ?? realClock;
+    this.random = opts.random ?? Math.random;
+  }
 
   objects(): T[] {
     return [...this.store.values()];
@@ -103,14 +116,18 @@ export class Reflector<T extends KubernetesObject> {
     this.stopped = false;
     this.informer ??= this.makeInformer();
     this.run();
-    this.resyncTimer = setInterval(() => void this.resync(), this.opts.resyncMs);
+    // every resyncMs, as an interval: the timer starts over when it fires
+    this.resyncTimer = this.clock.setTimeout(() => {
+      this.resyncTimer?.refresh();
+      void this.resync();
+    }, this.opts.resyncMs);
     this.resyncTimer.unref();
   }
 
   stop(): void {
     this.stopped = true;
-    clearTimeout(this.restartTimer);
-    clearInterval(this.resyncTimer);
+    this.clock.clearTimeout(this.restartTimer);
+    this.clock.clearTimeout(this.resyncTimer);
     void this.informer?.stop().catch(() => undefined);
   }
 
@@ -125,7 +142,9 @@ export class Reflector<T extends KubernetesObject> {
       }
       return result;
     };
-    const informer = makeInformer<T>(this.opts.kubeConfig, this.opts.path, list, this.opts.labelSelector);
+    const informer = this.opts.informer
+      ? this.opts.informer(list)
+      : makeInformer<T>(this.opts.kubeConfig, this.opts.path, list, this.opts.labelSelector);
     const upsert = (obj: T): void => {
       if (this.stopped) return;
       this.store.set(key(obj), obj);
@@ -185,7 +204,7 @@ export class Reflector<T extends KubernetesObject> {
       }
       this.opts.onError?.(this.opts.resource, 'forbidden');
       this.markSynced('forbidden');
-      delay = jittered(30_000);
+      delay = jittered(30_000, this.random);
     } else if (status === 404) {
       if (this.state !== 'absent')
         this.opts.log.info(
@@ -195,16 +214,16 @@ export class Reflector<T extends KubernetesObject> {
       this.store.clear();
       this.opts.onChange();
       this.markSynced('absent');
-      delay = jittered(this.opts.resyncMs);
+      delay = jittered(this.opts.resyncMs, this.random);
     } else {
       this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 500), this.opts.maxBackoffMs ?? 10_000);
-      delay = jittered(this.backoffMs);
+      delay = jittered(this.backoffMs, this.random);
       this.state = this.syncedOnce ? 'erroring' : 'syncing';
       this.opts.onError?.(this.opts.resource, status !== undefined ? `http-${status}` : 'connection');
       if (this.opts.failures) this.opts.failures.report(this.opts.resource, message, delay);
       else this.opts.log.warn({ resource: this.opts.resource, error: message, retryInMs: delay }, FAILED_MESSAGE);
     }
-    this.restartTimer = setTimeout(() => {
+    this.restartTimer = this.clock.setTimeout(() => {
       this.restartTimer = undefined;
       this.run();
     }, delay);

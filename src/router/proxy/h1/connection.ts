@@ -3,6 +3,7 @@
 // back to its pool when done.
 import net from 'node:net';
 import tls from 'node:tls';
+import type { Clock, ClockTimer } from '../../util/clock.js';
 import { ResponseParser, type ResponseEvents } from './response-parser.js';
 import { H1ClientError, P_BODY, P_CONNECT, P_DONE, P_HEADERS, type Req } from './request.js';
 
@@ -12,6 +13,8 @@ export interface ConnectionOwner {
   readonly port: number;
   /** 0 = none; for TLS it covers the handshake too */
   readonly connectTimeoutMs: number;
+  /** what the connect, headers and body timers run on */
+  readonly clock: Clock;
   /** tls.connect's options for an https engine; undefined for http */
   readonly tls: tls.ConnectionOptions | undefined;
   /** the last TLS session the engine gave, to resume */
@@ -53,10 +56,11 @@ function onBodyTimeout(conn: Conn): void {
 }
 
 /** The timer, refreshed when its duration stays the same (no new timer object), else replaced; unref'd. */
-function rearm(timer: NodeJS.Timeout | undefined, currentMs: number, ms: number, fire: (conn: Conn) => void, conn: Conn): NodeJS.Timeout {
+function rearm(timer: ClockTimer | undefined, currentMs: number, ms: number, fire: (conn: Conn) => void, conn: Conn): ClockTimer {
   if (timer !== undefined && currentMs === ms) return timer.refresh();
-  if (timer !== undefined) clearTimeout(timer);
-  const next = setTimeout(fire, ms, conn);
+  const clock = conn.core.clock;
+  if (timer !== undefined) clock.clearTimeout(timer);
+  const next = clock.setTimeout(fire, ms, conn);
   next.unref();
   return next;
 }
@@ -83,11 +87,11 @@ export class Conn implements ResponseEvents {
   pending: Buffer | undefined = undefined;
   idle = false;
   idleDeadline = 0;
-  connectTimer: NodeJS.Timeout | undefined = undefined;
-  headersTimer: NodeJS.Timeout | undefined = undefined;
+  connectTimer: ClockTimer | undefined = undefined;
+  headersTimer: ClockTimer | undefined = undefined;
   headersMs = 0;
   headersArmed = false;
-  bodyTimer: NodeJS.Timeout | undefined = undefined;
+  bodyTimer: ClockTimer | undefined = undefined;
   bodyMs = 0;
   bodyArmed = false;
 
@@ -116,7 +120,7 @@ export class Conn implements ResponseEvents {
     socket.on('error', this.sockError);
     socket.on('close', this.sockClose);
     if (core.connectTimeoutMs > 0) {
-      this.connectTimer = setTimeout(onConnectTimeout, core.connectTimeoutMs, this);
+      this.connectTimer = core.clock.setTimeout(onConnectTimeout, core.connectTimeoutMs, this);
       this.connectTimer.unref();
     }
   }
@@ -265,7 +269,7 @@ export class Conn implements ResponseEvents {
   private readonly sockConnect = (): void => {
     this.connected = true;
     if (this.connectTimer !== undefined) {
-      clearTimeout(this.connectTimer);
+      this.core.clock.clearTimeout(this.connectTimer);
       this.connectTimer = undefined;
     }
     const req = this.req;
@@ -317,9 +321,10 @@ export class Conn implements ResponseEvents {
   };
 
   private readonly sockClose = (): void => {
-    if (this.connectTimer !== undefined) clearTimeout(this.connectTimer);
-    if (this.headersTimer !== undefined) clearTimeout(this.headersTimer);
-    if (this.bodyTimer !== undefined) clearTimeout(this.bodyTimer);
+    const clock = this.core.clock;
+    if (this.connectTimer !== undefined) clock.clearTimeout(this.connectTimer);
+    if (this.headersTimer !== undefined) clock.clearTimeout(this.headersTimer);
+    if (this.bodyTimer !== undefined) clock.clearTimeout(this.bodyTimer);
     this.connectTimer = this.headersTimer = this.bodyTimer = undefined;
     const req = this.req;
     if (req !== undefined) {

@@ -9,12 +9,16 @@ import { isIP } from 'node:net';
 import type tls from 'node:tls';
 import type { EngineClient, EngineClientOptions } from '../engine-client.js';
 import { tlsConnectOptions } from '../../config/engine-tls.js';
+import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import { Conn, type ConnectionOwner } from './connection.js';
 import { H1ClientError, P_DONE, prepare, Req, type H1DispatchOptions, type H1Handler } from './request.js';
 
 export { H1ClientError, type H1DispatchOptions, type H1Handler } from './request.js';
 
-export type H1PoolOptions = EngineClientOptions;
+export interface H1PoolOptions extends EngineClientOptions {
+  /** default: the real clock */
+  readonly clock?: Clock;
+}
 
 /** a server's Keep-Alive: timeout=N is trusted up to N s minus this */
 const KEEP_ALIVE_MARGIN_MS = 500;
@@ -33,6 +37,7 @@ class PoolCore implements ConnectionOwner {
   readonly connectTimeoutMs: number;
   readonly keepAliveMs: number;
   readonly maxConnections: number;
+  readonly clock: Clock;
   /** for an https origin: tls.connect's options (servername included); undefined for http */
   readonly tls: tls.ConnectionOptions | undefined;
   /** the last TLS session, offered again so a new connection can skip the full handshake */
@@ -47,7 +52,7 @@ class PoolCore implements ConnectionOwner {
   destroyed = false;
   private closed: Promise<void> | undefined = undefined;
   private resolveClosed: (() => void) | undefined = undefined;
-  private sweepTimer: NodeJS.Timeout | undefined = undefined;
+  private sweepTimer: ClockTimer | undefined = undefined;
   private sweepAt = 0;
 
   constructor(origin: string, opts: H1PoolOptions) {
@@ -61,6 +66,7 @@ class PoolCore implements ConnectionOwner {
     this.connectTimeoutMs = opts.connectTimeoutMs;
     this.keepAliveMs = opts.keepAliveTimeoutMs;
     this.maxConnections = opts.maxConnections;
+    this.clock = opts.clock ?? realClock;
     // SNI names a host, never an address; certificates for addresses are checked against their IP SANs
     this.tls = https
       ? { ...tlsConnectOptions(opts.tls), ...(isIP(this.host) === 0 ? { servername: this.host } : {}), ALPNProtocols: ['http/1.1'] }
@@ -89,7 +95,7 @@ class PoolCore implements ConnectionOwner {
   schedule(req: Req): void {
     const idle = this.idle;
     if (idle.length > 0) {
-      const now = Date.now();
+      const now = this.clock.now();
       for (let conn = idle.pop(); conn !== undefined; conn = idle.pop()) {
         conn.idle = false;
         if (conn.idleDeadline > now && !conn.ended && !conn.socket.destroyed) {
@@ -146,7 +152,7 @@ class PoolCore implements ConnectionOwner {
       conn.socket.destroy();
       return;
     }
-    const deadline = Date.now() + ms;
+    const deadline = this.clock.now() + ms;
     conn.idle = true;
     conn.idleDeadline = deadline;
     this.idle.push(conn);
@@ -161,17 +167,18 @@ class PoolCore implements ConnectionOwner {
   }
 
   private scheduleSweep(deadline: number): void {
-    if (this.sweepTimer !== undefined) clearTimeout(this.sweepTimer);
-    const delay = Math.max(1, deadline - Date.now()) + SWEEP_SLACK_MS;
-    this.sweepAt = Date.now() + delay;
-    this.sweepTimer = setTimeout(sweepIdle, delay, this);
+    const clock = this.clock;
+    if (this.sweepTimer !== undefined) clock.clearTimeout(this.sweepTimer);
+    const delay = Math.max(1, deadline - clock.now()) + SWEEP_SLACK_MS;
+    this.sweepAt = clock.now() + delay;
+    this.sweepTimer = clock.setTimeout(sweepIdle, delay, this);
     this.sweepTimer.unref();
   }
 
   /** Closes the idle sockets whose time is up. */
   sweep(): void {
     this.sweepTimer = undefined;
-    const now = Date.now();
+    const now = this.clock.now();
     const idle = this.idle;
     let next = Infinity;
     let kept = 0;
@@ -207,7 +214,7 @@ class PoolCore implements ConnectionOwner {
   close(): Promise<void> {
     if (this.closed === undefined) {
       this.closing = true;
-      if (this.sweepTimer !== undefined) clearTimeout(this.sweepTimer);
+      if (this.sweepTimer !== undefined) this.clock.clearTimeout(this.sweepTimer);
       this.sweepTimer = undefined;
       for (const conn of this.idle.splice(0)) {
         conn.idle = false;
