@@ -330,6 +330,22 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
   });
 });
 
+/** A router in front of the SGLang-flavoured simulator, with its two declared adapters. */
+function sglangRouter(sim: Running, ...extra: string[]): string[] {
+  return [
+    '--engine-kind',
+    'sglang',
+    '--static-backends',
+    sim.url,
+    '--static-models',
+    'sbase',
+    '--lora-adapters',
+    's1@sbase=/adapters/s1,s2@sbase=/adapters/s2',
+    ...FAST_PROBES,
+    ...extra,
+  ];
+}
+
 describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
   let sim: Running;
   let router: Running;
@@ -337,17 +353,7 @@ describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
   before(async () => {
     // two adapters run in one batch, but it registers one at most: the router's slots there are 1
     sim = await startSim(['--engine-kind', 'sglang', '--model', 'sbase', '--id', 'sim-sglang', ...lora(2, '--max-loaded-loras', '1')]);
-    router = await startRouter([
-      '--engine-kind',
-      'sglang',
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'sbase',
-      '--lora-adapters',
-      's1@sbase=/adapters/s1,s2@sbase=/adapters/s2',
-      ...FAST_PROBES,
-    ]);
+    router = await startRouter(sglangRouter(sim));
     await eventually(
       'the SGLang engine ready',
       async () => (await call(`${router.url}/engines`)).json<{ endpoints: { state: string }[] }>().endpoints,
@@ -400,5 +406,30 @@ describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
       ['s1', 's2'].map((m) => list.get(m)?.loaded_endpoints),
       [0, 1],
     );
+  });
+
+  test('an engine that lost an adapter answers 400 "not loaded": the router loads it again before the client hears of it', async () => {
+    // a replica that re-reads the engine's listing only every 30 s still believes the engine holds s2
+    const late = await startRouter(sglangRouter(sim, '--probe-ready-interval', '30'));
+    await until('the late replica sees s2 on the engine', async () => (await models(late.url)).get('s2')?.loaded_endpoints === 1);
+    // another replica (here: the test) unloads it behind its back
+    const unload = await call(`${sim.url}/unload_lora_adapter`, { body: JSON.stringify({ lora_name: 's2' }) });
+    assert.equal(unload.status, 200, unload.text);
+    const res = await post(late.url, 's2');
+    assert.equal(res.status, 200, res.text);
+    // two calls reached the engine: the one it refused (not loaded), and the one after the load
+    const sent = (await simRequests(sim.url)).filter((r) => r.path === '/v1/chat/completions').slice(-2);
+    assert.deepEqual(
+      sent.map((r) => (JSON.parse(r.body.toString()) as { model: string }).model),
+      ['sbase:s2', 'sbase:s2'],
+    );
+    assert.deepEqual((await callsFor(sim, 's2')).slice(-1), [{ op: 'load', name: 's2', path: '/adapters/s2', status: 200 }]);
+    // any other 400 is the client's: held only to be judged, then passed on as the engine sent it, with no load
+    const loads = (await callsFor(sim, 's2')).length;
+    const refused = await call(`${late.url}/v1/chat/completions`, { body: chat('s2'), headers: { 'x-sim-status': '400' } });
+    assert.equal(refused.status, 400);
+    assert.match(refused.text, /Simulated failure for this request \(x-sim-status 400\)/);
+    assert.equal((await callsFor(sim, 's2')).length, loads);
+    await late.stop();
   });
 });

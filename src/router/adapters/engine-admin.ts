@@ -5,6 +5,7 @@ import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
 import type { EngineKind } from '../core/engine.js';
 import type { Endpoint } from '../core/endpoint.js';
+import type { MissingAdapterAnswer } from '../core/lora.js';
 import { adapterApi, engineMessage, type AdapterApi, type AdminAnswer } from './engine-apis.js';
 
 const MAX_ANSWER_BYTES = 64 * 1024;
@@ -28,6 +29,8 @@ export interface AdapterAdmin {
   slots?(e: Endpoint): Promise<number | undefined>;
   /** the `model` an inference request for `adapter` of `base` carries to the engine; without it, the adapter's name */
   requestModel?(base: string, adapter: string): string;
+  /** how its engines answer a request for an adapter they do not hold; without it, vLLM's 404 */
+  readonly missingAdapter?: MissingAdapterAnswer;
   close(): Promise<void>;
 }
 
@@ -81,6 +84,10 @@ export class EngineAdmin implements AdapterAdmin {
 
   requestModel(base: string, adapter: string): string {
     return this.api.requestModel(base, adapter);
+  }
+
+  get missingAdapter(): MissingAdapterAnswer {
+    return this.api.missingAdapter;
   }
 
   async close(): Promise<void> {

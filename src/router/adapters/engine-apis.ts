@@ -4,7 +4,7 @@
 // name as `model`, slots from /metrics. SGLang: POST /load_lora_adapter and /unload_lora_adapter answering
 // {success, error_message}, `model` as BASE:ADAPTER, slots from its server info. Pure (unit-tested).
 import type { EngineKind } from '../core/engine.js';
-import type { LoadResult } from '../core/lora.js';
+import type { LoadResult, MissingAdapterAnswer } from '../core/lora.js';
 
 /** an engine's error text is cut to this many characters before it reaches a log or a client */
 const MAX_DETAIL_CHARS = 300;
@@ -27,6 +27,8 @@ export interface AdapterApi {
   readonly infoPaths: readonly string[];
   /** the adapter slots in an answer of an info path */
   slotsOf(info: unknown): number | undefined;
+  /** its answer to an inference request for an adapter it does not hold */
+  readonly missingAdapter: MissingAdapterAnswer;
 }
 
 /**
@@ -86,6 +88,7 @@ export function unloadDone(status: number, text: string): boolean {
 }
 
 const VLLM_API: AdapterApi = {
+  missingAdapter: { status: 404 },
   loadPath: VLLM_LOAD_PATH,
   unloadPath: VLLM_UNLOAD_PATH,
   classifyLoad,
@@ -136,6 +139,8 @@ export function sglangSlots(info: unknown): number | undefined {
 }
 
 const SGLANG_API: AdapterApi = {
+  // "The requested LoRA adapters are not loaded: ..." (a 400; a lost adapter after a restart reads the same)
+  missingAdapter: { status: 400, message: /LoRA adapters? (are|is) not loaded/i },
   loadPath: SGLANG_LOAD_PATH,
   unloadPath: '/unload_lora_adapter',
   classifyLoad: classifySglangLoad,

@@ -4,12 +4,14 @@
 // /v1/models (the prober) and from the loads made here; the catalog, not this module, answers whether an adapter exists.
 import { isRoutable, type ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../core/endpoint.js';
-import type { AdapterLedger, AdapterObserver } from '../core/lora.js';
+import type { AdapterLedger, AdapterObserver, MissingAdapterAnswer } from '../core/lora.js';
 import type { AdapterRoute } from '../core/model.js';
 import { allowsDecodeOnly, type PdProtocol } from '../core/pd.js';
 import type { Logger } from '../util/log.js';
 import type { AdapterAdmin } from './engine-admin.js';
 import { chooseLoader, chooseVictim, freeSlots, loadOf, shouldSpill, type AdapterUse, type LoaderFacts } from './placement.js';
+
+const VLLM_MISSING: MissingAdapterAnswer = { status: 404 };
 
 export interface AdapterManagerOptions {
   /** slots of an engine whose /metrics reports none (--max-loras-per-engine) */
@@ -160,6 +162,11 @@ export class AdapterManager {
   /** The `model` a request for the adapter carries to its engines: the adapter's name, or what their kind needs. */
   engineModel(route: AdapterRoute): string {
     return this.admin.requestModel?.(route.base, route.name) ?? route.name;
+  }
+
+  /** How the engines answer a request for an adapter they do not hold (the forwarder then tries another holder). */
+  missingAdapter(): MissingAdapterAnswer {
+    return this.admin.missingAdapter ?? VLLM_MISSING;
   }
 
   /** A request for the adapter goes to an engine now. */

@@ -12,6 +12,16 @@ export interface AdapterDeclaration {
   readonly path: string;
 }
 
+/**
+ * How an engine answers an inference request for an adapter it does not hold: vLLM 404; SGLang 400 whose body says the
+ * adapter is not loaded (its other 400s are the client's, passed on).
+ */
+export interface MissingAdapterAnswer {
+  readonly status: number;
+  /** the body must match too; the body is then held (up to a small bound) until it can be judged */
+  readonly message?: RegExp;
+}
+
 /** A name the router can give an engine and a client can send: no blanks, commas, `=` or `@`. */
 export function isAdapterName(name: string): boolean {
   return name.length > 0 && name.length <= 512 && !/[\s,=@]/.test(name);

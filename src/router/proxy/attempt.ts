@@ -4,6 +4,7 @@ import type { ResponseSink } from '../core/exchange.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
 import type { FailureKind } from '../core/forward.js';
+import type { MissingAdapterAnswer } from '../core/lora.js';
 
 export type AttemptOutcome =
   /** the engine's whole response reached the client (any status) */
@@ -24,8 +25,8 @@ export interface AttemptRequest {
   readonly requestId: string;
   /** whether an engine 503 (loading / back-pressure) should be retried elsewhere instead of passed through */
   readonly retryOnEngine503: boolean;
-  /** a request for a LoRA adapter: an engine 404 means it does not hold the adapter (failure model-missing), not passed through */
-  readonly retryOnEngine404?: boolean;
+  /** a request for a LoRA adapter: the engine's answer that it does not hold it is failure model-missing, not passed on */
+  readonly adapterMissing?: MissingAdapterAnswer;
   readonly idleTimeoutMs: number;
   readonly headersTimeoutMs: number;
 }
@@ -41,6 +42,9 @@ class ClientGoneError extends Error {
 export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
 }
+
+/** an engine's "adapter not loaded" error is far shorter; a longer answer is passed on without judging it */
+const MAX_HELD_BYTES = 16 * 1024;
 
 const CONNECT_CODES = new Set([
   'ECONNREFUSED',
@@ -113,6 +117,9 @@ class AttemptHandler implements EngineHandler {
   /** the head to write with the first body byte (non-stream answers) */
   private headPending: string[] | undefined = undefined;
   private discarding = false;
+  /** an answer held whole until its body says whether the engine lacks the adapter (SGLang's 400) */
+  private held: Buffer[] | undefined = undefined;
+  private heldBytes = 0;
   private sse = false;
   /** 204 or 304: no body may follow */
   private bodyless = false;
@@ -182,7 +189,9 @@ class AttemptHandler implements EngineHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true;
     this.status = statusCode;
-    if ((statusCode === 503 && this.req.retryOnEngine503) || (statusCode === 404 && this.req.retryOnEngine404 === true)) {
+    const missing = this.req.adapterMissing;
+    const adapterMissing = missing !== undefined && statusCode === missing.status;
+    if ((statusCode === 503 && this.req.retryOnEngine503) || (adapterMissing && missing.message === undefined)) {
       // drain the small error body so the connection stays reusable, then try elsewhere
       this.discarding = true;
       return true;
@@ -199,6 +208,7 @@ class AttemptHandler implements EngineHandler {
     const res = this.res;
     if (res.destroyed) return false;
     this.headPending = head.headers;
+    if (adapterMissing && !this.sse) this.held = [];
     if (this.sse) {
       // the stream's head goes out now: time to first token is the client's to see
       this.commit();
@@ -209,6 +219,12 @@ class AttemptHandler implements EngineHandler {
 
   onData(chunk: Buffer): boolean {
     if (this.discarding || this.res.destroyed) return true;
+    if (this.held !== undefined) {
+      this.held.push(chunk);
+      this.heldBytes += chunk.length;
+      // longer than any "adapter not loaded" error: the client's own answer, passed on as it came
+      return this.heldBytes <= MAX_HELD_BYTES || this.release();
+    }
     if (this.bodyless) return this.refuse(`the engine sent a body on a ${this.status}`);
     if (this.headPending !== undefined) this.commit();
     if (this.remaining >= 0) {
@@ -250,6 +266,11 @@ class AttemptHandler implements EngineHandler {
 
   onComplete(): void {
     if (this.settled) return;
+    if (this.held !== undefined) {
+      const message = this.req.adapterMissing?.message;
+      if (message?.test(Buffer.concat(this.held).toString('utf8'))) this.discarding = true;
+      else this.release();
+    }
     if (this.discarding) {
       this.finish({ kind: 'retryable', failure: this.discardedFailure(), detail: `engine answered ${this.status}` });
       return;
@@ -265,9 +286,18 @@ class AttemptHandler implements EngineHandler {
     this.finish({ kind: 'done', status: this.status });
   }
 
-  /** what an answer drained instead of passed on says: the engine is busy (503), or does not hold the adapter (404) */
+  /** what an answer drained instead of passed on says: the engine is busy (503), or does not hold the adapter */
   private discardedFailure(): FailureKind {
-    return this.status === 404 ? 'model-missing' : 'engine-busy';
+    return this.status === 503 ? 'engine-busy' : 'model-missing';
+  }
+
+  /** Passes a held answer on through the usual checks, as if it had just arrived. */
+  private release(): boolean {
+    const chunks = this.held ?? [];
+    this.held = undefined;
+    let more = true;
+    for (const chunk of chunks) more = this.onData(chunk);
+    return more;
   }
 
   onError(err: Error): void {

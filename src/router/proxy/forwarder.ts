@@ -7,7 +7,7 @@ import { attempt, type AttemptOutcome } from './attempt.js';
 import type { FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
 import type { ForwardObserver, InFlightLedger } from '../core/forward.js';
-import type { AdapterLedger } from '../core/lora.js';
+import type { AdapterLedger, MissingAdapterAnswer } from '../core/lora.js';
 
 export interface ForwardJob {
   readonly route: RouteRequest;
@@ -22,8 +22,8 @@ export interface ForwardJob {
   readonly first?: Endpoint;
   /** a request for a LoRA adapter: its use per endpoint is counted there, and an engine's 404 reported */
   readonly adapter?: AdapterLedger;
-  /** an engine's 404 means it does not hold the adapter: another holder is tried (generation paths of an adapter) */
-  readonly retryOnEngine404?: boolean;
+  /** an engine's answer that it does not hold the adapter: another holder is tried (generation paths of an adapter) */
+  readonly adapterMissing?: MissingAdapterAnswer;
 }
 
 export type ForwardResult =
@@ -70,7 +70,7 @@ export class Forwarder {
             body: job.body,
             requestId: job.requestId,
             retryOnEngine503: mayRetry,
-            retryOnEngine404: job.retryOnEngine404 === true,
+            ...(job.adapterMissing ? { adapterMissing: job.adapterMissing } : {}),
             headersTimeoutMs: this.timeouts.headersMs,
             idleTimeoutMs: this.timeouts.idleMs,
           },

@@ -363,7 +363,9 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned
   const adapter = target.adapter ? deps.adapters.ledger(target.adapter.name) : undefined;
-  const adapterJob = adapter ? { adapter, retryOnEngine404: ADAPTER_404_PATHS.has(r.path) } : NO_ADAPTER;
+  const adapterJob = adapter
+    ? { adapter, ...(ADAPTER_404_PATHS.has(r.path) ? { adapterMissing: deps.adapters.missingAdapter() } : {}) }
+    : NO_ADAPTER;
   deps.scaling.demand.begin(scaled);
   try {
     if (target.pd !== undefined) {
@@ -379,7 +381,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           requestId: r.requestId,
           candidates: candidatesOf(deps, model),
           prefill: target.pd.prefill,
-          ...(adapter ? { adapter } : {}),
+          ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
         },
         r.res,
       );

@@ -6,7 +6,7 @@ import type { PdConfig, TimeoutConfig } from '../../config/config.js';
 import type { Endpoint } from '../../core/endpoint.js';
 import type { ResponseSink } from '../../core/exchange.js';
 import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
-import type { AdapterLedger } from '../../core/lora.js';
+import type { AdapterLedger, MissingAdapterAnswer } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
 import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
@@ -19,6 +19,8 @@ import { promptChars } from './prompt-chars.js';
 import type { PdPair, PdProtocolRunner, PrefillVerdict } from './protocol.js';
 import { runSglang } from './sglang.js';
 import { runVllmNixl } from './vllm-nixl.js';
+
+const VLLM_MISSING: MissingAdapterAnswer = { status: 404 };
 
 const RUNNERS: Readonly<Record<PdProtocol, PdProtocolRunner>> = {
   'vllm-nixl': runVllmNixl,
@@ -47,6 +49,8 @@ export interface PdJob {
   readonly prefill: readonly Endpoint[];
   /** a request for a LoRA adapter of the P/D model: its use per endpoint, and engines' 404s for it */
   readonly adapter?: AdapterLedger;
+  /** how its engines say they do not hold the adapter (default vLLM's 404) */
+  readonly adapterMissing?: MissingAdapterAnswer;
 }
 
 export interface PdForwarderOptions {
@@ -149,7 +153,7 @@ export class PdForwarder {
           body,
           requestId: job.requestId,
           first: decode,
-          ...(job.adapter ? { adapter: job.adapter, retryOnEngine404: true } : {}),
+          ...(job.adapter ? { adapter: job.adapter, adapterMissing: job.adapterMissing ?? VLLM_MISSING } : {}),
         },
         sink,
       );
