@@ -290,20 +290,31 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
       const list = (await fresh(`${router.url}/v1/models`)).json<{ data: ModelEntry[] }>().data;
       return JSON.stringify(list.filter((m) => m.id.startsWith('w')).map((m) => [m.id, m.status, m.loaded_endpoints ?? null]));
     };
-    const before = JSON.stringify([
+    /** six connections in a row give `expected`: every worker says it */
+    const everyWorkerLists = (what: string, expected: readonly (readonly [string, string, number | null])[]) =>
+      until(what, async () => {
+        for (let i = 0; i < 6; i++) if ((await listing()) !== JSON.stringify(expected)) return false;
+        return true;
+      });
+    await everyWorkerLists('both workers see the base ready', [
       ['wbase', 'ready', null],
       ['wk', 'ready', 0],
       ['wz', 'scaled-to-zero', 0],
       ['wzero', 'scaled-to-zero', null],
     ]);
-    // six connections in a row see the engine ready: both workers have probed it
-    await until('both workers see the base ready', async () => {
-      for (let i = 0; i < 6; i++) if ((await listing()) !== before) return false;
-      return true;
-    });
-    for (let i = 0; i < 6; i++) {
+    // each name on six connections in a row, which the primary hands to the workers in turn
+    for (let i = 0; i < 6; i++)
       assert.equal(answerOf(await fresh(`${router.url}/v1/chat/completions`, chat('nope'))), '404 model_not_found');
+    for (let i = 0; i < 6; i++)
       assert.equal(answerOf(await fresh(`${router.url}/v1/chat/completions`, chat('wz'))), '503 model_unavailable scaled-to-zero');
+    // both workers gave each answer (their access lines name them): "alike" compared two workers, not one twice
+    const access = router.proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'));
+    for (const name of ['nope', 'wz']) {
+      const by = new Set(access.filter((l) => l.includes(`"model":"${name}"`)).map((l) => (JSON.parse(l) as { worker: number }).worker));
+      assert.equal(by.size, 2, `${name} answered by workers ${[...by].join(', ')}`);
     }
     const answers = await Promise.all(Array.from({ length: 8 }, () => fresh(`${router.url}/v1/chat/completions`, chat('wk'))));
     assert.deepEqual(
@@ -317,16 +328,12 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
       loads.map((l) => l.status),
       loads.length === 1 ? [200] : [200, 400],
     );
-    const after = JSON.stringify([
+    await everyWorkerLists('every worker lists wk loaded once', [
       ['wbase', 'ready', null],
       ['wk', 'ready', 1],
       ['wz', 'scaled-to-zero', 0],
       ['wzero', 'scaled-to-zero', null],
     ]);
-    await until('every worker lists wk loaded once', async () => {
-      for (let i = 0; i < 6; i++) if ((await listing()) !== after) return false;
-      return true;
-    });
   });
 });
 
