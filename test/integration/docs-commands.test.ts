@@ -5,7 +5,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -168,6 +168,9 @@ describe('the commands in README.md and docs/', { timeout: 120_000 }, () => {
   });
 
   test('npx llm-router is the CLI of this checkout', async () => {
+    // tsc writes files 0644; on a fresh checkout npx finds the bin but cannot run it unless the build marks it
+    const bin = path.join(ROOT, 'dist', 'cli', 'main.js');
+    assert.ok((statSync(bin).mode & 0o111) !== 0, 'npm run build leaves dist/cli/main.js executable');
     const r = await runShell('npx --no-install llm-router --version', process.env, 60_000);
     assert.equal(r.code, 0, r.output);
     assert.match(r.output, /^llm-router \d+\.\d+\.\d+/m);
