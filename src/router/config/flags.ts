@@ -1,9 +1,10 @@
 // Each command's flags are one table of specs (name, kind, default, env, choices, help): the command line is parsed by
-// commander from it, and the environment and the config file are read from it too; precedence flag > env > file >
-// default. A name that matches no flag, on the command line, in the file or in an LLM_ROUTER_* variable, is refused
+// commander from it, the environment and the config file are read from it too, and every value, whichever its source,
+// is checked by the zod schema built from its spec (flag-values.ts); precedence flag > env > file > default. A name that matches no flag, on the command line, in the file or in an LLM_ROUTER_* variable, is refused
 // with the closest one suggested.
 import { Command, CommanderError, Option } from 'commander';
 import { didYouMean } from '../util/suggest.js';
+import { readValue, splitList } from './flag-values.js';
 
 export type FlagKind = 'string' | 'int' | 'number' | 'boolean' | 'list' | 'repeat';
 
@@ -90,49 +91,11 @@ function normaliseKey(key: string): string {
     .toLowerCase();
 }
 
-function splitList(raw: string): string[] {
-  return raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
-/** Turns one raw value (a string from argv/env, or anything from a file) into the spec's kind. */
+/** Turns one raw value (a string from argv/env, or anything from a file) into the spec's kind (flag-values.ts). */
 function coerce(spec: FlagSpec, raw: unknown, where: string): FlagValue {
-  const fail = (what: string): never => {
-    throw new UsageError(`${where}: ${what}`);
-  };
-  switch (spec.kind) {
-    case 'boolean': {
-      if (typeof raw === 'boolean') return raw;
-      const s = String(raw).trim().toLowerCase();
-      if (['1', 'true', 'yes', 'on', ''].includes(s)) return true;
-      if (['0', 'false', 'no', 'off'].includes(s)) return false;
-      return fail(`expected true or false, got ${JSON.stringify(raw)}`);
-    }
-    case 'int':
-    case 'number': {
-      const n = typeof raw === 'number' ? raw : Number(String(raw).trim());
-      if (typeof raw === 'string' && raw.trim() === '') fail('expected a number, got an empty value');
-      if (!Number.isFinite(n)) fail(`expected a number, got ${JSON.stringify(raw)}`);
-      if (spec.kind === 'int' && !Number.isInteger(n)) fail(`expected a whole number, got ${JSON.stringify(raw)}`);
-      if (spec.min !== undefined && n < spec.min) fail(`must be at least ${spec.min}, got ${n}`);
-      return n;
-    }
-    case 'list':
-    case 'repeat': {
-      if (Array.isArray(raw)) return raw.flatMap((v) => splitList(String(v)));
-      return splitList(String(raw));
-    }
-    case 'string': {
-      if (raw === null || typeof raw === 'object') fail(`expected a text value, got ${JSON.stringify(raw)}`);
-      const s = String(raw);
-      if (spec.choices && !spec.choices.includes(s)) {
-        fail(`must be one of ${spec.choices.join(', ')}; got ${JSON.stringify(s)}`);
-      }
-      return s;
-    }
-  }
+  const r = readValue(spec, raw);
+  if (!r.ok) throw new UsageError(`${where}: ${r.reason}`);
+  return r.value;
 }
 
 /** Every spelling of every flag: its name and its aliases. */
