@@ -82,6 +82,49 @@ test('a stream sends one chunk per token spaced by the inter-token latency, then
   assert.equal(last.choices[0]!.finish_reason, 'stop');
 });
 
+test('--prefill-stalls-decode: a long prompt pauses a running stream and queues behind another prompt; without it neither', async () => {
+  // prefill of a ~300-token prompt at 1 ms per token: about 300 ms of the engine's one compute lane
+  const engine = [
+    '--ttft-ms',
+    '0',
+    '--itl-ms',
+    '10',
+    '--output-tokens',
+    '150',
+    '--prefill-ms-per-token',
+    '1',
+    '--prefix-cache-blocks',
+    '0',
+  ];
+  const [lane, free] = await Promise.all([
+    startSim(['--id', 'lane', '--prefill-stalls-decode', ...engine]),
+    startSim(['--id', 'free', ...engine]),
+  ]);
+  const longPrompt = (i: number) => ({ messages: [{ role: 'user', content: `prompt ${i} ${'word '.repeat(300)}` }], max_tokens: 1 });
+  for (const sim of [lane, free]) {
+    const res = await chat(sim.url, { stream: true, messages: [{ role: 'user', content: 'hi' }] });
+    const events = readEvents(res.body);
+    // two long prompts while the stream runs (it lasts at least 1.5 s)
+    const sent = Date.now();
+    const answers = await Promise.all([1, 2].map(async (i) => (await chat(sim.url, longPrompt(i))).body.json()));
+    const both = Date.now() - sent;
+    const at = (await events).map((e) => e.at);
+    const longestGap = Math.max(...at.slice(1).map((t, i) => t - (at[i] as number)));
+    const stats = await simStats(sim.url);
+    if (sim === lane) {
+      assert.equal(answers.length, 2);
+      // bounds from below only: a busy machine makes everything later, never earlier
+      assert.ok(both >= 500, `the second prompt waited for the first's prefill (${both} ms for both)`);
+      assert.ok(longestGap >= 200, `the stream paused while a prompt was prefilled (longest gap ${longestGap} ms)`);
+      assert.ok((stats.decodeStalls?.count ?? 0) >= 1, JSON.stringify(stats.decodeStalls));
+      assert.ok((stats.decodeStalls?.ms ?? 0) >= 200, JSON.stringify(stats.decodeStalls));
+    } else {
+      assert.equal(stats.decodeStalls, undefined, 'no lane, no stalls counted');
+    }
+  }
+  await Promise.all([lane.stop(), free.stop()]);
+});
+
 test('the unknown-model error is exactly vLLM’s 404', async () => {
   const res = await chat(fast, { model: 'no-such-model' });
   assert.equal(res.statusCode, 404);

@@ -30,6 +30,8 @@ export interface SimEngineOptions {
   readonly prefillMsPerToken?: number;
   /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off */
   readonly prefixCacheBlocks?: number;
+  /** prefills run one at a time and streams' next tokens wait while one runs (an engine without chunked prefill) */
+  readonly prefillStallsDecode?: boolean;
   /** tokens per prefix-cache block */
   readonly prefixBlockTokens?: number;
   /** value of the x-sim-engine header; unset: sim-<port> */

@@ -122,12 +122,18 @@ class SimServer implements SimEngine, EngineContext {
   }
 
   stats(): SimStats {
-    return { ...this.requests.snapshot(this.queue), ...(this.lora ? { lora: this.lora.stats() } : {}) };
+    const lane = this.timing.lane;
+    return {
+      ...this.requests.snapshot(this.queue),
+      ...(this.lora ? { lora: this.lora.stats() } : {}),
+      ...(lane ? { decodeStalls: { count: lane.stalls, ms: Math.round(lane.stalledMs) } } : {}),
+    };
   }
 
   resetStats(): void {
     this.requests.reset();
     this.lora?.resetStats();
+    this.timing.lane?.resetStats();
   }
 
   fault(): Fault {

@@ -92,6 +92,11 @@ export function generate(
   let timer: NodeJS.Timeout | undefined;
   let sent = 0;
   const step = (): void => {
+    const wait = sent > 0 ? engine.timing.decodeWait() : 0;
+    if (wait > 0) {
+      timer = setTimeout(step, wait);
+      return;
+    }
     for (;;) {
       if (resetAfter !== undefined && (sent >= resetAfter || sent === budget.tokens - 1)) {
         lease.release();

@@ -1,5 +1,8 @@
 // How long the engine takes: time to first token (base TTFT plus prefill of what the prefix cache misses)
-// and the pause between tokens, which the slow-chunks fault stretches.
+// and the pause between tokens, which the slow-chunks fault stretches. With --prefill-stalls-decode, prefills share
+// one compute lane (compute-lane.ts): they queue behind each other, and streams' tokens wait while one runs.
+import { performance } from 'node:perf_hooks';
+import { ComputeLane } from './compute-lane.js';
 import type { SimSettings } from './engine-api.js';
 import { DEFAULT_SLOW_CHUNK_DELAY_MS } from './faults.js';
 import { PrefixCache, promptBlocks, renderPrompt } from './prefix-cache.js';
@@ -11,6 +14,8 @@ export class EngineTiming {
   private readonly prefillMsPerToken: number;
   private readonly prefixBlockTokens: number;
   private readonly prefixCache: PrefixCache;
+  /** only with --prefill-stalls-decode */
+  readonly lane: ComputeLane | undefined;
   // Prometheus counters, never reset: prompt tokens looked up in the prefix cache, and those found
   prefixQueryTokens = 0;
   prefixHitTokens = 0;
@@ -21,6 +26,12 @@ export class EngineTiming {
     this.prefillMsPerToken = options.prefillMsPerToken;
     this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens);
     this.prefixCache = new PrefixCache(options.prefixCacheBlocks);
+    this.lane = options.prefillStallsDecode ? new ComputeLane() : undefined;
+  }
+
+  /** How long a stream's next token, due now, waits for a prefill (always 0 without --prefill-stalls-decode). */
+  decodeWait(): number {
+    return this.lane?.decodeWait(performance.now()) ?? 0;
   }
 
   interTokenMs(fault: Fault): number {
@@ -37,6 +48,7 @@ export class EngineTiming {
     const hit = Math.min(this.prefixCache.lookup(blocks) * this.prefixBlockTokens, Math.max(0, tokens - 1));
     this.prefixQueryTokens += tokens;
     this.prefixHitTokens += hit;
-    return this.ttftMs + (tokens - hit) * this.prefillMsPerToken;
+    const prefillMs = (tokens - hit) * this.prefillMsPerToken;
+    return this.ttftMs + (this.lane ? this.lane.prefill(performance.now(), prefillMs) : prefillMs);
   }
 }

@@ -38,6 +38,15 @@ export interface SimStats {
   pd: SimPdStats;
   /** LoRA adapters (--enable-lora): present only then */
   lora?: SimLoraStats;
+  /** --prefill-stalls-decode: present only then */
+  decodeStalls?: SimStallStats;
+}
+
+export interface SimStallStats {
+  /** stream tokens that waited for a prefill to end */
+  count: number;
+  /** how long they waited in all, ms */
+  ms: number;
 }
 
 export interface SimPdStats {
