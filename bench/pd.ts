@@ -6,8 +6,11 @@
 // client itself; the router's added latency is (through the router) - (direct) per round, for P/D and for a plain
 // aggregated request, then the median over rounds. Their difference is what the prefill hop costs the router.
 //
-// TTFT: streams with a prompt whose prefill is costly on the simulator (--prefill-ms-per-token); aggregated serving on
-// two whole-request engines against one prefill and one decode engine, at 1 and at 8 concurrent clients.
+// TTFT and ITL: streams with a prompt whose prefill is costly on the simulator (--prefill-ms-per-token); aggregated
+// serving on two whole-request engines against one prefill and one decode engine, at 1 and at 8 concurrent clients.
+// Every engine runs with --prefill-stalls-decode (one compute lane, as without chunked prefill): prefills queue behind
+// each other, and a stream's next token waits while its engine prefills another prompt. That is the interference P/D
+// removes from decode, so the inter-token gaps of the streams show what P/D buys and the TTFT what it costs.
 import http from 'node:http';
 import path from 'node:path';
 import { freePort, postTimed, startProc, startServe, waitUntil, fetchOnce, type Proc } from './procs.js';
@@ -27,8 +30,8 @@ export interface PdBenchResult {
   readonly addedPdMs: number;
   /** what the prefill hop adds: addedPd - addedAggregated */
   readonly prefillHopMs: number;
-  /** time to first token, ms: p50 and p90 per concurrency */
-  readonly ttft: readonly { readonly concurrency: number; readonly aggregated: Stats; readonly pd: Stats }[];
+  /** time to first token and inter-token gaps of the streams, ms, per concurrency */
+  readonly ttft: readonly { readonly concurrency: number; readonly aggregated: StreamStats; readonly pd: StreamStats }[];
   readonly promptTokens: number;
   readonly prefillMsPerToken: number;
 }
@@ -38,15 +41,29 @@ interface Stats {
   readonly p90: number;
 }
 
+interface StreamStats extends Stats {
+  /** gaps between a stream's consecutive tokens, every stream's pooled, ms */
+  readonly itl: { readonly p50: number; readonly p99: number; readonly max: number };
+}
+
 const MODEL = 'pd-bench';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-/** One POST on a kept-alive connection, with its time to first body byte. */
-async function post(port: number, body: string): Promise<{ status: number; text: string; firstByteMs: number }> {
+/** One POST on a kept-alive connection, with its time to first body byte and when each SSE event arrived. */
+async function post(
+  port: number,
+  body: string,
+): Promise<{ status: number; text: string; firstByteMs: number; eventsAt: readonly number[] }> {
   const started = Date.now();
   const r = await postTimed(port, body, { agent });
-  return { status: r.status, text: r.text, firstByteMs: r.firstDataAt - started };
+  return { status: r.status, text: r.text, firstByteMs: r.firstDataAt - started, eventsAt: r.eventsAt };
+}
+
+/** A chat stream's events are the role chunk, then one per token, then [DONE]: the gaps between its tokens. */
+function tokenGaps(eventsAt: readonly number[]): number[] {
+  const tokens = eventsAt.slice(1, -1);
+  return tokens.slice(1).map((t, i) => t - (tokens[i] as number));
 }
 
 function percentile(values: readonly number[], p: number): number {
@@ -166,8 +183,9 @@ function prompt(i: number, tokens: number): string {
   return `request ${i} ${'word '.repeat(tokens - 2)}`;
 }
 
-async function ttftAt(port: number, concurrency: number, requests: number, tokens: number): Promise<Stats> {
+async function ttftAt(port: number, concurrency: number, requests: number, tokens: number): Promise<StreamStats> {
   const ttfts: number[] = [];
+  const gaps: number[] = [];
   let next = 0;
   const client = async (): Promise<void> => {
     while (next < requests) {
@@ -178,10 +196,15 @@ async function ttftAt(port: number, concurrency: number, requests: number, token
       );
       if (r.status !== 200 || !r.text.includes('[DONE]')) throw new Error(`stream ${i} answered ${r.status}`);
       ttfts.push(r.firstByteMs);
+      gaps.push(...tokenGaps(r.eventsAt));
     }
   };
   await Promise.all(Array.from({ length: concurrency }, client));
-  return { p50: percentile(ttfts, 50), p90: percentile(ttfts, 90) };
+  return {
+    p50: percentile(ttfts, 50),
+    p90: percentile(ttfts, 90),
+    itl: { p50: percentile(gaps, 50), p99: percentile(gaps, 99), max: Math.max(...gaps) },
+  };
 }
 
 async function ttft(
@@ -203,6 +226,7 @@ async function ttft(
     '0',
     '--max-num-seqs',
     '4',
+    '--prefill-stalls-decode',
   ];
   const sims = await Promise.all([
     startSim(cli, dir, 'ttft-prefill', [...engine, '--role', 'prefill']),
@@ -224,12 +248,15 @@ async function ttft(
     { port: both1.port, role: 'both' },
     { port: both2.port, role: 'both' },
   ]);
-  const out: { concurrency: number; aggregated: Stats; pd: Stats }[] = [];
+  const out: { concurrency: number; aggregated: StreamStats; pd: StreamStats }[] = [];
   try {
     for (const level of o.levels) {
       const a = await ttftAt(aggregated.port, level.concurrency, level.requests, o.promptTokens);
       const p = await ttftAt(pd.port, level.concurrency, level.requests, o.promptTokens);
-      log(`pd ttft at ${level.concurrency} concurrent: aggregated p50 ${a.p50.toFixed(1)} ms, P/D p50 ${p.p50.toFixed(1)} ms`);
+      log(
+        `pd at ${level.concurrency} concurrent: TTFT p50 aggregated ${a.p50.toFixed(1)} ms, P/D ${p.p50.toFixed(1)} ms; ` +
+          `ITL p99 aggregated ${a.itl.p99.toFixed(1)} ms, P/D ${p.itl.p99.toFixed(1)} ms`,
+      );
       out.push({ concurrency: level.concurrency, aggregated: a, pd: p });
     }
   } finally {
@@ -275,6 +302,15 @@ export function pdRows(r: PdBenchResult): Row[] {
     rows.push({ scenario, metric: 'aggregated (2 engines) p90 ms', router: t.aggregated.p90, digits: 1 });
     rows.push({ scenario, metric: 'P/D (1 prefill + 1 decode) p50 ms', router: t.pd.p50, digits: 1 });
     rows.push({ scenario, metric: 'P/D (1 prefill + 1 decode) p90 ms', router: t.pd.p90, digits: 1 });
+    const itl = `ITL (gaps between a stream's tokens, 10 ms on an idle engine), ${t.concurrency} concurrent, same streams (sim)`;
+    for (const [name, s] of [
+      ['aggregated (2 engines)', t.aggregated],
+      ['P/D (1 prefill + 1 decode)', t.pd],
+    ] as const) {
+      rows.push({ scenario: itl, metric: `${name} p50 ms`, router: s.itl.p50, digits: 1 });
+      rows.push({ scenario: itl, metric: `${name} p99 ms`, router: s.itl.p99, digits: 1 });
+      rows.push({ scenario: itl, metric: `${name} max ms`, router: s.itl.max, digits: 1 });
+    }
   }
   return rows;
 }

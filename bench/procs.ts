@@ -118,6 +118,8 @@ export interface TimedAnswer {
   /** ms since epoch when the response head, and its first body byte, arrived */
   readonly headAt: number;
   readonly firstDataAt: number;
+  /** ms since epoch when each SSE event's end arrived (events that came in one chunk share its time) */
+  readonly eventsAt: readonly number[];
 }
 
 /** A POST of a JSON body to /v1/chat/completions, with when its head and first body byte arrived. */
@@ -137,12 +139,20 @@ export function postTimed(port: number, body: string, opts: { agent?: http.Agent
         const headAt = Date.now();
         let firstDataAt = 0;
         let text = '';
+        const eventsAt: number[] = [];
+        let scanned = 0; // text before this holds no unseen event end
         res.setEncoding('utf8');
         res.on('data', (c: string) => {
-          if (firstDataAt === 0) firstDataAt = Date.now();
+          const at = Date.now();
+          if (firstDataAt === 0) firstDataAt = at;
           text += c;
+          // an event ends with a blank line, which may straddle two chunks
+          for (let end = text.indexOf('\n\n', scanned); end >= 0; end = text.indexOf('\n\n', scanned)) {
+            eventsAt.push(at);
+            scanned = end + 2;
+          }
         });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headAt, firstDataAt }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headAt, firstDataAt, eventsAt }));
         res.on('error', reject);
       },
     );
