@@ -253,6 +253,74 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     await r.stop();
   });
 
+  test('P/D as a system: role workloads at zero are 503 scaled-to-zero on every replica and worker, whenever started; then every one agrees on each step up', async () => {
+    const sglang = { 'llm-router/pd-protocol': 'sglang' };
+    const role = (model: string, r: string) => ({ labels: { model, 'llm-d.ai/role': r } });
+    kube.create(deployment('sg-prefill', 0, role('pd-sg', 'prefill'), sglang));
+    kube.create(deployment('sg-decode', 0, role('pd-sg', 'decode'), sglang));
+    kube.create(deployment('nx-prefill', 0, role('pd-nx', 'prefill')));
+    kube.create(deployment('nx-decode', 0, role('pd-nx', 'decode')));
+    const a = await startK8sRouter();
+    await until('router A ready', async () => (await call(`${a.url}/ready`)).status === 200);
+    // started later, with two workers: each answer is asked on four connections in a row, which go to both workers
+    const w = await startK8sRouter(['--workers', '2']);
+    await until('two workers listening', () => w.proc.output().split('llm-router listening').length - 1 === 2);
+    const askAll = async (model: string): Promise<string[]> => {
+      const seen = new Set<string>();
+      for (const r of [a, w])
+        for (let i = 0; i < (r === w ? 4 : 1); i++) {
+          const res = await call(`${r.url}/v1/chat/completions`, { body: chat(model), newConnection: true });
+          const error = res.status === 200 ? undefined : res.json<{ error: { code: string; message: string } }>().error;
+          const missing = /no ready [a-z ]+ engine/.exec(error?.message ?? '')?.[0];
+          seen.add([res.status, error?.code, res.headers['x-llm-router-model-state'], missing].filter(Boolean).join(' '));
+        }
+      return [...seen];
+    };
+    const agree = async (model: string, expected: string): Promise<void> => {
+      let last: string[] = [];
+      await until(`${model} -> ${expected}`, async () => {
+        last = await askAll(model);
+        return last.length === 1 && last[0] === expected;
+      }).catch(() => assert.fail(`${model}: expected ${expected} from every router and worker, got ${JSON.stringify(last)}`));
+    };
+    // the message names the roles a request needs: sglang both, vllm-nixl the decode (it can go decode-only)
+    await agree('pd-sg', '503 model_unavailable scaled-to-zero no ready prefill or decode engine');
+    await agree('pd-nx', '503 model_unavailable scaled-to-zero no ready decode engine');
+    const access = w.proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"') && l.includes('"model":"pd-sg"'));
+    assert.equal(new Set(access.map((l) => (JSON.parse(l) as { worker: number }).worker)).size, 2, 'both workers answered');
+
+    // the decode side scales up first
+    kube.patch('deployments', 'default', 'sg-decode', { spec: { replicas: 1 } });
+    kube.patch('deployments', 'default', 'nx-decode', { spec: { replicas: 1 } });
+    const sims = await Promise.all([
+      startSim(['--model', 'pd-sg', '--role', 'decode', '--pd-protocol', 'sglang', '--id', 'sg-d', '--ttft-ms', '1', '--itl-ms', '1']),
+      startSim(['--model', 'pd-nx', '--role', 'decode', '--id', 'nx-d', '--ttft-ms', '1', '--itl-ms', '1']),
+    ]);
+    const [sgDecode, nxDecode] = sims as [Running, Running];
+    addReadyPod(kube, 'sg-decode-0', 'pd-sg', sgDecode.port, role('pd-sg', 'decode'));
+    addReadyPod(kube, 'nx-decode-0', 'pd-nx', nxDecode.port, role('pd-nx', 'decode'));
+    // sglang cannot run decode-only: the prefill role is missing, and every router says so; vllm-nixl serves decode-only
+    await agree('pd-sg', '503 model_unavailable scaled-to-zero no ready prefill engine');
+    await agree('pd-nx', '200');
+    assert.ok((await simStats(nxDecode.url)).pd.local >= 5, 'the decode engine ran the prompts itself');
+
+    // then the prefill side
+    kube.patch('deployments', 'default', 'sg-prefill', { spec: { replicas: 1 } });
+    const sgPrefill = await startSim(['--model', 'pd-sg', '--role', 'prefill', '--pd-protocol', 'sglang', '--id', 'sg-p']);
+    addReadyPod(kube, 'sg-prefill-0', 'pd-sg', sgPrefill.port, {
+      ...role('pd-sg', 'prefill'),
+      annotations: { 'sglang.ai/bootstrap-port': String(sgPrefill.port) },
+    });
+    await agree('pd-sg', '200');
+    assert.ok((await simStats(sgPrefill.url)).pd.prefilled >= 5, 'the prefill engine took part in every answer');
+    for (const name of ['sg-prefill-0', 'sg-decode-0', 'nx-decode-0']) kube.remove('pods', 'default', name);
+    for (const name of ['sg-prefill', 'sg-decode', 'nx-prefill', 'nx-decode']) kube.remove('deployments', 'default', name);
+    await Promise.all([a.stop(), w.stop(), sgPrefill.stop(), ...sims.map((s) => s.stop())]);
+  });
+
   test('a forbidden kind degrades with a log line and a metric; an API server down at startup keeps /ready 503 and known models served', async () => {
     kube.setForbidden('statefulsets', true);
     const r = await startK8sRouter(['--log-level', 'info']);
