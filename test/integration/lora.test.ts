@@ -5,6 +5,7 @@
 // answers, slots in its server info, adapters named BASE:ADAPTER).
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
 import { promtoolCheckMetrics } from '../support/prometheus.js';
@@ -334,8 +335,54 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
       ['wz', 'scaled-to-zero', 0],
       ['wzero', 'scaled-to-zero', null],
     ]);
+    // the operator's timeline: a load made by one worker is on every worker's, marked with the worker that made it
+    const loaders = new Set<number>();
+    await until('every worker shows every load of wk', async () => {
+      const workers = new Map<number, { own: number; relayed: number[] }>();
+      for (let i = 0; i < 4; i++) {
+        const s = await eventsSnapshot(router.url);
+        const loadsOfWk = s.timeline.filter((e) => e.type === 'adapter-load' && e.adapter === 'wk');
+        workers.set(s.state.instance.worker as number, {
+          own: loadsOfWk.filter((e) => e.worker === undefined).length,
+          relayed: loadsOfWk.flatMap((e) => (e.worker === undefined ? [] : [e.worker])),
+        });
+      }
+      if (workers.size !== 2) return false;
+      for (const [id, w] of workers) {
+        if (w.own > 0) loaders.add(id);
+        for (const from of w.relayed) assert.notEqual(from, id, 'a worker is never told its own news');
+      }
+      // every load appears once on each worker: as its own where it was made, relayed (with that worker) elsewhere
+      return [...workers.values()].every((w) => w.own + w.relayed.length === loads.length);
+    });
+    assert.ok(loaders.size >= 1);
   });
 });
+
+interface EventsSnapshot {
+  state: { instance: { worker: number | null } };
+  timeline: { type: string; adapter?: string; worker?: number }[];
+}
+
+/** The first event of GET /events (the state and the recent timeline), on a connection of its own. */
+function eventsSnapshot(base: string): Promise<EventsSnapshot> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}/events`, { agent: false, timeout: 10_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        const m = /event: snapshot\ndata: (.*)\n\n/.exec(text);
+        if (!m) return;
+        res.destroy();
+        resolve(JSON.parse(m[1] as string) as EventsSnapshot);
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('no snapshot from /events')));
+    req.on('error', reject);
+  });
+}
 
 /** A router in front of the SGLang-flavoured simulator, with its two declared adapters. */
 function sglangRouter(sim: Running, ...extra: string[]): string[] {

@@ -8,7 +8,7 @@ import { presentedKey } from '../../src/router/server/auth.js';
 import { DemandRate } from '../../src/router/server/dashboard/demand-rate.js';
 import { explainModel } from '../../src/router/server/dashboard/explain.js';
 import { TimelineRecorder } from '../../src/router/server/dashboard/recorder.js';
-import { Timeline, type TimelineEvent } from '../../src/router/server/dashboard/timeline.js';
+import { sharedHappening, Timeline, type TimelineEvent } from '../../src/router/server/dashboard/timeline.js';
 import { errors } from '../../src/router/server/errors.js';
 import { loggable } from '../../src/router/util/log.js';
 
@@ -128,6 +128,50 @@ test('the recorder: endpoint and model state changes with why, cold starts kept 
     ],
   );
   recorder.stop();
+});
+
+test('under --workers, what happens in one worker alone is shared with the others; what each observes is not', (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] });
+  const c = new ModelCatalog();
+  c.setDeclarations('known-models', ['m']);
+  const shared: string[] = [];
+  const timeline = new Timeline();
+  const recorder = new TimelineRecorder(
+    c,
+    timeline,
+    () => 'why',
+    Date.now,
+    (h) => shared.push(h.type),
+  );
+  recorder.start();
+  c.setEndpoints('static', [{ id: 'a', url: 'http://a:8000', models: ['m'] }]);
+  c.setState(c.endpoints()[0]!, 'ready');
+  recorder.coldStart({ model: 'm', kind: 'load', ms: 1_000, at: 0 });
+  recorder.adapterLoaded({ adapter: 'ad', endpoint: 'http://a:8000', result: 'loaded', seconds: 0.5, detail: '' });
+  recorder.adapterUnloaded({ adapter: 'ad', endpoint: 'http://a:8000', reason: 'evicted', ok: true, detail: '' });
+  recorder.failover('m');
+  t.mock.timers.tick(1_000);
+  assert.deepEqual(shared, ['adapter-load', 'adapter-unload', 'failover'], 'state changes and cold starts stay local');
+
+  // another worker's news: added with where it came from, and told to nobody else
+  recorder.relayed({ type: 'failover', model: 'm', count: 3 }, 2);
+  const last = timeline.recent(1)[0]!;
+  assert.deepEqual([last.type, last.worker], ['failover', 2]);
+  assert.equal(shared.length, 3);
+  assert.equal(timeline.recent().filter((e) => e.worker !== undefined).length, 1, 'own events carry no worker');
+  recorder.stop();
+
+  // what a relay may carry: the shared kinds with their names, nothing else
+  assert.ok(sharedHappening({ type: 'failover', model: 'm', count: 1 }));
+  assert.ok(sharedHappening({ type: 'adapter-load', adapter: 'a', endpoint: 'http://e', result: 'loaded', seconds: 1, detail: null }));
+  for (const bad of [
+    null,
+    'failover',
+    { type: 'model-state', model: 'm' },
+    { type: 'failover', model: 1, count: 1 },
+    { type: 'adapter-unload' },
+  ])
+    assert.equal(sharedHappening(bad), undefined, JSON.stringify(bad));
 });
 
 test('the demand rate: requests per minute over the samples of the last minute, none before they span two seconds', () => {

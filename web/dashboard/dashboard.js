@@ -214,6 +214,7 @@ function eventItem(e) {
     el('span', { class: 'when', title: new Date(e.at).toISOString() }, time),
     el('span', { class: 'kind' }, e.type),
     eventText(e),
+    e.worker !== undefined && el('span', { class: 'small' }, ` (worker ${e.worker})`),
   );
 }
 
@@ -223,7 +224,7 @@ function drawState(state) {
   page.instance.textContent = `v${i.version} · pid ${i.pid} · ${i.worker === null ? 'one process' : `worker ${i.worker} of ${i.workers}`}`;
   page.scope.textContent =
     i.workers > 1
-      ? 'Endpoint states, probes, Retry-After, cold starts and the timeline are what this worker sees (each worker probes the engines itself); held, in flight and demand are the whole instance.'
+      ? "Endpoint states, probes, Retry-After, cold starts and state changes are what this worker sees (each worker probes the engines itself); the timeline adds the other workers' failovers and adapter loads and unloads; held, in flight and demand are the whole instance."
       : '';
   page.models.replaceChildren(...state.models.map(modelRow));
   page.endpoints.replaceChildren(...state.endpoints.map(endpointRow));

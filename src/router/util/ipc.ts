@@ -1,6 +1,7 @@
 // Questions between the router's processes under --workers (node:cluster IPC). A worker asks the primary something
 // that only the whole instance can answer (its demand, its metrics); the primary answers by gathering each worker's
-// own part. So every answer is the same whichever worker a client, Prometheus or KEDA happens to reach.
+// own part. So every answer is the same whichever worker a client, Prometheus or KEDA happens to reach. A worker can
+// also publish news that happened in it alone (the operator's timeline); the primary relays it to every other worker.
 import cluster, { type Worker } from 'node:cluster';
 
 const TAG = 'llm-router';
@@ -9,7 +10,9 @@ type Message =
   | { tag: typeof TAG; kind: 'ask'; id: number; topic: string }
   | { tag: typeof TAG; kind: 'answer'; id: number; value?: unknown; error?: string }
   | { tag: typeof TAG; kind: 'gather'; id: number; topic: string }
-  | { tag: typeof TAG; kind: 'part'; id: number; value?: unknown; error?: string };
+  | { tag: typeof TAG; kind: 'part'; id: number; value?: unknown; error?: string }
+  | { tag: typeof TAG; kind: 'publish'; topic: string; value: unknown }
+  | { tag: typeof TAG; kind: 'relay'; topic: string; value: unknown; from: number };
 
 function isMessage(m: unknown): m is Message {
   return typeof m === 'object' && m !== null && (m as { tag?: unknown }).tag === TAG;
@@ -61,6 +64,11 @@ export class ClusterHub {
       if (!p?.waiting.delete(worker.id)) return;
       if (m.error === undefined) p.parts.set(worker.id, m.value);
       if (p.waiting.size === 0) p.done();
+    } else if (m.kind === 'publish') {
+      for (const w of Object.values(cluster.workers ?? {})) {
+        if (!w || w.id === worker.id || !w.isConnected()) continue;
+        w.send({ tag: TAG, kind: 'relay', topic: m.topic, value: m.value, from: worker.id } satisfies Message);
+      }
     } else if (m.kind === 'ask') {
       const question = this.questions[m.topic];
       const reply = (r: { value?: unknown; error?: string }): void => {
@@ -80,6 +88,7 @@ export class WorkerLink {
   private nextId = 0;
   private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private readonly onMessage = (m: unknown): void => this.receive(m);
+  private readonly relayed = new Map<string, (value: unknown, fromWorker: number) => void>();
 
   constructor(private readonly parts: Readonly<Record<string, () => unknown>>) {
     process.on('message', this.onMessage);
@@ -89,6 +98,17 @@ export class WorkerLink {
     process.off('message', this.onMessage);
     for (const p of this.pending.values()) p.reject(new Error('the router is stopping'));
     this.pending.clear();
+    this.relayed.clear();
+  }
+
+  /** Sends news to every other worker (through the primary); nothing comes back. */
+  publish(topic: string, value: unknown): void {
+    if (process.connected) process.send?.({ tag: TAG, kind: 'publish', topic, value } satisfies Message);
+  }
+
+  /** What other workers publish on `topic` (one handler per topic), with the id of the worker it came from. */
+  onRelay(topic: string, handler: (value: unknown, fromWorker: number) => void): void {
+    this.relayed.set(topic, handler);
   }
 
   ask(topic: string, timeoutMs: number): Promise<unknown> {
@@ -114,7 +134,9 @@ export class WorkerLink {
 
   private receive(m: unknown): void {
     if (!isMessage(m)) return;
-    if (m.kind === 'answer') {
+    if (m.kind === 'relay') {
+      this.relayed.get(m.topic)?.(m.value, m.from);
+    } else if (m.kind === 'answer') {
       const p = this.pending.get(m.id);
       if (!p) return;
       this.pending.delete(m.id);

@@ -13,7 +13,7 @@ import { DemandRate } from './demand-rate.js';
 import { DashboardPage } from './page.js';
 import { TimelineRecorder } from './recorder.js';
 import { EventStream, STREAM_DEFAULTS, type StreamOptions } from './stream.js';
-import { Timeline } from './timeline.js';
+import { sharedHappening, Timeline, type Happening } from './timeline.js';
 import { DashboardView, type InstanceInfo } from './view.js';
 
 export interface DashboardOptions {
@@ -25,7 +25,18 @@ export interface DashboardOptions {
   readonly statsIntervalMs: number;
   readonly log: Logger;
   readonly stream?: StreamOptions;
+  /** under --workers: the line to the other workers, for what happens in one worker alone */
+  readonly relay?: TimelineRelay;
 }
+
+/** How the workers of one instance tell each other what happened in one of them (RouterApp's WorkerLink). */
+export interface TimelineRelay {
+  publish(h: Happening): void;
+  onRelay(handler: (value: unknown, fromWorker: number) => void): void;
+}
+
+/** the IPC topic of relayed timeline events */
+export const TIMELINE_TOPIC = 'dashboard.timeline';
 
 export class Dashboard {
   readonly timeline = new Timeline();
@@ -36,7 +47,18 @@ export class Dashboard {
 
   constructor(o: DashboardOptions) {
     // the recorder asks the view why a model changed state; it starts reporting only after the view exists
-    this.recorder = new TimelineRecorder(o.catalog, this.timeline, (model) => this.view.reason(model));
+    const relay = o.relay;
+    this.recorder = new TimelineRecorder(
+      o.catalog,
+      this.timeline,
+      (model) => this.view.reason(model),
+      Date.now,
+      relay ? (h) => relay.publish(h) : undefined,
+    );
+    relay?.onRelay((value, worker) => {
+      const h = sharedHappening(value);
+      if (h) this.recorder.relayed(h, worker);
+    });
     this.view = new DashboardView({
       catalog: o.catalog,
       scaling: o.scaling,

@@ -4,7 +4,7 @@ import type { CatalogEvent, ModelCatalog } from '../../catalog/catalog.js';
 import type { ModelState } from '../../core/model.js';
 import type { ColdStart } from '../../scaling/cold-start.js';
 import type { WakeAlarm } from '../../scaling/demand.js';
-import type { Timeline } from './timeline.js';
+import { isShared, type Happening, type Timeline } from './timeline.js';
 import type { LoadResult, UnloadReason } from '../../core/lora.js';
 
 /** cold starts kept per model */
@@ -30,7 +30,20 @@ export class TimelineRecorder {
     /** why a model is in its state, in a sentence (the dashboard's view computes it) */
     private readonly reason: (model: string) => string,
     private readonly now: () => number = Date.now,
+    /** under --workers: tells the other workers what happened in this one alone */
+    private readonly share?: (h: Happening) => void,
   ) {}
+
+  /** What another worker of the instance relayed (one of the shared kinds). */
+  relayed(h: Happening, worker: number): void {
+    this.timeline.add(h, worker);
+  }
+
+  /** Adds what happened here; the kinds that happen in one worker alone are told to the others too. */
+  private add(h: Happening): void {
+    this.timeline.add(h);
+    if (this.share && isShared(h)) this.share(h);
+  }
 
   start(): void {
     const now = this.now();
@@ -57,7 +70,7 @@ export class TimelineRecorder {
   coldStart(c: ColdStart): void {
     const kept = [...this.coldStarts(c.model), c].slice(-COLD_STARTS_KEPT);
     this.coldStartsByModel.set(c.model, kept);
-    this.timeline.add({
+    this.add({
       type: 'cold-start',
       model: c.model,
       kind: c.kind,
@@ -67,7 +80,7 @@ export class TimelineRecorder {
   }
 
   wakeAlarm(a: WakeAlarm): void {
-    this.timeline.add({
+    this.add({
       type: 'wake-alarm',
       model: a.model,
       raised: a.raised,
@@ -79,7 +92,7 @@ export class TimelineRecorder {
   /** The router asked an engine to load an adapter. */
   adapterLoaded(e: { adapter: string; endpoint: string; result: LoadResult; seconds: number; detail: string }): void {
     const failed = e.result === 'failed' || e.result === 'unsupported';
-    this.timeline.add({
+    this.add({
       type: 'adapter-load',
       adapter: e.adapter,
       endpoint: e.endpoint,
@@ -91,7 +104,7 @@ export class TimelineRecorder {
 
   /** The router unloaded an adapter to free its slot. */
   adapterUnloaded(e: { adapter: string; endpoint: string; reason: UnloadReason; ok: boolean; detail: string }): void {
-    this.timeline.add({
+    this.add({
       type: 'adapter-unload',
       adapter: e.adapter,
       endpoint: e.endpoint,
@@ -109,7 +122,7 @@ export class TimelineRecorder {
 
   private flushFailovers(): void {
     this.failoverTimer = undefined;
-    for (const [model, count] of this.failovers) this.timeline.add({ type: 'failover', model, count });
+    for (const [model, count] of this.failovers) this.add({ type: 'failover', model, count });
     this.failovers.clear();
   }
 
@@ -118,7 +131,7 @@ export class TimelineRecorder {
       const { endpoint } = e;
       const reason =
         endpoint.state === 'ready' ? (endpoint.lastProbe?.detail ?? null) : (endpoint.lastError ?? endpoint.lastProbe?.detail ?? null);
-      this.timeline.add({
+      this.add({
         type: 'endpoint-state',
         endpoint: endpoint.url,
         models: endpoint.models,
@@ -128,7 +141,7 @@ export class TimelineRecorder {
       });
     } else if (e.type === 'endpoint-added' || e.type === 'endpoint-removed') {
       const { endpoint } = e;
-      this.timeline.add({ type: e.type, endpoint: endpoint.url, models: endpoint.models, source: endpoint.source });
+      this.add({ type: e.type, endpoint: endpoint.url, models: endpoint.models, source: endpoint.source });
     }
     this.observeModels();
   }
@@ -143,13 +156,13 @@ export class TimelineRecorder {
       const before = this.models.get(m.id);
       if (before?.state === m.status) continue;
       this.models.set(m.id, { state: m.status, since: now });
-      this.timeline.add({ type: 'model-state', model: m.id, from: before?.state ?? null, to: m.status, reason: this.reason(m.id) });
+      this.add({ type: 'model-state', model: m.id, from: before?.state ?? null, to: m.status, reason: this.reason(m.id) });
     }
     for (const [model, before] of this.models) {
       if (seen.has(model)) continue;
       this.models.delete(model);
       this.coldStartsByModel.delete(model);
-      this.timeline.add({ type: 'model-state', model, from: before.state, to: null, reason: 'neither declared nor served any more' });
+      this.add({ type: 'model-state', model, from: before.state, to: null, reason: 'neither declared nor served any more' });
     }
   }
 }

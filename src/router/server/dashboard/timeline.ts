@@ -67,9 +67,30 @@ export type Happening =
 export type TimelineEvent = Happening & {
   /** increases by one per event of this router process */
   readonly seq: number;
-  /** ms since epoch */
+  /** ms since epoch (when this process learned of it) */
   readonly at: number;
+  /** under --workers: the worker it happened in, when that is another one than the process answering */
+  readonly worker?: number;
 };
+
+/**
+ * What happens in one worker alone (a request's failover, an adapter load or unload it made), which the other workers
+ * of the instance add to their timelines; every worker observes state changes and cold starts for itself.
+ */
+const SHARED_TYPES: ReadonlySet<string> = new Set<Happening['type']>(['failover', 'adapter-load', 'adapter-unload']);
+
+export function isShared(h: Happening): boolean {
+  return SHARED_TYPES.has(h.type);
+}
+
+/** A happening another worker relayed, if it is one of the shared kinds with the names they carry. */
+export function sharedHappening(value: unknown): Happening | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.type !== 'string' || !SHARED_TYPES.has(v.type)) return undefined;
+  if (v.type === 'failover') return typeof v.model === 'string' && typeof v.count === 'number' ? (value as Happening) : undefined;
+  return typeof v.adapter === 'string' && typeof v.endpoint === 'string' ? (value as Happening) : undefined;
+}
 
 type Listener = (event: TimelineEvent) => void;
 
@@ -84,8 +105,9 @@ export class Timeline {
     private readonly now: () => number = Date.now,
   ) {}
 
-  add(happening: Happening): TimelineEvent {
-    const event: TimelineEvent = { ...happening, seq: ++this.seq, at: this.now() };
+  /** `worker`: another worker of the instance, where it happened (relayed). */
+  add(happening: Happening, worker?: number): TimelineEvent {
+    const event: TimelineEvent = { ...happening, seq: ++this.seq, at: this.now(), ...(worker !== undefined ? { worker } : {}) };
     if (this.ring.length < this.capacity) this.ring.push(event);
     else this.ring[this.next] = event;
     this.next = (this.next + 1) % this.capacity;
