@@ -31,7 +31,7 @@ export interface PdBenchResult {
   /** what the prefill hop adds: addedPd - addedAggregated */
   readonly prefillHopMs: number;
   /** time to first token and inter-token gaps of the streams, ms, per concurrency */
-  readonly ttft: readonly { readonly concurrency: number; readonly aggregated: StreamStats; readonly pd: StreamStats }[];
+  readonly streams: readonly { readonly concurrency: number; readonly aggregated: StreamStats; readonly pd: StreamStats }[];
   readonly promptTokens: number;
   readonly prefillMsPerToken: number;
 }
@@ -183,7 +183,7 @@ function prompt(i: number, tokens: number): string {
   return `request ${i} ${'word '.repeat(tokens - 2)}`;
 }
 
-async function ttftAt(port: number, concurrency: number, requests: number, tokens: number): Promise<StreamStats> {
+async function streamsAt(port: number, concurrency: number, requests: number, tokens: number): Promise<StreamStats> {
   const ttfts: number[] = [];
   const gaps: number[] = [];
   let next = 0;
@@ -207,12 +207,12 @@ async function ttftAt(port: number, concurrency: number, requests: number, token
   };
 }
 
-async function ttft(
+async function streams(
   cli: string,
   dir: string,
   o: { promptTokens: number; prefillMsPerToken: number; levels: readonly { concurrency: number; requests: number }[] },
   log: (l: string) => void,
-): Promise<PdBenchResult['ttft']> {
+): Promise<PdBenchResult['streams']> {
   const engine = [
     '--ttft-ms',
     '20',
@@ -251,8 +251,8 @@ async function ttft(
   const out: { concurrency: number; aggregated: StreamStats; pd: StreamStats }[] = [];
   try {
     for (const level of o.levels) {
-      const a = await ttftAt(aggregated.port, level.concurrency, level.requests, o.promptTokens);
-      const p = await ttftAt(pd.port, level.concurrency, level.requests, o.promptTokens);
+      const a = await streamsAt(aggregated.port, level.concurrency, level.requests, o.promptTokens);
+      const p = await streamsAt(pd.port, level.concurrency, level.requests, o.promptTokens);
       log(
         `pd at ${level.concurrency} concurrent: TTFT p50 aggregated ${a.p50.toFixed(1)} ms, P/D ${p.p50.toFixed(1)} ms; ` +
           `ITL p99 aggregated ${a.itl.p99.toFixed(1)} ms, P/D ${p.itl.p99.toFixed(1)} ms`,
@@ -296,7 +296,7 @@ export function pdRows(r: PdBenchResult): Row[] {
       met: r.prefillHopMs <= 0.25,
     },
   ];
-  for (const t of r.ttft) {
+  for (const t of r.streams) {
     const scenario = `TTFT, ${t.concurrency} concurrent, ${r.promptTokens}-token prompts at ${r.prefillMsPerToken} ms/token (sim)`;
     rows.push({ scenario, metric: 'aggregated (2 engines) p50 ms', router: t.aggregated.p50, digits: 1 });
     rows.push({ scenario, metric: 'aggregated (2 engines) p90 ms', router: t.aggregated.p90, digits: 1 });
@@ -328,14 +328,14 @@ export async function runPd(opts: { cli: string; dir: string; quick: boolean }, 
         { concurrency: 1, requests: 30 },
         { concurrency: 8, requests: 96 },
       ];
-  const t = await ttft(opts.cli, opts.dir, { promptTokens, prefillMsPerToken, levels }, log);
+  const t = await streams(opts.cli, opts.dir, { promptTokens, prefillMsPerToken, levels }, log);
   const { addedAggregatedMs, addedPdMs, ...p50 } = latency;
   return {
     latency: p50,
     addedAggregatedMs,
     addedPdMs,
     prefillHopMs: addedPdMs - addedAggregatedMs,
-    ttft: t,
+    streams: t,
     promptTokens,
     prefillMsPerToken,
   };

@@ -35,7 +35,7 @@ import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.j
 import { listen, type PortSetting } from '../util/listen.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
-import { Dashboard, TIMELINE_TOPIC, type TimelineRelay } from '../server/dashboard/index.js';
+import { Dashboard } from '../server/dashboard/index.js';
 import { VERSION } from '../../version.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
@@ -135,7 +135,7 @@ export class RouterApp {
       },
       statsIntervalMs: config.engineStatsIntervalMs,
       log: log.child({ component: 'dashboard' }),
-      ...(this.link ? { relay: dashboardRelay(this.link) } : {}),
+      ...(this.link ? { link: this.link } : {}),
     });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
@@ -434,12 +434,4 @@ export class RouterApp {
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
-}
-
-/** The timeline's line to the other workers of the instance, over the worker's link to the primary. */
-function dashboardRelay(link: WorkerLink): TimelineRelay {
-  return {
-    publish: (h) => link.publish(TIMELINE_TOPIC, h),
-    onRelay: (handler) => link.onRelay(TIMELINE_TOPIC, handler),
-  };
 }

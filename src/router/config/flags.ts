@@ -1,7 +1,8 @@
 // Each command's flags are one table of specs (name, kind, default, env, choices, help): the command line is parsed by
 // commander from it, the environment and the config file are read from it too, and every value, whichever its source,
-// is checked by the zod schema built from its spec (flag-values.ts); precedence flag > env > file > default. A name that matches no flag, on the command line, in the file or in an LLM_ROUTER_* variable, is refused
-// with the closest one suggested.
+// is checked by the zod schema built from its spec (flag-values.ts); precedence flag > env > file > default. A name
+// that matches no flag, on the command line, in the file or in an LLM_ROUTER_* variable, is refused with the closest
+// one suggested.
 import { Command, CommanderError, Option } from 'commander';
 import { didYouMean } from '../util/suggest.js';
 import { readValue, splitList } from './flag-values.js';

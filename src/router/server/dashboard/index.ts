@@ -7,13 +7,14 @@ import type { ColdStart } from '../../scaling/cold-start.js';
 import type { WakeAlarm } from '../../scaling/demand.js';
 import type { DemandView } from '../../scaling/demand-view.js';
 import type { Scaling } from '../../scaling/index.js';
+import type { WorkerLink } from '../../util/ipc.js';
 import type { Logger } from '../../util/log.js';
 import type { Route } from '../routes.js';
 import { DemandRate } from './demand-rate.js';
 import { DashboardPage } from './page.js';
 import { TimelineRecorder } from './recorder.js';
 import { EventStream, STREAM_DEFAULTS, type StreamOptions } from './stream.js';
-import { sharedHappening, Timeline, type Happening } from './timeline.js';
+import { sharedHappening, Timeline } from './timeline.js';
 import { DashboardView, type InstanceInfo } from './view.js';
 
 export interface DashboardOptions {
@@ -25,18 +26,12 @@ export interface DashboardOptions {
   readonly statsIntervalMs: number;
   readonly log: Logger;
   readonly stream?: StreamOptions;
-  /** under --workers: the line to the other workers, for what happens in one worker alone */
-  readonly relay?: TimelineRelay;
-}
-
-/** How the workers of one instance tell each other what happened in one of them (RouterApp's WorkerLink). */
-export interface TimelineRelay {
-  publish(h: Happening): void;
-  onRelay(handler: (value: unknown, fromWorker: number) => void): void;
+  /** under --workers: the worker's line to the others, for what happens in one worker alone */
+  readonly link?: Pick<WorkerLink, 'publish' | 'onRelay'>;
 }
 
 /** the IPC topic of relayed timeline events */
-export const TIMELINE_TOPIC = 'dashboard.timeline';
+const TIMELINE_TOPIC = 'dashboard.timeline';
 
 export class Dashboard {
   readonly timeline = new Timeline();
@@ -47,15 +42,15 @@ export class Dashboard {
 
   constructor(o: DashboardOptions) {
     // the recorder asks the view why a model changed state; it starts reporting only after the view exists
-    const relay = o.relay;
+    const link = o.link;
     this.recorder = new TimelineRecorder(
       o.catalog,
       this.timeline,
       (model) => this.view.reason(model),
       Date.now,
-      relay ? (h) => relay.publish(h) : undefined,
+      link ? (h) => link.publish(TIMELINE_TOPIC, h) : undefined,
     );
-    relay?.onRelay((value, worker) => {
+    link?.onRelay(TIMELINE_TOPIC, (value, worker) => {
       const h = sharedHappening(value);
       if (h) this.recorder.relayed(h, worker);
     });
