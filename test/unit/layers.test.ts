@@ -16,6 +16,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['router/util'],
   ['router/config'],
   ['router/catalog'],
+  ['router/kv'],
   ['router/discovery', 'router/health', 'router/routing', 'router/metrics'],
   ['router/proxy', 'router/scaling', 'router/adapters'],
   ['router/server'],
