@@ -15,6 +15,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     probeUrl: url,
     bootstrapPort: undefined,
     pdProtocol: undefined,
+    kvEvents: undefined,
     state: 'ready',
     since: 0,
     discoveredAt: 0,
