@@ -1,0 +1,695 @@
+// KV-aware routing: a trace (the public JSONL format, or one generated) replayed against roundrobin, least-load,
+// prefixaware and kvaware, through one router and through two router replicas taking requests in turn, in front of four
+// simulated engines whose prefix caches each hold about a tenth of the workload's distinct blocks, with KV-cache events
+// on. Reports per policy the engines' own token-weighted prefix-cache hit rate beside what one cache with the four
+// engines' capacity reaches on the same requests, TTFT, the busiest engine's share; then what the router adds to a
+// 12k-token turn (kvaware tokenizes it) and what the KV index costs per million blocks.
+//
+//   node --import tsx bench/kv.ts [--trace FILE] [--requests N] [--quick] [--json FILE] [--seed S] [--block-scale T]
+//        [--kv-block-size B] [--cache-share F] [--rate R] [--concurrency C] [--policies a,b] [--replicas 1,2]
+//        [--only replay,latency,index]
+//
+// Also `npm run bench -- --only kv [same flags]`. Engines run in this process (startSimEngine); routers are child
+// processes (bench/routing-quality.ts's startRouter); everything listens on 127.0.0.1 on ports found at run time, every
+// loop is bounded, and everything started is stopped before the script exits.
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import v8 from 'node:v8';
+import vm from 'node:vm';
+import { Agent, request } from 'undici';
+import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
+import { freePort, usageOf } from './procs.js';
+import {
+  cacheFigures,
+  generateTrace,
+  lruHitRate,
+  parseTrace,
+  promptText,
+  TRACE_BLOCK_TOKENS,
+  type CacheFigures,
+  type Scale,
+  type TraceRow,
+} from './kv-trace.js';
+import { killRoutersNow, percentile, prefixCounters, startRouter, stopRouter, type RouterProc } from './routing-quality.js';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const MODEL = 'bench-kv';
+const ENGINES = 4;
+export const KV_POLICIES = ['roundrobin', 'least-load', 'prefixaware', 'kvaware'] as const;
+
+export interface KvBenchOptions {
+  /** a trace file; unset: generated from the seed */
+  readonly trace: string | undefined;
+  /** the first N requests of the trace (or N generated) */
+  readonly requests: number;
+  readonly seed: number;
+  /** tokens a 512-token trace block becomes */
+  readonly blockTokens: number;
+  /** the engines' KV-cache block size (divides blockTokens) */
+  readonly kvBlockSize: number;
+  /** each engine's prefix cache as a share of the workload's distinct blocks */
+  readonly cacheShare: number;
+  /** mean arrival rate after compressing the trace's timestamps, requests/s */
+  readonly rate: number;
+  /** requests in flight at most */
+  readonly concurrency: number;
+  readonly policies: readonly string[];
+  readonly replicas: readonly number[];
+  /** replay, latency (12k-token turn), index (memory per million blocks) */
+  readonly only: ReadonlySet<string>;
+  /** sequential requests per path in the added-latency measurement */
+  readonly latencyRequests: number;
+  /** tokens of the added-latency turn */
+  readonly latencyTokens: number;
+  readonly indexBlocks: number;
+  /** simulator timing */
+  readonly ttftMs: number;
+  readonly prefillMsPerToken: number;
+  readonly itlMs: number;
+  readonly maxNumSeqs: number;
+}
+
+export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: string | undefined } {
+  const value = (name: string): string | undefined => {
+    const i = argv.indexOf(`--${name}`);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const num = (name: string, fallback: number, whole = true): number => {
+    const v = value(name);
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n <= 0 || (whole && !Number.isInteger(n)))
+      throw new Error(`--${name} needs a positive ${whole ? 'whole ' : ''}number`);
+    return n;
+  };
+  const quick = argv.includes('--quick');
+  const policies = (value('policies') ?? KV_POLICIES.join(',')).split(',').filter(Boolean);
+  const replicas = (value('replicas') ?? '1,2').split(',').map(Number);
+  if (replicas.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error('--replicas needs positive whole numbers, comma separated');
+  return {
+    trace: value('trace'),
+    requests: num('requests', quick ? 400 : 4_000),
+    seed: num('seed', 42),
+    blockTokens: num('block-scale', 32),
+    kvBlockSize: num('kv-block-size', 16),
+    cacheShare: num('cache-share', 0.1, false),
+    rate: num('rate', quick ? 40 : 30, false),
+    concurrency: num('concurrency', 32),
+    policies,
+    replicas,
+    only: new Set((value('only') ?? 'replay,latency,index').split(',')),
+    latencyRequests: num('latency-requests', quick ? 15 : 40),
+    latencyTokens: num('latency-tokens', 12_000),
+    indexBlocks: num('index-blocks', 1_000_000),
+    ttftMs: num('ttft-ms', 5, false),
+    prefillMsPerToken: num('prefill-ms-per-token', 0.25, false),
+    itlMs: num('itl-ms', 1, false),
+    maxNumSeqs: num('max-num-seqs', 16),
+    json: value('json'),
+  };
+}
+
+// ---- engines ----
+
+interface Engines {
+  readonly list: SimEngine[];
+  /** tcp://127.0.0.1:P per engine */
+  readonly events: string[];
+}
+
+/**
+ * Engines with a prefix cache of `cacheBlocks` blocks of `kvBlockSize` tokens, publishing KV-cache events. The options
+ * name the block size both ways (prefixBlockTokens before the simulator's KV-events change, kvBlockSize after).
+ */
+async function startEngines(o: KvBenchOptions, cacheBlocks: number, timing?: Partial<KvBenchOptions>): Promise<Engines> {
+  const list: SimEngine[] = [];
+  const events: string[] = [];
+  try {
+    for (let i = 0; i < ENGINES; i++) {
+      const port = await freePort();
+      const options: Record<string, unknown> = {
+        id: `engine-${i}`,
+        models: [MODEL],
+        ttftMs: timing?.ttftMs ?? o.ttftMs,
+        prefillMsPerToken: timing?.prefillMsPerToken ?? o.prefillMsPerToken,
+        itlMs: timing?.itlMs ?? o.itlMs,
+        maxNumSeqs: o.maxNumSeqs,
+        maxModelLen: 1_000_000,
+        prefixCacheBlocks: cacheBlocks,
+        prefixBlockTokens: o.kvBlockSize,
+        kvBlockSize: o.kvBlockSize,
+        kvEvents: { port },
+      };
+      list.push(await startSimEngine(options as SimEngineOptions));
+      events.push(`tcp://127.0.0.1:${port}`);
+    }
+  } catch (err) {
+    await Promise.all(list.map((e) => e.close()));
+    throw err;
+  }
+  return { list, events };
+}
+
+/** Whether the engines publish KV-cache events (a simulator without them leaves kvaware on its fallback alone). */
+function publishesEvents(e: SimEngine): boolean {
+  return (e.stats() as unknown as Record<string, unknown>).kvEvents !== undefined;
+}
+
+function routerArgs(policy: string, engines: Engines, o: KvBenchOptions): string[] {
+  if (policy !== 'kvaware') return [];
+  return ['--static-backend-kv-events', engines.events.join(','), '--kv-block-size', String(o.kvBlockSize), '--tokenizer', 'engine'];
+}
+
+// ---- one replay ----
+
+export interface ReplayResult {
+  readonly policy: string;
+  readonly replicas: number;
+  readonly requests: number;
+  readonly failed: number;
+  /** the engines' prefix_cache_hits_total / prefix_cache_queries_total */
+  readonly hitRate: number;
+  readonly ttftP50Ms: number;
+  readonly ttftP90Ms: number;
+  /** requests completed by the busiest engine / all completed */
+  readonly maxEngineShare: number;
+  readonly seconds: number;
+  /** the routers' RSS growth over the replay, MB (summed over replicas) */
+  readonly routerRssGrowthMb: number;
+  /** the engines published KV-cache events (kvaware had something to read) */
+  readonly kvEvents: boolean;
+  /** the router's kvaware counters from /metrics (first replica), name{labels} -> value */
+  readonly kvMetrics: Record<string, number>;
+  readonly firstError: string | undefined;
+}
+
+async function kvMetricsOf(router: RouterProc): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  try {
+    const text = await (await request(`${router.url}/metrics`)).body.text();
+    for (const line of text.split('\n')) {
+      if (line.startsWith('#') || !/^llm_router_kv|^llm_router_tokeniz/.test(line)) continue;
+      const i = line.lastIndexOf(' ');
+      if (line.includes('_bucket{')) continue;
+      out[line.slice(0, i)] = Number(line.slice(i + 1));
+    }
+  } catch {
+    // no metrics: the table says so by having none
+  }
+  return out;
+}
+
+async function replay(
+  policy: string,
+  replicas: number,
+  rows: readonly TraceRow[],
+  o: KvBenchOptions,
+  cacheBlocks: number,
+): Promise<ReplayResult> {
+  const engines = await startEngines(o, cacheBlocks);
+  const routers: RouterProc[] = [];
+  const dispatcher = new Agent({ connections: o.concurrency, pipelining: 1 });
+  try {
+    for (let r = 0; r < replicas; r++) routers.push(await startRouter(policy, engines.list, routerArgs(policy, engines, o), MODEL));
+    // a subscriber that joined just now can miss the first messages (ZMQ's slow joiner): give it a moment
+    if (policy === 'kvaware') await sleep(500);
+    const rssBefore = routers.reduce((n, r) => n + usageOf(r.child.pid as number).rssBytes, 0);
+    const ttfts: number[] = [];
+    let failed = 0;
+    let firstError: string | undefined;
+    const span = Math.max(1, (rows[rows.length - 1]?.timestamp ?? 0) - (rows[0]?.timestamp ?? 0));
+    // compress the trace's arrivals to the mean rate asked for (never stretch them)
+    const compress = Math.max(1, span / 1000 / (rows.length / o.rate));
+    const t0 = performance.now();
+    const base = rows[0]?.timestamp ?? 0;
+    let inFlight = 0;
+    const waiters: Array<() => void> = [];
+    const release = (): void => {
+      inFlight--;
+      waiters.shift()?.();
+    };
+    const one = async (row: TraceRow, i: number): Promise<void> => {
+      const router = routers[i % routers.length] as RouterProc;
+      const body = JSON.stringify({
+        model: MODEL,
+        prompt: promptText(row, o.blockTokens),
+        max_tokens: Math.max(1, Math.min(64, Math.round((row.output_length * o.blockTokens) / TRACE_BLOCK_TOKENS))),
+        stream: true,
+      });
+      const start = performance.now();
+      try {
+        const res = await request(`${router.url}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+          dispatcher,
+          headersTimeout: 60_000,
+          bodyTimeout: 60_000,
+        });
+        let first = true;
+        let text = '';
+        for await (const chunk of res.body) {
+          if (first) {
+            ttfts.push(performance.now() - start);
+            first = false;
+          }
+          if (res.statusCode !== 200 && text.length < 500) text += String(chunk);
+        }
+        if (res.statusCode !== 200) {
+          failed++;
+          firstError ??= `${res.statusCode} ${text.slice(0, 300)}`;
+        }
+      } catch (err) {
+        failed++;
+        firstError ??= (err as Error).message;
+      } finally {
+        release();
+      }
+    };
+    const pending: Promise<void>[] = [];
+    for (const [i, row] of rows.entries()) {
+      const due = (row.timestamp - base) / compress - (performance.now() - t0);
+      if (due > 1) await sleep(due);
+      if (inFlight >= o.concurrency) await new Promise<void>((resolve) => waiters.push(resolve));
+      inFlight++;
+      pending.push(one(row, i));
+    }
+    await Promise.all(pending);
+    const seconds = (performance.now() - t0) / 1000;
+    const rssAfter = routers.reduce((n, r) => n + usageOf(r.child.pid as number).rssBytes, 0);
+    const counters = await Promise.all(engines.list.map(prefixCounters));
+    const queries = counters.reduce((n, c) => n + c.queries, 0);
+    const hits = counters.reduce((n, c) => n + c.hits, 0);
+    const served = engines.list.map((e) => e.stats().completed);
+    const total = served.reduce((a, b) => a + b, 0);
+    ttfts.sort((a, b) => a - b);
+    return {
+      policy,
+      replicas,
+      requests: rows.length,
+      failed,
+      hitRate: queries > 0 ? hits / queries : 0,
+      ttftP50Ms: percentile(ttfts, 50),
+      ttftP90Ms: percentile(ttfts, 90),
+      maxEngineShare: total > 0 ? Math.max(...served) / total : Number.NaN,
+      seconds,
+      routerRssGrowthMb: (rssAfter - rssBefore) / 2 ** 20,
+      kvEvents: engines.list.every(publishesEvents),
+      kvMetrics: policy === 'kvaware' ? await kvMetricsOf(routers[0] as RouterProc) : {},
+      firstError,
+    };
+  } finally {
+    await Promise.all(routers.map(stopRouter));
+    await dispatcher.close();
+    await Promise.all(engines.list.map((e) => e.close()));
+  }
+}
+
+// ---- what the router adds to a 12k-token turn ----
+
+export interface AddedLatency {
+  readonly policy: string;
+  readonly tokens: number;
+  readonly requests: number;
+  readonly directP50Ms: number;
+  readonly routerP50Ms: number;
+  /** median over pairs of (through the router - direct), the two sent back to back */
+  readonly addedP50Ms: number;
+  readonly failed: number;
+}
+
+/**
+ * Sequential non-streaming requests of `tokens` distinct words each (no cache hit anywhere, no prefill charged, one
+ * output token), in pairs: one straight to an engine, one through the router; the router's part is the difference.
+ */
+async function measureAddedLatency(policy: string, o: KvBenchOptions): Promise<AddedLatency> {
+  const engines = await startEngines(o, 1024, { ttftMs: 0, prefillMsPerToken: 0, itlMs: 0 });
+  let router: RouterProc | undefined;
+  const dispatcher = new Agent({ connections: 2, pipelining: 1 });
+  try {
+    router = await startRouter(policy, engines.list, routerArgs(policy, engines, o), MODEL);
+    const target = router;
+    const post = async (url: string, n: number): Promise<number | undefined> => {
+      const words: string[] = [];
+      for (let j = 0; j < o.latencyTokens; j++) words.push(`q${n}t${j}`);
+      const body = JSON.stringify({ model: MODEL, prompt: words.join(' '), max_tokens: 1 });
+      const t0 = performance.now();
+      const res = await request(`${url}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+        dispatcher,
+      });
+      await res.body.text();
+      return res.statusCode === 200 ? performance.now() - t0 : undefined;
+    };
+    const direct: number[] = [];
+    const routed: number[] = [];
+    const added: number[] = [];
+    let failed = 0;
+    // warm-up: connections, JIT, the router's tokenizer client
+    for (let w = 0; w < 3; w++) {
+      await post((engines.list[0] as SimEngine).url, -1 - w);
+      await post(target.url, -10 - w);
+    }
+    for (let i = 0; i < o.latencyRequests; i++) {
+      // alternate which goes first, so that neither always follows the other's GC
+      const a = i % 2 === 0 ? await post((engines.list[i % ENGINES] as SimEngine).url, 2 * i) : undefined;
+      const b = await post(target.url, 2 * i + 1);
+      const c = i % 2 === 1 ? await post((engines.list[i % ENGINES] as SimEngine).url, 2 * i) : a;
+      if (c === undefined || b === undefined) {
+        failed++;
+        continue;
+      }
+      direct.push(c);
+      routed.push(b);
+      added.push(b - c);
+    }
+    const sorted = (xs: number[]): number[] => [...xs].sort((x, y) => x - y);
+    return {
+      policy,
+      tokens: o.latencyTokens,
+      requests: o.latencyRequests,
+      directP50Ms: percentile(sorted(direct), 50),
+      routerP50Ms: percentile(sorted(routed), 50),
+      addedP50Ms: percentile(sorted(added), 50),
+      failed,
+    };
+  } finally {
+    if (router) await stopRouter(router);
+    await dispatcher.close();
+    await Promise.all(engines.list.map((e) => e.close()));
+  }
+}
+
+// ---- the index's memory ----
+
+export interface IndexMemory {
+  readonly blocks: number;
+  /** heap + array buffers held by the index after a full GC, MB */
+  readonly mb: number;
+  readonly bytesPerBlock: number;
+  readonly applySeconds: number;
+}
+
+interface KvIndexLike {
+  apply(endpointId: string, rank: number, batch: unknown): void;
+  stats(): { total: number };
+}
+
+/**
+ * The router's KV index (src/router/kv/kv-index.ts, when this tree has it) filled with `blocks` blocks over four
+ * engines, as BlockStored events of 32-block chains with uint64 hashes, measured in process after a full GC.
+ */
+export async function measureIndexMemory(blocks: number, kvBlockSize: number): Promise<IndexMemory | string> {
+  let mod: { KvIndex: new (opts?: { defaultCapacity?: number }) => KvIndexLike };
+  try {
+    // a computed path: this tree may not have the index yet, and then the figure is skipped, not the build broken
+    mod = (await import(pathToFileURL(path.join(root, 'src', 'router', 'kv', 'kv-index.ts')).href)) as typeof mod;
+  } catch (err) {
+    return `no KV index in this tree (${(err as Error).message.split('\n')[0]})`;
+  }
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const heap = (): number => {
+    gc();
+    gc();
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  const before = heap();
+  const perEngine = Math.ceil(blocks / ENGINES);
+  const index = new mod.KvIndex({ defaultCapacity: perEngine });
+  const chain = 32;
+  const t0 = performance.now();
+  let hash = 1n;
+  for (let e = 0; e < ENGINES; e++) {
+    for (let done = 0; done < perEngine; done += chain) {
+      const n = Math.min(chain, perEngine - done);
+      const tokens = new Uint32Array(n * kvBlockSize);
+      for (let t = 0; t < tokens.length; t++) tokens[t] = (done * kvBlockSize + t + e * 7919) % 50_000;
+      const hashes: bigint[] = [];
+      // 64-bit hashes, as engines send them with int block hashes
+      for (let i = 0; i < n; i++) hashes.push((hash++ * 0x9e3779b97f4a7c15n) & 0xffffffffffffffffn);
+      index.apply(`http://engine-${e}`, 0, {
+        ts: 0,
+        dpRank: 0,
+        events: [
+          {
+            kind: 'stored',
+            hashes,
+            parent: undefined,
+            tokens,
+            blockSize: kvBlockSize,
+            loraName: undefined,
+            loraId: undefined,
+            medium: 'gpu',
+            tier: 'gpu',
+            group: undefined,
+          },
+        ],
+      });
+    }
+  }
+  const applySeconds = (performance.now() - t0) / 1000;
+  const held = index.stats().total;
+  const after = heap();
+  // keep the index alive until measured
+  if (index.stats().total !== held) throw new Error('unreachable');
+  return { blocks: held, mb: (after - before) / 2 ** 20, bytesPerBlock: (after - before) / Math.max(1, held), applySeconds };
+}
+
+// ---- the whole run ----
+
+export interface KvBenchResult {
+  readonly options: Omit<KvBenchOptions, 'only'> & { only: string[] };
+  readonly machine: { cpus: number; loadAverage: number };
+  readonly workload: CacheFigures & {
+    requests: number;
+    source: string;
+    perEngineCacheBlocks: number;
+    combinedHitRate: number;
+    unboundedHitRate: number;
+  };
+  readonly replays: ReplayResult[];
+  readonly latency: AddedLatency[];
+  readonly index: IndexMemory | string | undefined;
+}
+
+export function loadRows(o: Pick<KvBenchOptions, 'trace' | 'requests' | 'seed'>): { rows: TraceRow[]; source: string } {
+  if (o.trace) {
+    const rows = parseTrace(readFileSync(o.trace, 'utf8')).slice(0, o.requests);
+    return { rows, source: path.basename(o.trace) };
+  }
+  return { rows: generateTrace({ requests: o.requests, seed: o.seed }), source: `generated (seed ${o.seed})` };
+}
+
+export async function runKv(o: KvBenchOptions, log: (line: string) => void = () => undefined): Promise<KvBenchResult> {
+  const scale: Scale = { blockTokens: o.blockTokens, kvBlockSize: o.kvBlockSize };
+  if (o.blockTokens % o.kvBlockSize !== 0)
+    throw new Error(`--block-scale ${o.blockTokens} must be a multiple of --kv-block-size ${o.kvBlockSize}`);
+  const { rows, source } = loadRows(o);
+  if (rows.length === 0) throw new Error('the trace has no requests');
+  const figures = cacheFigures(rows, scale);
+  const perEngine = Math.max(1, Math.round(figures.distinctBlocks * o.cacheShare));
+  const combinedHitRate = lruHitRate(rows, scale, perEngine * ENGINES);
+  const unboundedHitRate = lruHitRate(rows, scale, Number.MAX_SAFE_INTEGER);
+  log(
+    `workload: ${source}, ${rows.length} requests, ${figures.tokens.toLocaleString('en-US')} prompt tokens at ${o.blockTokens} per trace block, ` +
+      `${figures.distinctBlocks.toLocaleString('en-US')} distinct blocks of ${o.kvBlockSize}; ${perEngine} blocks per engine; ` +
+      `one cache of all four engines' capacity hits ${(combinedHitRate * 100).toFixed(1)} %, unbounded ${(unboundedHitRate * 100).toFixed(1)} %`,
+  );
+  const replays: ReplayResult[] = [];
+  if (o.only.has('replay')) {
+    for (const replicas of o.replicas) {
+      for (const policy of o.policies) {
+        const r = await replay(policy, replicas, rows, o, perEngine);
+        log(
+          `${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms p90 ${r.ttftP90Ms.toFixed(0)} ms, ` +
+            `busiest engine ${(r.maxEngineShare * 100).toFixed(1)} %, ${r.seconds.toFixed(1)} s, failed ${r.failed}${r.firstError ? ` (${r.firstError})` : ''}` +
+            `${policy === 'kvaware' && !r.kvEvents ? ' [engines without KV events]' : ''}`,
+        );
+        replays.push(r);
+      }
+    }
+  }
+  const latency: AddedLatency[] = [];
+  if (o.only.has('latency')) {
+    for (const policy of ['prefixaware', 'kvaware'].filter((p) => o.policies.includes(p))) {
+      const l = await measureAddedLatency(policy, o);
+      log(
+        `${policy}: a ${l.tokens}-token turn, direct p50 ${l.directP50Ms.toFixed(2)} ms, through the router p50 ${l.routerP50Ms.toFixed(2)} ms, added p50 ${l.addedP50Ms.toFixed(2)} ms`,
+      );
+      latency.push(l);
+    }
+  }
+  let index: IndexMemory | string | undefined;
+  if (o.only.has('index')) {
+    index = await measureIndexMemory(o.indexBlocks, o.kvBlockSize);
+    log(
+      typeof index === 'string'
+        ? `index: ${index}`
+        : `index: ${index.blocks} blocks hold ${index.mb.toFixed(1)} MB (${index.bytesPerBlock.toFixed(0)} B/block)`,
+    );
+  }
+  return {
+    options: { ...o, only: [...o.only] },
+    machine: { cpus: os.cpus().length, loadAverage: os.loadavg()[0] ?? 0 },
+    workload: { ...figures, requests: rows.length, source, perEngineCacheBlocks: perEngine, combinedHitRate, unboundedHitRate },
+    replays,
+    latency,
+    index,
+  };
+}
+
+// ---- report ----
+
+const pct = (x: number): string => (Number.isFinite(x) ? `${(x * 100).toFixed(1)} %` : '-');
+const ms = (x: number, d = 0): string => (Number.isFinite(x) ? x.toFixed(d) : '-');
+
+export interface TargetCheck {
+  readonly target: string;
+  readonly value: string;
+  /** undefined: not measured */
+  readonly met: boolean | undefined;
+}
+
+export function kvTargets(r: Pick<KvBenchResult, 'workload' | 'replays' | 'latency' | 'index'>): TargetCheck[] {
+  const out: TargetCheck[] = [];
+  const find = (policy: string, replicas: number): ReplayResult | undefined =>
+    r.replays.find((x) => x.policy === policy && x.replicas === replicas);
+  const replicaCounts = [...new Set(r.replays.map((x) => x.replicas))].sort();
+  for (const n of replicaCounts) {
+    const kv = find('kvaware', n);
+    const rr = find('roundrobin', n);
+    const combined = r.workload.combinedHitRate;
+    out.push({
+      target: `kvaware x${n} hit rate >= 0.9 x combined cache (${pct(combined)})`,
+      value: kv ? `${pct(kv.hitRate)} = ${(kv.hitRate / combined).toFixed(2)} x` : '-',
+      met: kv ? kv.hitRate >= 0.9 * combined : undefined,
+    });
+    out.push({
+      target: `kvaware x${n} hit rate >= 2 x roundrobin's`,
+      value: kv && rr ? `${pct(kv.hitRate)} vs ${pct(rr.hitRate)} = ${(kv.hitRate / rr.hitRate).toFixed(2)} x` : '-',
+      met: kv && rr ? kv.hitRate >= 2 * rr.hitRate : undefined,
+    });
+    out.push({
+      target: `kvaware x${n}: no engine above 1.3/4 of requests`,
+      value: kv ? pct(kv.maxEngineShare) : '-',
+      met: kv ? kv.maxEngineShare <= 1.3 / ENGINES : undefined,
+    });
+  }
+  const one = find('kvaware', 1);
+  const two = find('kvaware', 2);
+  out.push({
+    target: 'kvaware: two replicas within 5 % of one (hit rate)',
+    value: one && two ? `${pct(two.hitRate)} vs ${pct(one.hitRate)}` : '-',
+    met: one && two ? Math.abs(two.hitRate - one.hitRate) <= 0.05 * one.hitRate : undefined,
+  });
+  const lat = r.latency.find((l) => l.policy === 'kvaware');
+  out.push({
+    target: `router-added p50 <= 2 ms for a ${lat?.tokens ?? 12_000}-token turn (kvaware)`,
+    value: lat ? `${ms(lat.addedP50Ms, 2)} ms` : '-',
+    met: lat ? lat.addedP50Ms <= 2 : undefined,
+  });
+  const idx = typeof r.index === 'object' ? r.index : undefined;
+  out.push({
+    target: '1M indexed blocks <= 200 MB',
+    value: idx
+      ? `${((idx.bytesPerBlock * 1e6) / 2 ** 20).toFixed(1)} MB per 1M (${idx.bytesPerBlock.toFixed(0)} B/block)`
+      : typeof r.index === 'string'
+        ? r.index
+        : '-',
+    met: idx ? (idx.bytesPerBlock * 1e6) / 2 ** 20 <= 200 : undefined,
+  });
+  return out;
+}
+
+export function renderKv(r: KvBenchResult): string {
+  const w = r.workload;
+  const lines: string[] = [];
+  lines.push(
+    `KV-aware routing: ${w.source}, ${w.requests} requests, ${w.tokens.toLocaleString('en-US')} prompt tokens ` +
+      `(512-token trace blocks as ${r.options.blockTokens}), ${w.distinctBlocks.toLocaleString('en-US')} distinct blocks of ${r.options.kvBlockSize} tokens; ` +
+      `${ENGINES} engines of ${w.perEngineCacheBlocks} blocks each (${(r.options.cacheShare * 100).toFixed(0)} %); ` +
+      `one cache of their combined capacity hits ${pct(w.combinedHitRate)}, an unbounded one ${pct(w.unboundedHitRate)}; ` +
+      `${r.options.rate} req/s, ${r.options.concurrency} in flight at most; load average ${r.machine.loadAverage.toFixed(1)} on ${r.machine.cpus} cores`,
+  );
+  if (r.replays.length > 0) {
+    const header = [
+      'policy',
+      'router replicas',
+      'hit rate',
+      'of combined cache',
+      'vs roundrobin',
+      'TTFT p50 ms',
+      'TTFT p90 ms',
+      'busiest engine',
+      'router RSS growth MB',
+      'failed',
+    ];
+    const rows = r.replays.map((x) => {
+      const rr = r.replays.find((y) => y.policy === 'roundrobin' && y.replicas === x.replicas);
+      return [
+        x.policy + (x.policy === 'kvaware' && !x.kvEvents ? ' (no KV events)' : ''),
+        String(x.replicas),
+        pct(x.hitRate),
+        `${(x.hitRate / w.combinedHitRate).toFixed(2)}x`,
+        rr && rr.hitRate > 0 ? `${(x.hitRate / rr.hitRate).toFixed(2)}x` : '-',
+        ms(x.ttftP50Ms),
+        ms(x.ttftP90Ms),
+        pct(x.maxEngineShare),
+        ms(x.routerRssGrowthMb, 1),
+        String(x.failed),
+      ];
+    });
+    lines.push('', ...[header, header.map(() => '---'), ...rows].map((c) => `| ${c.join(' | ')} |`));
+  }
+  if (r.latency.length > 0) {
+    const header = ['policy', 'prompt tokens', 'direct p50 ms', 'through the router p50 ms', 'added p50 ms', 'failed'];
+    const rows = r.latency.map((l) => [
+      l.policy,
+      String(l.tokens),
+      ms(l.directP50Ms, 2),
+      ms(l.routerP50Ms, 2),
+      ms(l.addedP50Ms, 2),
+      String(l.failed),
+    ]);
+    lines.push('', ...[header, header.map(() => '---'), ...rows].map((c) => `| ${c.join(' | ')} |`));
+  }
+  const targets = kvTargets(r);
+  lines.push('', '| target | measured | |', '| --- | --- | --- |');
+  for (const t of targets) lines.push(`| ${t.target} | ${t.value} | ${t.met === undefined ? 'not measured' : t.met ? 'pass' : 'FAIL'} |`);
+  const kv = r.replays.find((x) => x.policy === 'kvaware');
+  if (kv && Object.keys(kv.kvMetrics).length > 0) {
+    lines.push('', `kvaware x${kv.replicas}, the router's KV counters:`);
+    for (const [k, v] of Object.entries(kv.kvMetrics)) lines.push(`  ${k} ${v}`);
+  }
+  return lines.join('\n');
+}
+
+// ---- command line ----
+
+async function main(): Promise<void> {
+  const o = parseKvArgs(process.argv.slice(2));
+  const stop = (): void => {
+    killRoutersNow();
+    process.exit(130);
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const result = await runKv(o, (line) => process.stderr.write(`[kv] ${line}\n`));
+  process.stdout.write(`\n${renderKv(result)}\n`);
+  if (o.json) writeFileSync(o.json, JSON.stringify(result, null, 2) + '\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main().catch((err: unknown) => {
+    killRoutersNow();
+    process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  });
+}
