@@ -28,6 +28,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     inFlight: 0,
     adapters: new Map(),
     adapterSlots: undefined,
+    cacheConfig: undefined,
     canLoadAdapters: undefined,
     ...fields,
   };

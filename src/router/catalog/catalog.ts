@@ -1,6 +1,14 @@
 // ModelCatalog: the one place that answers "can model M be served right now, and where?".
 // The answer is a pure function of the present declarations and endpoint states — never of what this process saw earlier.
-import type { Endpoint, EndpointSpec, EndpointState, EngineLoad, KvEventsSource, ProbeRecord } from '../core/endpoint.js';
+import type {
+  Endpoint,
+  EndpointSpec,
+  EndpointState,
+  EngineCacheConfig,
+  EngineLoad,
+  KvEventsSource,
+  ProbeRecord,
+} from '../core/endpoint.js';
 import type { InFlightLedger } from '../core/forward.js';
 import type { AdapterDeclaration } from '../core/lora.js';
 import type { AdapterRoute, AdapterView, ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
@@ -236,6 +244,10 @@ export class ModelCatalog implements InFlightLedger {
     if (this.contains(e)) own(e).adapterSlots = slots;
   }
 
+  recordCacheConfig(e: Endpoint, config: EngineCacheConfig): void {
+    if (this.contains(e)) own(e).cacheConfig = config;
+  }
+
   /** Whether the engine loads adapters at run time, as a load call found out (404 on the load path: it cannot). */
   recordAdapterLoading(e: Endpoint, can: boolean): void {
     if (!this.contains(e) || e.canLoadAdapters === can) return;
@@ -318,6 +330,7 @@ export class ModelCatalog implements InFlightLedger {
         inFlight: 0,
         adapters: new Map(),
         adapterSlots: undefined,
+        cacheConfig: undefined,
         canLoadAdapters: undefined,
       };
       next.set(spec.id, endpoint);

@@ -79,8 +79,16 @@ export interface Endpoint {
   readonly adapters: ReadonlyMap<string, string>;
   /** adapters it can run at once: the engine's max_lora (vllm:lora_requests_info) once scraped */
   readonly adapterSlots: number | undefined;
+  /** its KV cache's geometry (vllm:cache_config_info) once scraped */
+  readonly cacheConfig: EngineCacheConfig | undefined;
   /** it loads adapters at run time: undefined until a load call told (an engine answering 404 on the load path cannot) */
   readonly canLoadAdapters: boolean | undefined;
+}
+
+/** What an engine says of its KV cache: tokens per block and how many blocks fit on its GPUs. */
+export interface EngineCacheConfig {
+  readonly blockSize: number | undefined;
+  readonly numGpuBlocks: number | undefined;
 }
 
 /** One scrape of an engine's load signals. */
