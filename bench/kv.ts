@@ -7,7 +7,7 @@
 //
 //   node --import tsx bench/kv.ts [--trace FILE] [--requests N] [--quick] [--json FILE] [--seed S] [--block-scale T]
 //        [--kv-block-size B] [--cache-share F] [--rate R] [--concurrency C] [--policies a,b] [--replicas 1,2]
-//        [--only replay,latency,index]
+//        [--parts replay,latency,index]
 //
 // Also `npm run bench -- --only kv [same flags]`. Engines run in this process (startSimEngine); routers are child
 // processes (bench/routing-quality.ts's startRouter); everything listens on 127.0.0.1 on ports found at run time, every
@@ -21,7 +21,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Agent, request } from 'undici';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
-import { freePort, usageOf } from './procs.js';
+import { usageOf } from './procs.js';
 import {
   cacheFigures,
   generateTrace,
@@ -58,7 +58,7 @@ export interface KvBenchOptions {
   readonly concurrency: number;
   readonly policies: readonly string[];
   readonly replicas: readonly number[];
-  /** replay, latency (12k-token turn), index (memory per million blocks) */
+  /** parts to run (--parts): replay, latency (12k-token turn), index (memory per million blocks) */
   readonly only: ReadonlySet<string>;
   /** sequential requests per path in the added-latency measurement */
   readonly latencyRequests: number;
@@ -100,7 +100,7 @@ export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: s
     concurrency: num('concurrency', 32),
     policies,
     replicas,
-    only: new Set((value('only') ?? 'replay,latency,index').split(',')),
+    only: new Set((value('parts') ?? 'replay,latency,index').split(',')),
     latencyRequests: num('latency-requests', quick ? 15 : 40),
     latencyTokens: num('latency-tokens', 12_000),
     indexBlocks: num('index-blocks', 1_000_000),
@@ -120,17 +120,12 @@ interface Engines {
   readonly events: string[];
 }
 
-/**
- * Engines with a prefix cache of `cacheBlocks` blocks of `kvBlockSize` tokens, publishing KV-cache events. The options
- * name the block size both ways (prefixBlockTokens before the simulator's KV-events change, kvBlockSize after).
- */
+/** Engines with a prefix cache of `cacheBlocks` blocks of `kvBlockSize` tokens, publishing KV-cache events. */
 async function startEngines(o: KvBenchOptions, cacheBlocks: number, timing?: Partial<KvBenchOptions>): Promise<Engines> {
   const list: SimEngine[] = [];
-  const events: string[] = [];
   try {
     for (let i = 0; i < ENGINES; i++) {
-      const port = await freePort();
-      const options: Record<string, unknown> = {
+      const options: SimEngineOptions = {
         id: `engine-${i}`,
         models: [MODEL],
         ttftMs: timing?.ttftMs ?? o.ttftMs,
@@ -140,22 +135,21 @@ async function startEngines(o: KvBenchOptions, cacheBlocks: number, timing?: Par
         maxModelLen: 1_000_000,
         prefixCacheBlocks: cacheBlocks,
         prefixBlockTokens: o.kvBlockSize,
-        kvBlockSize: o.kvBlockSize,
-        kvEvents: { port },
+        kvEvents: { port: 0 },
       };
-      list.push(await startSimEngine(options as SimEngineOptions));
-      events.push(`tcp://127.0.0.1:${port}`);
+      list.push(await startSimEngine(options));
     }
   } catch (err) {
     await Promise.all(list.map((e) => e.close()));
     throw err;
   }
+  const events = list.map((e) => e.kvEvents()?.endpoint ?? '');
   return { list, events };
 }
 
 /** Whether the engines publish KV-cache events (a simulator without them leaves kvaware on its fallback alone). */
 function publishesEvents(e: SimEngine): boolean {
-  return (e.stats() as unknown as Record<string, unknown>).kvEvents !== undefined;
+  return e.kvEvents() !== undefined;
 }
 
 function routerArgs(policy: string, engines: Engines, o: KvBenchOptions): string[] {
@@ -318,6 +312,8 @@ export interface AddedLatency {
   readonly routerP50Ms: number;
   /** median over pairs of (through the router - direct), the two sent back to back */
   readonly addedP50Ms: number;
+  /** the router process's CPU time over the measured requests, per request routed (steadier than latency on a busy machine) */
+  readonly routerCpuMsPerRequest: number;
   readonly failed: number;
 }
 
@@ -355,6 +351,7 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions): Promise<A
       await post((engines.list[0] as SimEngine).url, -1 - w);
       await post(target.url, -10 - w);
     }
+    const cpuBefore = usageOf(target.child.pid as number).cpuSeconds;
     for (let i = 0; i < o.latencyRequests; i++) {
       // alternate which goes first, so that neither always follows the other's GC
       const a = i % 2 === 0 ? await post((engines.list[i % ENGINES] as SimEngine).url, 2 * i) : undefined;
@@ -368,6 +365,7 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions): Promise<A
       routed.push(b);
       added.push(b - c);
     }
+    const cpu = usageOf(target.child.pid as number).cpuSeconds - cpuBefore;
     const sorted = (xs: number[]): number[] => [...xs].sort((x, y) => x - y);
     return {
       policy,
@@ -376,6 +374,7 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions): Promise<A
       directP50Ms: percentile(sorted(direct), 50),
       routerP50Ms: percentile(sorted(routed), 50),
       addedP50Ms: percentile(sorted(added), 50),
+      routerCpuMsPerRequest: (cpu * 1000) / Math.max(1, o.latencyRequests),
       failed,
     };
   } finally {
@@ -521,7 +520,7 @@ export async function runKv(o: KvBenchOptions, log: (line: string) => void = () 
     for (const policy of ['prefixaware', 'kvaware'].filter((p) => o.policies.includes(p))) {
       const l = await measureAddedLatency(policy, o);
       log(
-        `${policy}: a ${l.tokens}-token turn, direct p50 ${l.directP50Ms.toFixed(2)} ms, through the router p50 ${l.routerP50Ms.toFixed(2)} ms, added p50 ${l.addedP50Ms.toFixed(2)} ms`,
+        `${policy}: a ${l.tokens}-token turn, direct p50 ${l.directP50Ms.toFixed(2)} ms, through the router p50 ${l.routerP50Ms.toFixed(2)} ms, added p50 ${l.addedP50Ms.toFixed(2)} ms, router CPU ${l.routerCpuMsPerRequest.toFixed(2)} ms/request`,
       );
       latency.push(l);
     }
@@ -649,13 +648,22 @@ export function renderKv(r: KvBenchResult): string {
     lines.push('', ...[header, header.map(() => '---'), ...rows].map((c) => `| ${c.join(' | ')} |`));
   }
   if (r.latency.length > 0) {
-    const header = ['policy', 'prompt tokens', 'direct p50 ms', 'through the router p50 ms', 'added p50 ms', 'failed'];
+    const header = [
+      'policy',
+      'prompt tokens',
+      'direct p50 ms',
+      'through the router p50 ms',
+      'added p50 ms',
+      'router CPU ms/request',
+      'failed',
+    ];
     const rows = r.latency.map((l) => [
       l.policy,
       String(l.tokens),
       ms(l.directP50Ms, 2),
       ms(l.routerP50Ms, 2),
       ms(l.addedP50Ms, 2),
+      ms(l.routerCpuMsPerRequest, 2),
       String(l.failed),
     ]);
     lines.push('', ...[header, header.map(() => '---'), ...rows].map((c) => `| ${c.join(' | ')} |`));
