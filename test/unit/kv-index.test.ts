@@ -186,8 +186,14 @@ class Model {
   readonly eps = new Map<string, Map<EngineHash, { key: number; media: Set<KvMedium> }>>();
   apply(ep: string, ev: KvEvent): void {
     let m = this.eps.get(ep);
-    if (!m) this.eps.set(ep, (m = new Map()));
-    if (ev.kind === 'cleared') return m.clear();
+    if (!m) {
+      m = new Map();
+      this.eps.set(ep, m);
+    }
+    if (ev.kind === 'cleared') {
+      m.clear();
+      return;
+    }
     if (ev.kind === 'removed') {
       for (const h of ev.hashes) {
         const e = m.get(h);
