@@ -81,7 +81,7 @@ test('garbage, unknown types, a 10^6-block event and a flood: counted, logged on
     assert.equal(c.malformed['batch-shape'], 1);
     assert.equal(c.malformed['unknown-event'], 2);
     assert.equal(c.malformed['too-long'], 2, 'the 10^6-block event and the 2^32-1 claim, refused before allocation');
-    assert.ok(kv.index.blocks('e1') <= capacity, `${kv.index.blocks('e1')} blocks indexed, capacity ${capacity}`);
+    assert.ok(kv.kvIndex.blocks('e1') <= capacity, `${kv.kvIndex.blocks('e1')} blocks indexed, capacity ${capacity}`);
     assert.ok(c.evicted > 0);
     // the high-water marks are far above 2,000 messages: nothing was dropped on the way, so every block was indexed
     assert.equal(c.gaps, 0);
