@@ -169,7 +169,6 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
       only: ['replay'],
       latencyRequests: 1,
       latencyTokens: 12_000,
-      indexBlocks: 1,
       ttftMs: 1,
       prefillMsPerToken: 1,
       itlMs: 1,
@@ -188,7 +187,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
     },
     replays: [replay('roundrobin', 1, 0.2), replay('kvaware', 1, 0.46), replay('roundrobin', 2, 0.2), replay('kvaware', 2, 0.4, 0.4)],
     latency: [],
-    index: { blocks: 1_000_000, mb: 100, bytesPerBlock: 100, applySeconds: 1 },
+    index: { mbPerMillionOneEngine: 120, mbPerMillionEightEngines: 130, applyUsPerBlock: 1, matchUs: {} },
   };
   const t = kvTargets(result);
   const met = (s: string): boolean | undefined => t.find((x) => x.target.startsWith(s))?.met;
