@@ -57,6 +57,7 @@ export class HfTokenizer {
     readonly source: string,
   ) {
     this.tokenizer = new Tokenizer(tokenizerJson, config);
+    fasterByteLevel(this.tokenizer.pre_tokenizer);
     this.templates = templates;
     for (const key of SPECIAL_TOKEN_KEYS) {
       const s = tokenString(config[key]);
@@ -195,6 +196,53 @@ export class HfTokenizer {
       }
     return true;
   }
+}
+
+type ByteLevelLike = {
+  byte_encoder: Record<number, string>;
+  add_prefix_space: boolean;
+  use_regex: boolean;
+  pattern: RegExp;
+  pre_tokenize_text(text: string, options?: unknown): string[];
+};
+
+/**
+ * Speeds up the library's ByteLevel pre-tokenizer, where most of a long text's time went: each piece was turned into
+ * its byte characters through a TextEncoder and an array; an ASCII piece (most of them) now takes one table lookup a
+ * character, others the library's way. Installed only when it gives the same pieces as the library's own on samples.
+ */
+function fasterByteLevel(node: unknown): void {
+  // the library's components are callable objects (functions)
+  if ((typeof node !== 'object' && typeof node !== 'function') || node === null) return;
+  const children = (node as { tokenizers?: unknown }).tokenizers;
+  if (Array.isArray(children)) for (const c of children) fasterByteLevel(c);
+  const bl = node as ByteLevelLike;
+  if (!bl.byte_encoder || typeof bl.pre_tokenize_text !== 'function' || !(bl.pattern instanceof RegExp || !bl.use_regex)) return;
+  const original = bl.pre_tokenize_text.bind(bl);
+  const table: string[] = [];
+  for (let b = 0; b < 128; b++) table.push(bl.byte_encoder[b] as string);
+  const utf8 = new TextEncoder();
+  const piece = (p: string): string => {
+    let out = '';
+    for (let i = 0; i < p.length; i++) {
+      const c = p.charCodeAt(i);
+      if (c >= 128) {
+        out = '';
+        for (const byte of utf8.encode(p)) out += bl.byte_encoder[byte];
+        return out;
+      }
+      out += table[c];
+    }
+    return out;
+  };
+  const faster = (text: string): string[] => {
+    const t = bl.add_prefix_space && !text.startsWith(' ') ? ` ${text}` : text;
+    const pieces = bl.use_regex ? (t.match(bl.pattern) ?? []) : [t];
+    return pieces.map(piece);
+  };
+  const samples = ['Hello world', ' a  b\n\n\tc', "it's 1234 naïve 東京 🙂", ''];
+  for (const s of samples) if (JSON.stringify(faster(s)) !== JSON.stringify(original(s))) return;
+  bl.pre_tokenize_text = faster;
 }
 
 /** vLLM parses each message to {role, content, tool_calls?, tool_call_id?, name?} before rendering. */
