@@ -39,7 +39,7 @@ export type TokenizeOutcome =
       readonly cached: boolean;
       readonly fallback?: undefined;
     }
-  | { readonly tokens?: undefined; readonly fallback: TokenizeFallback };
+  | { readonly tokens?: undefined; readonly source?: undefined; readonly cached?: undefined; readonly fallback: TokenizeFallback };
 
 /** An engine endpoint to ask (a catalog Endpoint fits). */
 export interface TokenizeTarget {
