@@ -32,5 +32,8 @@ export async function runSim(argv: string[]): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   engine = await startSimEngine(options);
+  const kv = engine.kvEvents();
+  // before the listening line, so that whoever waits for that line can read the ports
+  if (kv) process.stdout.write(`sim kv-events on ${kv.endpoint}${kv.replayEndpoint ? ` replay ${kv.replayEndpoint}` : ''}\n`);
   process.stdout.write(`sim listening on ${engine.url}\n`);
 }
