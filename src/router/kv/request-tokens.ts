@@ -82,7 +82,7 @@ const CHAT_FIELDS = [
   'add_special_tokens',
 ] as const;
 
-type PromptFields =
+export type PromptFields =
   | { readonly kind: 'chat'; readonly fields: Record<string, unknown>; readonly chars: number }
   | { readonly kind: 'prompt'; readonly fields: Record<string, unknown>; readonly chars: number }
   | { readonly kind: 'ids'; readonly tokens: Uint32Array }
@@ -199,25 +199,8 @@ export class RequestTokenizer {
   private async inProcess(dir: string, p: PromptFields & { kind: 'chat' | 'prompt' }): Promise<TokenizeOutcome> {
     const encoder = await this.encoderFor(dir);
     if (!encoder) return { fallback: 'tokenizer-error' };
-    const f = p.fields;
     try {
-      let text: string;
-      let addSpecial: boolean;
-      if (p.kind === 'chat') {
-        text = encoder.tokenizer.renderChat(f.messages as unknown[], {
-          add_generation_prompt: optBool(f.add_generation_prompt),
-          continue_final_message: optBool(f.continue_final_message),
-          tools: Array.isArray(f.tools) ? f.tools : null,
-          documents: Array.isArray(f.documents) ? f.documents : null,
-          chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
-          chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
-        });
-        addSpecial = f.add_special_tokens === true; // vLLM chat: false unless asked
-      } else {
-        text = f.prompt as string;
-        addSpecial = f.add_special_tokens !== false; // vLLM prompt: true unless refused
-      }
-      const tokens = encoder.encode(text, addSpecial);
+      const tokens = encodeInProcess(encoder, p);
       return { tokens, source: 'path', cached: encoder.stats.reusedChars > 0 };
     } catch (err) {
       return { fallback: err instanceof ChatTemplateError ? 'unsupported-body' : 'tokenizer-error' };
@@ -274,6 +257,25 @@ export class RequestTokenizer {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * A prompt's ids with an in-process tokenizer, as vLLM computes them: a chat rendered through the template (vLLM's
+ * defaults: the generation prompt on, no added special tokens unless `add_special_tokens`), a prompt with the special
+ * tokens added unless `add_special_tokens` is false. Throws ChatTemplateError for a chat the template cannot render.
+ */
+export function encodeInProcess(encoder: SegmentedEncoder, p: PromptFields & { kind: 'chat' | 'prompt' }): Uint32Array {
+  const f = p.fields;
+  if (p.kind === 'prompt') return encoder.encode(f.prompt as string, f.add_special_tokens !== false);
+  const text = encoder.tokenizer.renderChat(f.messages as unknown[], {
+    add_generation_prompt: optBool(f.add_generation_prompt),
+    continue_final_message: optBool(f.continue_final_message),
+    tools: Array.isArray(f.tools) ? f.tools : null,
+    documents: Array.isArray(f.documents) ? f.documents : null,
+    chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
+    chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
+  });
+  return encoder.encode(text, f.add_special_tokens === true);
 }
 
 /** The `tokens` of a /tokenize answer, when they are all token ids. */
