@@ -27,7 +27,11 @@ function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] as number;
 }
-const fmt = (xs: number[]): string => `p50 ${pct(xs, 50).toFixed(3)} ms  p99 ${pct(xs, 99).toFixed(3)} ms  (n=${xs.length})`;
+const fmt = (xs: number[]): string => {
+  const c = cpu.get(xs);
+  const cpuText = c ? `; cpu p50 ${pct(c, 50).toFixed(3)} ms  p99 ${pct(c, 99).toFixed(3)} ms` : '';
+  return `wall p50 ${pct(xs, 50).toFixed(3)} ms  p99 ${pct(xs, 99).toFixed(3)} ms${cpuText}  (n=${xs.length})`;
+};
 
 const hf = await HfTokenizer.load(DIR);
 const tokensOf = (messages: readonly ChatMessageLike[]): number => hf.encode(hf.renderChat(messages), false).length;
@@ -47,10 +51,24 @@ console.log(
   `conversation: ${turns} turns, ${sample.length} messages, ${hf.renderChat(sample).length} chars, ${tokensOf(sample)} tokens; tokenizer ${DIR}`,
 );
 
+/** CPU time of each call (the process's, user + system), beside the wall time: this machine is shared and busy. */
+const cpu = new Map<number[], number[]>();
 async function timeIt(fn: () => Promise<unknown> | unknown): Promise<number> {
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   await fn();
-  return performance.now() - t0;
+  const wall = performance.now() - t0;
+  const c = process.cpuUsage(c0);
+  lastCpu = (c.user + c.system) / 1000;
+  return wall;
+}
+let lastCpu = 0;
+/** Pushes a wall time and keeps the CPU time of the same call. */
+function record(xs: number[], wall: number): void {
+  xs.push(wall);
+  const list = cpu.get(xs) ?? [];
+  list.push(lastCpu);
+  cpu.set(xs, list);
 }
 
 // ---- path mode
@@ -59,9 +77,9 @@ async function timeIt(fn: () => Promise<unknown> | unknown): Promise<number> {
   const whole: number[] = [];
   for (let i = 0; i < Math.min(SAMPLES, 50); i++) {
     const messages = upToTurn(1000 + i, turns - 1);
-    render.push(await timeIt(() => hf.renderChat(messages)));
+    record(render, await timeIt(() => hf.renderChat(messages)));
     const text = hf.renderChat(messages);
-    whole.push(await timeIt(() => hf.encode(text, false)));
+    record(whole, await timeIt(() => hf.encode(text, false)));
   }
   console.log(`path: render only               ${fmt(render)}`);
   console.log(`path: whole encode, no cache    ${fmt(whole)}`);
@@ -70,24 +88,37 @@ async function timeIt(fn: () => Promise<unknown> | unknown): Promise<number> {
   await rt.preload(DIR);
   const first: number[] = [];
   const next: number[] = [];
+  const tailChars: number[] = [];
+  const short: number[] = [];
   let reusedAll = true;
   for (let i = 0; i < SAMPLES; i++) {
     const seed = 2000 + i;
     const before = upToTurn(seed, turns - 2);
     const now = upToTurn(seed, turns - 1);
-    first.push(await timeIt(() => rt.tokenize(MODEL, { model: MODEL, messages: before })));
+    record(first, await timeIt(() => rt.tokenize(MODEL, { model: MODEL, messages: before })));
     let cached = false;
-    next.push(
+    record(
+      next,
       await timeIt(async () => {
         const o = await rt.tokenize(MODEL, { model: MODEL, messages: now });
         cached = o.tokens !== undefined && o.cached;
       }),
     );
     reusedAll &&= cached;
+    tailChars.push((await rt.encoder(DIR))?.stats.encodedChars ?? 0);
+    // then a short exchange (a one-line answer and question) on top of the same conversation
+    const later = [
+      ...now,
+      { role: 'assistant', content: 'Sure, here is the short answer you asked for.' },
+      { role: 'user', content: 'Thanks! And what about tomorrow in Berlin?' },
+    ];
+    record(short, await timeIt(() => rt.tokenize(MODEL, { model: MODEL, messages: later })));
   }
   const enc = await rt.encoder(DIR);
   console.log(`path: first turn (cold)         ${fmt(first)}`);
   console.log(`path: next turn (earlier cached) ${fmt(next)}  every next turn reused: ${reusedAll}`);
+  console.log(`path: next turn's new tail (tokenized now) p50 ${pct(tailChars, 50)} chars of ${hf.renderChat(sample).length}`);
+  console.log(`path: next turn, short exchange  ${fmt(short)}`);
   console.log(`path: cache ${((enc?.cacheBytes ?? 0) / 1024 / 1024).toFixed(1)} MiB in ${enc?.cacheEntries} pieces`);
   await rt.close();
 }
@@ -121,12 +152,13 @@ async function timeIt(fn: () => Promise<unknown> | unknown): Promise<number> {
     let fallbacks = 0;
     for (let i = 0; i < SAMPLES; i++) {
       const body = { model: MODEL, messages: upToTurn(3000 + i, turns - 1) };
-      miss.push(
+      record(
+        miss,
         await timeIt(async () => {
           if ((await rt.tokenize(MODEL, body, target)).tokens === undefined) fallbacks++;
         }),
       );
-      hit.push(await timeIt(() => rt.tokenize(MODEL, body, target)));
+      record(hit, await timeIt(() => rt.tokenize(MODEL, body, target)));
     }
     console.log(`engine: new turn (one /tokenize) ${fmt(miss)}  fallbacks ${fallbacks}`);
     console.log(`engine: same request again (cache) ${fmt(hit)}`);
