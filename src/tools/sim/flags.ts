@@ -83,6 +83,11 @@ export const SIM_FLAGS = [
     min: 1,
     help: "with --kv-events-port: batches kept for replay (vLLM's buffer_steps)",
   },
+  {
+    name: 'tokenizer',
+    kind: 'string',
+    help: 'a Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json with its chat_template): prompts, chats, the prefix cache, KV-cache events and /tokenize use its ids; unset: the word-level tokenizer',
+  },
   { name: 'embedding-dim', kind: 'int', default: 8, min: 1, help: 'length of embedding vectors' },
   { name: 'max-model-len', kind: 'int', default: 4096, min: 1, help: 'context length reported in /v1/models, /info and /tokenize' },
   { name: 'id', kind: 'string', help: 'engine name sent in the x-sim-engine header (default sim-<port>)' },
