@@ -623,7 +623,11 @@ export function renderKv(r: KvBenchResult): string {
   const kv = r.replays.find((x) => x.policy === 'kvaware');
   if (kv && Object.keys(kv.kvMetrics).length > 0) {
     lines.push('', `kvaware x${kv.replicas}, the router's KV counters:`);
-    for (const [k, v] of Object.entries(kv.kvMetrics)) lines.push(`  ${k} ${v}`);
+    for (const [k, v] of Object.entries(kv.kvMetrics)) {
+      // a histogram's mean beside its sum: the time to get a request's token ids, by source
+      const count = k.includes('_seconds_sum') ? kv.kvMetrics[k.replace('_seconds_sum', '_seconds_count')] : undefined;
+      lines.push(`  ${k} ${v}${count ? `  (mean ${((v / count) * 1000).toFixed(2)} ms)` : ''}`);
+    }
   }
   return lines.join('\n');
 }
