@@ -112,7 +112,7 @@ test('kvaware: no tokens or no match falls back to prefixaware, counted once per
   const prefix = createPolicy('prefixaware');
   const expected = prefix.pick(c, req());
   for (const [keys, reason] of [
-    ['tokenizer-timeout', 'tokenizer-timeout'],
+    ['timeout', 'timeout'],
     [[], 'too-short'],
     [[999], 'no-match'],
   ] as const) {

@@ -4,11 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ModelCatalog } from '../catalog/catalog.js';
-import type { RouterConfig } from '../config/config.js';
+import { usesKvEvents, type RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
 import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
 import { EngineStatsScraper } from '../health/engine-stats.js';
+import { KvRouting } from './kv-routing.js';
 import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
@@ -48,6 +49,8 @@ export class RouterApp {
   readonly scaling: Scaling;
   private readonly prober: Prober;
   private readonly engineStats: EngineStatsScraper;
+  /** KV-cache events and request tokens, when kvaware can be asked for */
+  private readonly kvRouting: KvRouting | undefined;
   /** LoRA adapters loaded on demand */
   private readonly adapters: AdapterManager;
   private readonly pools: UpstreamPools;
@@ -165,7 +168,18 @@ export class RouterApp {
       { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey, tls: engineTls },
       log.child({ component: 'engine-stats' }),
     );
+    this.kvRouting = usesKvEvents(config.routingLogic, config.allowRoutingHeader)
+      ? new KvRouting(
+          this.catalog,
+          { kv: config.kv, engineApiKey: config.engineApiKey, engineTls },
+          this.metrics.kv,
+          log.child({ component: 'kv-events' }),
+        )
+      : undefined;
+    const kvRouting = this.kvRouting;
+    if (kvRouting) this.metrics.watchKv(kvRouting);
     const policyOptions = {
+      ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: this.metrics.kv } } : {}),
       sessionKey: config.sessionKey,
       prefixBlockChars: config.prefixBlockChars,
       prefixBalanceEpsilon: config.prefixBalanceEpsilon,
@@ -248,7 +262,11 @@ export class RouterApp {
     ];
     const adminRoutes: Route[] = [
       { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
-      { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
+      {
+        method: 'GET',
+        path: '/engines',
+        handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs, kvRouting),
+      },
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
       ...this.dashboard.routes(),
     ];
@@ -336,6 +354,7 @@ export class RouterApp {
     }
     this.prober.start();
     this.engineStats.start();
+    this.kvRouting?.start();
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
@@ -434,6 +453,7 @@ export class RouterApp {
     this.link?.stop();
     await this.prober.stop();
     await this.engineStats.stop();
+    await this.kvRouting?.stop();
     await this.adapters.stop();
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');

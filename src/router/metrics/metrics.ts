@@ -16,6 +16,7 @@ import type { EndpointState } from '../core/endpoint.js';
 import type { ModelState } from '../core/model.js';
 import { PdMetrics } from './pd-metrics.js';
 import { LoraMetrics } from './lora-metrics.js';
+import { KvMetrics, type KvStreamView } from './kv-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -117,6 +118,9 @@ export class RouterMetrics {
   readonly pd: PdMetrics;
   /** LoRA adapters (src/router/metrics/lora-metrics.ts) */
   readonly lora: LoraMetrics;
+  /** KV-cache events and kvaware decisions (src/router/metrics/kv-metrics.ts) */
+  readonly kv: KvMetrics;
+  private kvView: KvStreamView | undefined;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -140,6 +144,7 @@ export class RouterMetrics {
     }
     this.pd = new PdMetrics(this.registry, catalog);
     this.lora = new LoraMetrics(this.registry, catalog);
+    this.kv = new KvMetrics(this.registry, () => this.kvView);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>
@@ -384,6 +389,11 @@ export class RouterMetrics {
 
   discoveryError(resource: string, reason: string): void {
     this.discoveryErrors.inc({ resource, reason });
+  }
+
+  /** Exposes the KV-cache event streams (counters, blocks indexed) at scrape time. */
+  watchKv(view: KvStreamView): void {
+    this.kvView = view;
   }
 
   /** Exposes hold-queue and wake-alarm state per model at scrape time. */

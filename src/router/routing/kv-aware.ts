@@ -8,10 +8,14 @@ import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { BlockKey } from '../kv/block-key.js';
 import type { KvIndexView } from '../kv/types.js';
+import { TOKENIZE_FALLBACKS } from '../kv/request-tokens.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
 
-/** Why a request was routed without its KV match: a small fixed set, used as a metric label. */
-export const KV_FALLBACK_REASONS = ['no-prompt', 'tokenizer-error', 'tokenizer-timeout', 'too-short', 'no-match', 'overloaded'] as const;
+/**
+ * Why a request was routed without its KV match: why it has no token ids (the tokenizer's reasons), a prompt shorter
+ * than one block, no endpoint holding its first block, every holder over the load bound. A fixed set: a metric label.
+ */
+export const KV_FALLBACK_REASONS = [...TOKENIZE_FALLBACKS, 'too-short', 'no-match', 'overloaded'] as const;
 export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
 
 /** Where the request's block keys come from (the tokenizer and the block size); never throws. */
