@@ -10,8 +10,7 @@ import { KvEvents } from '../kv/kv-events.js';
 import { RequestTokenizer } from '../kv/request-tokens.js';
 import type { KvEndpointStatus, KvSource } from '../kv/subscriber.js';
 import type { KvMetrics, KvStreamView } from '../metrics/kv-metrics.js';
-import type { KvFallbackReason, KvKeySource } from '../routing/kv-aware.js';
-import type { RouteRequest } from '../routing/policy.js';
+import type { KvFallbackReason, KvKeySource, KvRequest } from '../kv/types.js';
 import type { Logger } from '../util/log.js';
 
 export interface KvRoutingOptions {
@@ -58,7 +57,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
   }
 
   /** The kvaware policy's question: this request's block keys, or why there are none. */
-  async keys(request: RouteRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason> {
+  async keys(request: KvRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason> {
     const started = performance.now();
     const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
     const outcome = await this.tokenizer.tokenize(request.model, request.body, target);

@@ -8,7 +8,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { KvCounters } from '../kv/subscriber.js';
 import { MALFORMED_REASONS } from '../kv/decode.js';
-import { KV_FALLBACK_REASONS, type KvDecisionObserver, type KvFallbackReason } from '../routing/kv-aware.js';
+import { KV_FALLBACK_REASONS, type KvDecisionObserver, type KvFallbackReason } from '../kv/types.js';
 
 /** What the metrics read at scrape time. */
 export interface KvStreamView {

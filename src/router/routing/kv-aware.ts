@@ -7,28 +7,8 @@
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { BlockKey } from '../kv/block-key.js';
-import type { KvIndexView } from '../kv/types.js';
-import { TOKENIZE_FALLBACKS } from '../kv/request-tokens.js';
+import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource } from '../kv/types.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
-
-/**
- * Why a request was routed without its KV match: why it has no token ids (the tokenizer's reasons), a prompt shorter
- * than one block, no endpoint holding its first block, every holder over the load bound. A fixed set: a metric label.
- */
-export const KV_FALLBACK_REASONS = [...TOKENIZE_FALLBACKS, 'too-short', 'no-match', 'overloaded'] as const;
-export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
-
-/** Where the request's block keys come from (the tokenizer and the block size); never throws. */
-export interface KvKeySource {
-  keys(request: RouteRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason>;
-}
-
-/** What each decision tells metrics. */
-export interface KvDecisionObserver {
-  /** a pick by KV match: the chosen endpoint holds `matched` of the request's `blocks` leading blocks */
-  matched(model: string, matched: number, blocks: number): void;
-  fallback(model: string, reason: KvFallbackReason): void;
-}
 
 export interface KvAwareOptions {
   readonly index: KvIndexView;
