@@ -160,7 +160,7 @@ export class KvIndex implements KvIndexView {
         let gpu = 0;
         for (; total < keys.length; total++) {
           const r = store.refs(keys[total] as BlockKey);
-          if (r === undefined || refsAny(r) === 0) break;
+          if (refsAny(r) === 0) break;
           if (gpu === total && refsGpu(r) > 0) gpu++;
         }
         if (total > bestTotal) bestTotal = total;
