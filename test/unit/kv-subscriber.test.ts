@@ -396,3 +396,16 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
 });
+
+test('a URL zeromq refuses is reported in the status, nothing throws; close() ends everything and twice is fine', async () => {
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log });
+  kv.reconcile([{ endpointId: 'bad', eventsUrls: ['not a url'], replayUrls: [undefined] }]);
+  await eventually('the error reported', () => kv.statusOf('bad')?.lastError ?? '', (e) => e !== '', WAIT);
+  assert.match(kv.statusOf('bad')?.lastError ?? '', /subscribing to not a url/);
+  assert.equal(kv.statusOf('bad')?.connected, false);
+  await within(WAIT, 'close', kv.close());
+  await within(WAIT, 'close again', kv.close());
+  kv.reconcile([{ endpointId: 'late', eventsUrls: ['tcp://127.0.0.1:1'], replayUrls: [undefined] }]);
+  assert.deepEqual(kv.status(), [], 'a closed KvEvents subscribes nothing');
+});
