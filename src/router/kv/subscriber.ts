@@ -177,6 +177,8 @@ class RankStream {
   private lastSeq: number | undefined;
   private dpRank: number | undefined;
   private lastEventAt: number | undefined;
+  /** when the current turn of work began (see pause) */
+  private slice = 0;
   private readonly now: () => number;
   private readonly limits: DecodeLimits;
   private readonly onMalformed: (reason: MalformedReason, detail: string) => void;
@@ -235,7 +237,6 @@ class RankStream {
       this.sub.close();
       return;
     }
-    let slice = this.now();
     try {
       for await (const frames of this.sub) {
         if (this.owner.isClosed) break;
@@ -247,14 +248,21 @@ class RankStream {
           this.owner.error(err, 'applying a batch');
           this.opts.index.clearEndpoint(this.owner.endpointId, this.rank);
         }
-        if (this.now() - slice >= SLICE_MS) {
-          await yieldToEventLoop();
-          slice = this.now();
-        }
+        await this.pause();
       }
     } catch (err) {
       if (!this.owner.isClosed) this.owner.error(err, `receiving from ${this.url}`);
     }
+  }
+
+  /**
+   * Messages already queued resolve receive() at once, so a flood (or a long replay) would run as one chain of
+   * microtasks and starve every request; after SLICE_MS of work the loop lets the event loop turn.
+   */
+  private async pause(): Promise<void> {
+    if (this.now() - this.slice < SLICE_MS) return;
+    await yieldToEventLoop();
+    this.slice = this.now();
   }
 
   private async onMessage(frames: Buffer[]): Promise<void> {
@@ -360,6 +368,8 @@ class RankStream {
         }
         this.apply(seq, frames[2] as Buffer);
         next = seq + 1;
+        await this.pause();
+        if (this.owner.isClosed) return;
       }
     } catch (err) {
       if (this.owner.isClosed) return;
