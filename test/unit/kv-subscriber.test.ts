@@ -438,3 +438,27 @@ test('the topic filter: only batches under the configured topic are applied', as
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
 });
+
+test('status follows the connection: down when the engine goes away', async () => {
+  const engine = await FakeKvEngine.start({ replay: false });
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log });
+  try {
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
+    await eventually(
+      'connected',
+      () => kv.statusOf('e1')?.connected,
+      (c) => c === true,
+      WAIT,
+    );
+    await within(WAIT, 'engine closed', engine.close());
+    await eventually(
+      'disconnected',
+      () => kv.statusOf('e1')?.connected,
+      (c) => c === false,
+      WAIT,
+    );
+  } finally {
+    await within(WAIT, 'closing', kv.close());
+  }
+});
