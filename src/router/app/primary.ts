@@ -16,6 +16,8 @@ import { ClusterHub } from '../util/ipc.js';
 
 /** A worker that dies this soon after its start is not restarted: it would only crash again (bad config, port taken). */
 const MIN_WORKER_LIFETIME_MS = 5_000;
+/** how long a scrape waits for each worker's metrics; one that is later counts with its last counters */
+const METRICS_GATHER_MS = 1_500;
 
 export function runPrimary(config: RouterConfig, log: Logger): void {
   let stopping = false;
@@ -77,7 +79,8 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
         if (snapshot) await demand.view.notice(snapshot);
       },
       [METRICS_TOPICS.combined]: async () => {
-        const parts = ((await hub?.gather(METRICS_TOPICS.local, 5_000)) ?? new Map()) as Map<number, WorkerMetrics>;
+        // within the time the asking worker waits for the answer (2 x --scaler-peer-timeout-ms + 2 s)
+        const parts = ((await hub?.gather(METRICS_TOPICS.local, METRICS_GATHER_MS)) ?? new Map()) as Map<number, WorkerMetrics>;
         for (const [id, part] of parts) if (!gone.has(id)) lastMetrics.set(id, part);
         // a live worker that did not answer in time: its counters as last seen (they only grow), not its gauges
         const silent = [...lastMetrics].filter(([id]) => !parts.has(id)).map(([, part]) => retainedCounters([part]));

@@ -25,6 +25,10 @@ export class ClusterHub {
   private nextId = 0;
   private readonly pending = new Map<number, { parts: Map<number, unknown>; waiting: Set<number>; done: () => void }>();
   private readonly onMessage = (worker: Worker, m: unknown): void => this.receive(worker, m);
+  /** a worker that died will not answer: the gathers waiting for it end without it, at once */
+  private readonly onExit = (worker: Worker): void => {
+    for (const p of [...this.pending.values()]) if (p.waiting.delete(worker.id) && p.waiting.size === 0) p.done();
+  };
 
   constructor(
     /** what workers may ask, each given the value the worker sent with its question (if any) */
@@ -33,10 +37,12 @@ export class ClusterHub {
     private readonly onMissed: (topic: string, missing: number) => void = () => undefined,
   ) {
     cluster.on('message', this.onMessage);
+    cluster.on('exit', this.onExit);
   }
 
   stop(): void {
     cluster.off('message', this.onMessage);
+    cluster.off('exit', this.onExit);
     for (const p of this.pending.values()) p.done();
   }
 
