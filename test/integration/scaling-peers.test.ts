@@ -4,12 +4,12 @@
 // in the peer list.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { kedaClient } from '../support/keda.js';
+import { GRPC, grpcCode, grpcCredentials, kedaClient } from '../support/keda.js';
 import { promtoolCheckMetrics, startPrometheus } from '../support/prometheus.js';
 import { freePort, stopAll } from '../support/process.js';
 import { call, chat, kedaPort, startRouter, type Running } from '../support/router.js';
@@ -22,7 +22,7 @@ interface Demand {
   models: Record<string, { held: number; inFlight: number; arrivals: number }>;
 }
 
-const installed = (cmd: string): boolean => spawnSync(cmd, ['--version'], { stdio: 'ignore' }).status === 0;
+const installed = (cmd: string, args = ['--version']): boolean => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
 /**
  * A GET on a new connection each time (one kept alive to a worker that was killed would fail), tried again when the
  * connection is reset: the primary may hand a connection to the worker being killed (Prometheus would see a failed
@@ -234,9 +234,20 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
     const grace = ['--scale-to-zero-grace-seconds', '60'];
     const aAdmin = await freePort();
     const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', ...grace];
-    // B knows A (to say goodbye); A knows B; B drains for 2 s with its request still held
-    const b = await startRouter([...common, '--admin-port', '0', '--scaler-peers', `http://127.0.0.1:${aAdmin}`, '--drain-seconds', '2']);
-    const a = await startRouter([...common, '--admin-port', String(aAdmin), '--scaler-peers', b.adminUrl]);
+    // B knows A (to say goodbye); A knows B; B drains for 2 s with its request still held. Both run two workers: B's
+    // primary says it is stopping and says goodbye; A's worker that takes the goodbye hands it to A's primary
+    const b = await startRouter([
+      ...common,
+      '--workers',
+      '2',
+      '--admin-port',
+      '0',
+      '--scaler-peers',
+      `http://127.0.0.1:${aAdmin}`,
+      '--drain-seconds',
+      '2',
+    ]);
+    const a = await startRouter([...common, '--workers', '2', '--admin-port', String(aAdmin), '--scaler-peers', b.adminUrl]);
     const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
     try {
       const held = hold(b, 'm');
@@ -256,6 +267,74 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
     } finally {
       keda.close();
       await a.stop();
+    }
+  });
+
+  test('KEDA over mutual TLS from the command line (--keda-tls-cert, --keda-tls-key, --keda-tls-ca); errors show in llm_router_keda_scaler_errors_total', {
+    skip: installed('openssl', ['version']) ? false : 'openssl is not installed',
+  }, async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'keda-tls-'));
+    const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
+    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+    const file = (name: string) => path.join(dir, name);
+    try {
+      ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=test-ca');
+      for (const [name, ext] of [
+        ['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
+        ['client', 'extendedKeyUsage=clientAuth'],
+      ] as const) {
+        writeFileSync(file(`${name}.ext`), `${ext}\n`);
+        ssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
+        ssl(
+          'x509',
+          '-req',
+          '-in',
+          `${name}.csr`,
+          '-CA',
+          'ca.crt',
+          '-CAkey',
+          'ca.key',
+          '-CAcreateserial',
+          '-out',
+          `${name}.crt`,
+          '-days',
+          '1',
+          '-extfile',
+          `${name}.ext`,
+        );
+      }
+      const router = await startRouter([
+        '--known-models',
+        'm',
+        '--admin-port',
+        '0',
+        '--keda-scaler-port',
+        '0',
+        '--keda-tls-cert',
+        file('server.crt'),
+        '--keda-tls-key',
+        file('server.key'),
+        '--keda-tls-ca',
+        file('ca.crt'),
+      ]);
+      const address = `127.0.0.1:${await kedaPort(router)}`;
+      assert.match(router.proc.output(), /"tls":"mutual","port":\d+,"msg":"KEDA external scaler listening/);
+      const ca = readFileSync(file('ca.crt'));
+      const keda = kedaClient(address, grpcCredentials.createSsl(ca, readFileSync(file('client.key')), readFileSync(file('client.crt'))));
+      const anonymous = kedaClient(address, grpcCredentials.createSsl(ca));
+      try {
+        assert.equal(await keda.isActive(ref('m')), false);
+        assert.equal((await grpcCode(anonymous.isActive(ref('m')))).code, GRPC.UNAVAILABLE, 'no client certificate: no connection');
+        assert.equal((await grpcCode(keda.metric(ref('nope')))).code, GRPC.NOT_FOUND);
+        const text = await scrape(router);
+        assert.match(text, /^llm_router_keda_scaler_errors_total\{method="GetMetricSpec",code="NOT_FOUND"\} 1$/m);
+      } finally {
+        keda.close();
+        anonymous.close();
+        await router.stop();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
