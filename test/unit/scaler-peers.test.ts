@@ -157,7 +157,8 @@ test('a replica that stops cleanly counts while it holds requests, and is droppe
 
 test('the farewell: the last snapshot, stopping, to every peer but this router itself; a notice drops the sender', async () => {
   const a = await fakeReplica(() => snap('me', 0, {}));
-  const b = await fakeReplica(() => snap('b', 0, { x: m({ held: 1 }) }));
+  let bSays: DemandSnapshot | undefined = snap('b', 0, { x: m({ held: 1 }) });
+  const b = await fakeReplica(() => bSays);
   try {
     const peers = new PeerDemand(
       new StaticPeers([a.url, b.url]),
@@ -180,9 +181,13 @@ test('the farewell: the last snapshot, stopping, to every peer but this router i
     assert.equal(sent.stopping, true);
     assert.equal(sent.models.x?.arrivals, 4);
     assert.ok(b.auth.every((x) => x === 'Bearer k'));
-    // and the receiving side: B's notice that it leaves, with nothing left
+    // and the receiving side: B's notice that it leaves, with nothing left; then it is gone
     peers.notice(snap('b', 1, { x: m({}) }, { stopping: true }));
+    bSays = undefined;
     assert.equal((await peers.poll()).length, 0, 'B leaves at once');
+    // a notice in B's name while B is still there (forged, or from an earlier life) holds only until B is asked
+    bSays = snap('b', 5, { x: m({ held: 1 }) });
+    assert.equal(held(await peers.poll()), 1, 'B itself, asked and not stopping, is back');
   } finally {
     await Promise.all([a.close(), b.close()]);
   }

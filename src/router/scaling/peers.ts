@@ -90,7 +90,7 @@ export class PeerDemand {
   /** A peer's notice (POST /demand): usually its last word as it stops. */
   notice(snapshot: DemandSnapshot): void {
     if (snapshot.instance === this.opts.self) return;
-    this.take(snapshot, this.now());
+    this.take(snapshot, this.now(), false);
   }
 
   /** Tells every peer this instance is leaving, with its last snapshot (stopping, held and in flight answered). */
@@ -133,8 +133,14 @@ export class PeerDemand {
     return out;
   }
 
-  private take(snapshot: DemandSnapshot, now: number): void {
-    if (this.departed.has(snapshot.instance)) return;
+  /** `asked`: the answer to this router's own GET (a notice is only what its sender says of itself) */
+  private take(snapshot: DemandSnapshot, now: number, asked: boolean): void {
+    if (this.departed.has(snapshot.instance)) {
+      // a late or second-hand word from an instance that left does not bring it back; only the instance itself,
+      // asked and not stopping, does (so a notice claiming another's id cannot drop it for longer than one poll)
+      if (snapshot.stopping || !asked) return;
+      this.departed.delete(snapshot.instance);
+    }
     if (snapshot.stopping && pending(snapshot) === 0) {
       // it stopped cleanly and has answered everything: it no longer needs an engine
       this.last.delete(snapshot.instance);
@@ -186,7 +192,7 @@ export class PeerDemand {
       state.selfUntil = undefined;
       state.up = true;
       state.lastOkAt = now;
-      this.take(snapshot, now);
+      this.take(snapshot, now, true);
       if (this.failing.delete(url)) this.log.info({ peer: url }, 'router peer answers again');
     } catch (err) {
       state.up = false;
