@@ -71,12 +71,14 @@ export class AggregateDemand implements DemandView {
   }
 
   /**
-   * Concurrent callers (several KEDA streams on one tick) share one round of peer requests, and so do callers within
-   * SYSTEM_SHARE_MS of its end (KEDA asks once per ScaledObject, back to back): the peers are not asked once per model.
+   * Concurrent callers (several KEDA streams on one tick) share one round of peer requests, and, when there are
+   * peers, so do callers within SYSTEM_SHARE_MS of its end (KEDA asks once per ScaledObject, back to back): the peers
+   * are not asked once per model.
    */
   system(): Promise<SystemDemand> {
     const shareMs = this.opts.shareMs ?? SYSTEM_SHARE_MS;
-    if (this.recent && this.now() - this.recent.at < shareMs) return Promise.resolve(this.recent.value);
+    // with no peers there is nothing to spare (this instance's own part is cheap): every answer is fresh
+    if (this.opts.peers && this.recent && this.now() - this.recent.at < shareMs) return Promise.resolve(this.recent.value);
     this.inflight ??= this.compute()
       .then((value) => {
         this.recent = { at: this.now(), value };
