@@ -90,7 +90,7 @@ async function relay(target: number): Promise<{ url: string; close(): Promise<vo
 describe('the scaler across worker restarts, API key files, rollouts and URLs', { timeout: 120_000 }, () => {
   after(() => stopAll());
 
-  test('--workers 2, one worker SIGKILLed and replaced: no counter on /metrics or /demand goes backwards; its held requests stop counting', async () => {
+  test('--workers 2, one worker SIGKILLed and replaced: no counter on /metrics or /demand goes backwards; its held requests stop counting', async (t) => {
     const router = await startRouter([
       '--workers',
       '2',
@@ -150,6 +150,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
         (r) => r instanceof Error,
       ).length;
       assert.ok(lost >= 1 && lost <= 5, `the killed worker held some of the 6, not all: ${lost}`);
+      t.diagnostic(`the killed worker held ${lost} of the 6 held requests; ${6 - lost} still count`);
       await until('held: the survivor’s alone', async () => (await demand(router)).models.held?.held === 6 - lost);
       assert.match(await scrape(router), new RegExp(`^llm_router_model_requests_held\\{model="held"\\} ${6 - lost}$`, 'm'));
       await until('the scaler says so too', async () => (await keda.metric(ref('held')).catch(() => -1)) === 6 - lost);
@@ -168,7 +169,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
 
   test('a real Prometheus scraping across a worker kill sees no counter reset: the trigger’s rate stays bounded', {
     skip: installed('prometheus') ? false : 'prometheus is not installed',
-  }, async () => {
+  }, async (t) => {
     const router = await startRouter(['--workers', '2', '--known-models', 'w', '--admin-port', '0']);
     await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
     const startedAt = Date.now();
@@ -197,6 +198,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
       assert.ok(increase <= 41 * 1.25, `increase over the window is the 41 requests, no spike: ${increase}`);
       const peak = (await value('max_over_time(rate(llm_router_model_demand_total{model="w"}[10s])[5m:1s])')) ?? Number.NaN;
       assert.ok(peak <= 41, `the rate never read more than the requests sent: ${peak}/s`);
+      t.diagnostic(`across the kill: resets 0, increase[5m] ${increase.toFixed(2)} for 41 requests, peak rate[10s] ${peak.toFixed(2)}/s`);
     } finally {
       await prom.stop();
       await router.stop();
@@ -230,7 +232,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
     }
   });
 
-  test('a rollout: B stopping cleanly is counted while it still holds a request, and dropped at once when it has answered it', async () => {
+  test('a rollout: B stopping cleanly is counted while it still holds a request, and dropped at once when it has answered it', async (t) => {
     const grace = ['--scale-to-zero-grace-seconds', '60'];
     const aAdmin = await freePort();
     const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', ...grace];
@@ -262,7 +264,9 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
       const answeredAt = Date.now();
       await until('A drops B', async () => (await keda.metric(ref('m'))) === 0, 10_000);
       await until('and B no longer keeps the model active', async () => !(await keda.isActive(ref('m'))), 10_000);
-      assert.ok(Date.now() - answeredAt < 15_000, 'at once, not after the 60 s grace period');
+      const tookMs = Date.now() - answeredAt;
+      assert.ok(tookMs < 15_000, 'at once, not after the 60 s grace period');
+      t.diagnostic(`A dropped B ${tookMs} ms after B answered its held request (grace period 60 s)`);
       assert.equal(await stopping, 0);
     } finally {
       keda.close();
