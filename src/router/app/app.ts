@@ -22,6 +22,8 @@ import { createPolicy, createPrefillPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
 import { Scaling } from '../scaling/index.js';
 import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
+import { parseSnapshot, type DemandSnapshot } from '../scaling/demand-snapshot.js';
+import { readBody } from '../server/body.js';
 import { instanceDemand } from '../scaling/system.js';
 import { WorkerLink } from '../util/ipc.js';
 import { METRICS_TOPICS } from '../metrics/metrics.js';
@@ -66,8 +68,9 @@ export class RouterApp {
   private statsTimer: NodeJS.Timeout | undefined;
   private kubernetes: KubernetesSource | undefined;
   /** this instance's and the whole system's demand (GET /demand, the KEDA scaler) */
-  private readonly demandView: DemandView;
-  private readonly stopDemandView: () => void;
+  private readonly demandView: DemandView & { notice(s: DemandSnapshot): Promise<void> };
+  /** tells the peers this instance leaves (a single process; under --workers the primary does) */
+  private readonly stopDemandView: () => Promise<void>;
   /** set in a worker of --workers: the line to the primary */
   private readonly link: WorkerLink | undefined;
   /** the operator's view: GET /dashboard and GET /events */
@@ -101,6 +104,7 @@ export class RouterApp {
           this.dashboard.coldStart(c);
         },
         wakeAlarm: (a) => this.dashboard.wakeAlarm(a),
+        kedaError: (method, code) => this.metrics.scaler.kedaError(method, code),
       },
     );
     if (cluster.isWorker) {
@@ -112,7 +116,7 @@ export class RouterApp {
       this.link = link;
       const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
       this.demandView = new RemoteDemand(link, timeoutMs);
-      this.stopDemandView = () => undefined;
+      this.stopDemandView = async () => undefined;
       this.metrics.useClusterExposition(async () => (await link.ask(METRICS_TOPICS.combined, timeoutMs)) as string);
     } else {
       const instance = randomUUID();
@@ -121,9 +125,12 @@ export class RouterApp {
         instance,
         async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }],
         log.child({ component: 'scaling' }),
+        () => this.shuttingDown,
       );
       this.demandView = own.view;
       this.stopDemandView = own.stop;
+      const peers = own.peers;
+      if (peers) this.metrics.scaler.watchPeers(() => peers.status());
     }
     this.dashboard = new Dashboard({
       catalog: this.catalog,
@@ -268,6 +275,22 @@ export class RouterApp {
         handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs, kvRouting),
       },
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
+      {
+        // a peer replica's notice, usually its last snapshot as it stops (src/router/scaling/peers.ts)
+        method: 'POST',
+        path: '/demand',
+        handler: async (req, res) => {
+          let snapshot: DemandSnapshot | undefined;
+          try {
+            snapshot = parseSnapshot(JSON.parse((await readBody(req, 4 * 1024 * 1024)).toString('utf8')));
+          } catch {
+            snapshot = undefined;
+          }
+          if (!snapshot) return admin.sendJson(res, 400, { error: { message: 'the body is not a demand snapshot' } });
+          await this.demandView.notice(snapshot);
+          res.writeHead(204).end();
+        },
+      },
       ...this.dashboard.routes(),
     ];
     const routes: Route[] = [
@@ -449,7 +472,7 @@ export class RouterApp {
     clearInterval(idle);
     this.keys.stop();
     await this.scaling.stop();
-    this.stopDemandView();
+    await this.stopDemandView();
     this.link?.stop();
     await this.prober.stop();
     await this.engineStats.stop();

@@ -17,6 +17,7 @@ import type { ModelState } from '../core/model.js';
 import { PdMetrics } from './pd-metrics.js';
 import { LoraMetrics } from './lora-metrics.js';
 import { KvMetrics, type KvStreamView } from './kv-metrics.js';
+import { ScalerMetrics } from './scaler-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -47,6 +48,38 @@ export type WorkerMetrics = MetricObjectWithValues<MetricValue<string>>[];
 /** Pure: the exposition of several workers' metrics, each family combined by its `aggregator` (sum unless set). */
 export async function aggregateExposition(workers: readonly WorkerMetrics[]): Promise<string> {
   return AggregatorRegistry.aggregate(workers as WorkerMetrics[]).metrics();
+}
+
+/**
+ * Pure: the counter families (counters and histograms: their samples only grow) of several parts combined into one,
+ * each by its `aggregator` as the exposition combines them. Under --workers the primary keeps the counts of workers that
+ * are gone this way, so that a worker's restart never takes its counts out of the instance's (Prometheus would read
+ * the drop as a counter reset). Gauges are left out: a gone worker holds nothing.
+ */
+export function retainedCounters(parts: readonly WorkerMetrics[]): WorkerMetrics {
+  const families = new Map<string, { family: WorkerMetrics[number]; values: Map<string, MetricValue<string>> }>();
+  for (const part of parts)
+    for (const family of part) {
+      const type = String(family.type);
+      if (type !== 'counter' && type !== 'histogram') continue;
+      const max = (family as { aggregator?: string }).aggregator === 'max';
+      let f = families.get(family.name);
+      if (!f) {
+        f = { family, values: new Map() };
+        families.set(family.name, f);
+      }
+      for (const v of family.values) {
+        const labels = Object.entries(v.labels)
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([k, x]) => `${k}=${String(x)}`)
+          .join(',');
+        const key = `${(v as { metricName?: string }).metricName ?? ''}{${labels}}`;
+        const prev = f.values.get(key);
+        const value = prev === undefined ? v.value : max ? Math.max(prev.value, v.value) : prev.value + v.value;
+        f.values.set(key, { ...v, value });
+      }
+    }
+  return [...families.values()].map(({ family, values }) => ({ ...family, values: [...values.values()] }));
 }
 
 const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -121,6 +154,8 @@ export class RouterMetrics {
   /** KV-cache events and kvaware decisions (src/router/metrics/kv-metrics.ts) */
   readonly kv: KvMetrics;
   private kvView: KvStreamView | undefined;
+  /** the KEDA scaler's peers and errors (src/router/metrics/scaler-metrics.ts) */
+  readonly scaler: ScalerMetrics;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -145,6 +180,7 @@ export class RouterMetrics {
     this.pd = new PdMetrics(this.registry, catalog);
     this.lora = new LoraMetrics(this.registry, catalog);
     this.kv = new KvMetrics(this.registry, () => this.kvView);
+    this.scaler = new ScalerMetrics(this.registry);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>
