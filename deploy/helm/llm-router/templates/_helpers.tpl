@@ -122,7 +122,8 @@ routing-logic the router would read from router.config, router.env or router.ext
 
 {{/* router.workers as a number (at least 1) */}}
 {{- define "llm-router.workers" -}}
-{{- $w := int (default 1 .Values.router.workers) -}}
+{{- $w := 1 -}}
+{{- if not (or (kindIs "invalid" .Values.router.workers) (eq (toString .Values.router.workers) "")) }}{{ $w = int .Values.router.workers }}{{ end -}}
 {{- if lt $w 1 -}}{{- fail (printf "router.workers must be 1 or more, not %v" .Values.router.workers) -}}{{- end -}}
 {{- $w -}}
 {{- end -}}
