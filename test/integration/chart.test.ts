@@ -1006,6 +1006,13 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
         .sort();
     assert.deepEqual(fromRouters('llm-router-llama'), [5557, 5558, 8000]);
     assert.deepEqual(fromRouters('llm-router-mistral-dp'), [5557, 5558, 5559, 5560, 8000]);
+    // every port a policy opens is one a container of the pods it selects listens on
+    for (const policy of objs.filter((o) => o.kind === 'NetworkPolicy' && o.metadata.name !== 'llm-router')) {
+      const d = find(objs, 'Deployment', policy.metadata.name);
+      const listening = d.spec.template.spec.containers.flatMap((c: Obj) => (c.ports ?? []).map((p: Obj) => p.containerPort));
+      for (const rule of policy.spec.ingress)
+        for (const p of rule.ports ?? []) assert.ok(listening.includes(p.port), `${policy.metadata.name}: ${p.port}`);
+    }
     const prometheus = find(objs, 'NetworkPolicy', 'llm-router-llama').spec.ingress[2];
     assert.deepEqual(prometheus.ports, [{ port: 8000, protocol: 'TCP' }]);
   });
@@ -1039,8 +1046,16 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
       assert.equal(engine.ports.length, 1);
     }
     assert.equal(routerConfig(prefix).routingLogic, 'prefixaware');
-    // the same logic in router.config (a values file from before routing.logic) is fine
+    // the same logic in router.config is fine
     renderChart(CHART, { values: [{ router: { config: { 'routing-logic': 'session' } }, routing: { logic: 'session' } }] });
+    // a values file from before routing.logic: the router's own setting, flags winning as in the router, renders the engines
+    const kvaware = (router: Record<string, unknown>): boolean => {
+      const objs = objects(renderChart(CHART, { values: [{ router, engines: [{ name: 'e', model: 'm' }] }] }));
+      return container(find(objs, 'Deployment', 'llm-router-e'), 'engine').args.includes('--kv-events-config');
+    };
+    assert.equal(kvaware({ config: { 'routing-logic': 'kvaware' } }), true);
+    assert.equal(kvaware({ config: { routing_logic: 'kvaware' }, extraArgs: ['--routing-logic', 'session'] }), false);
+    assert.equal(kvaware({ config: { 'routing-logic': 'session' }, env: [{ name: 'LLM_ROUTER_ROUTING_LOGIC', value: 'kvaware' }] }), true);
     const cases: [Record<string, unknown>, RegExp][] = [
       [
         { engines: [{ name: 't', model: 'tiiuae/falcon-7b', engineKind: 'tgi' }] },

@@ -77,15 +77,13 @@ app.kubernetes.io/component: router
 {{- end -}}
 
 {{/*
-The router's --routing-logic: routing.logic. The engines are rendered from it (kvaware: KV-cache events), so a
-routing-logic the router would read from router.config, router.env or router.extraArgs must agree with it.
+The router's --routing-logic, which the engines are rendered from (kvaware: KV-cache events). routing.logic when set;
+a routing-logic that router.config, router.env or router.extraArgs also sets must then agree with it. Empty (values
+files from before routing.logic): what the router reads from those, flags winning as in the router, else roundrobin.
 */}}
 {{- define "llm-router.routingLogic" -}}
-{{- $logic := toString .Values.routing.logic -}}
-{{- $valid := list "roundrobin" "least-load" "session" "prefixaware" "kvaware" -}}
-{{- if not (has $logic $valid) -}}
-{{- fail (printf "routing.logic must be one of %s, not %q" (join ", " $valid) $logic) -}}
-{{- end -}}
+{{- $given := toString (default "" .Values.routing.logic) -}}
+{{- /* [where, value], lowest precedence first: config file, env, flags */ -}}
 {{- $elsewhere := list -}}
 {{- range $key, $value := .Values.router.config -}}
 {{- if eq (kebabcase $key) "routing-logic" }}{{ $elsewhere = append $elsewhere (list (printf "router.config.%s" $key) $value) }}{{ end -}}
@@ -98,10 +96,21 @@ routing-logic the router would read from router.config, router.env or router.ext
 {{- if and (eq (toString $arg) "--routing-logic") (lt (add1 $i) (len $args)) }}{{ $elsewhere = append $elsewhere (list "router.extraArgs --routing-logic" (index $args (add1 $i))) }}{{ end -}}
 {{- if hasPrefix "--routing-logic=" (toString $arg) }}{{ $elsewhere = append $elsewhere (list "router.extraArgs --routing-logic" (trimPrefix "--routing-logic=" (toString $arg))) }}{{ end -}}
 {{- end -}}
+{{- $logic := $given -}}
+{{- if $given -}}
 {{- range $elsewhere -}}
-{{- if ne (toString (index . 1)) $logic -}}
-{{- fail (printf "%s is %v but routing.logic is %s: set routing.logic only (the engines are rendered from it)" (index . 0) (index . 1) $logic) -}}
+{{- if ne (toString (index . 1)) $given -}}
+{{- fail (printf "%s is %v but routing.logic is %s: set routing.logic only (the engines are rendered from it)" (index . 0) (index . 1) $given) -}}
 {{- end -}}
+{{- end -}}
+{{- else if $elsewhere -}}
+{{- $logic = toString (index (last $elsewhere) 1) -}}
+{{- else -}}
+{{- $logic = "roundrobin" -}}
+{{- end -}}
+{{- $valid := list "roundrobin" "least-load" "session" "prefixaware" "kvaware" -}}
+{{- if not (has $logic $valid) -}}
+{{- fail (printf "routing.logic must be one of %s, not %q" (join ", " $valid) $logic) -}}
 {{- end -}}
 {{- $logic -}}
 {{- end -}}
