@@ -1031,6 +1031,11 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
     const args: string[] = container(find(objs, 'Deployment', 'llm-router'), 'router').args;
     assert.equal(arg(args, '--kv-events-port'), '6000');
     assert.equal(arg(args, '--kv-events-replay-port'), '7000');
+    // the router's own parser takes them once the router has them (the KV-events branch adds them)
+    if ((ROUTER_FLAGS as readonly { name: string }[]).some((f) => f.name === 'kv-events-port')) {
+      const flags: Record<string, unknown> = parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values;
+      assert.deepEqual([flags['kv-events-port'], flags['kv-events-replay-port']], [6000, 7000]);
+    }
     assert.deepEqual(
       lintObjects(parseManifests(renderChart(CHART, { values: [KVAWARE, { routing: { kvEvents: { port: 6000 } } }] }).manifest, 'p.yaml')),
       [],
