@@ -15,6 +15,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     probeUrl: url,
     bootstrapPort: undefined,
     pdProtocol: undefined,
+    kvEvents: undefined,
     state: 'ready',
     since: 0,
     discoveredAt: 0,
@@ -27,6 +28,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     inFlight: 0,
     adapters: new Map(),
     adapterSlots: undefined,
+    cacheConfig: undefined,
     canLoadAdapters: undefined,
     ...fields,
   };

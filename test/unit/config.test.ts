@@ -82,7 +82,7 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
     [['--service-discovery', 'consul'], /--service-discovery: must be one of static, k8s/],
     [['--k8s-service-discovery-type', 'service-name'], /service-name" is not available; only pod-ip/],
     [['--k8s-watcher-timeout-seconds', '30'], /--k8s-watcher-timeout-seconds is not supported/],
-    [['--routing-logic', 'kvaware'], /--routing-logic "kvaware" is not available/],
+    [['--routing-logic', 'lmcache'], /--routing-logic "lmcache" is not available/],
     [['--port', 'eighty'], /--port: expected a number/],
     [['--log-format', 'xml'], /--log-format: must be one of text, json/],
     [['--feature-gates', 'SemanticCache=true'], /--feature-gates/],
@@ -105,7 +105,10 @@ test('k8s discovery settings', () => {
     scheme: 'http',
     modelLabel: 'model',
     resyncMs: 2000,
+    kvEvents: undefined,
   });
+  const kv = loadRouterConfig(['--service-discovery', 'k8s', '--routing-logic', 'kvaware', '--kv-events-replay-port', '5558'], {});
+  assert.deepEqual(kv.kubernetes?.kvEvents, { port: 5557, replayPort: 5558 });
   assert.equal(loadRouterConfig([], {}).kubernetes, undefined);
   assert.equal(loadRouterConfig(['--service-discovery', 'k8s', '--k8s-engine-scheme', 'https'], {}).kubernetes?.scheme, 'https');
   assert.equal(loadRouterConfig(['--service-discovery', 'k8s'], { LLM_ROUTER_K8S_ENGINE_SCHEME: 'https' }).kubernetes?.scheme, 'https');

@@ -136,3 +136,28 @@ test('P/D: llm-d.ai/role gives the role, llm-router/probe-port the probe URL, sg
   assert.match(d.invalid[0]?.why ?? '', /"encode" is not prefill, decode or prefill-decode; it is not routed to/);
   assert.match(d.invalid[1]?.why ?? '', /"nixl" is not vllm-nixl/);
 });
+
+test('kvaware: each pod publishes KV-cache events on the flag ports or its annotations, one per data-parallel rank', () => {
+  const p = (annotations: Record<string, string>, ip = '10.1.0.7'): PodLike => ({
+    metadata: { name: 'p', namespace: 'ns', labels: { model: 'm' }, annotations },
+    status: { podIP: ip, conditions: ready, phase: 'Running' },
+  });
+  const kv = { ...opts, kvEvents: { port: 5557, replayPort: undefined } };
+  assert.equal(desiredState([p({})], [], opts).endpoints[0]?.kvEvents, undefined, 'no event sources unless kvaware is in use');
+  assert.deepEqual(desiredState([p({})], [], kv).endpoints[0]?.kvEvents, { eventsUrls: ['tcp://10.1.0.7:5557'], replayUrls: [undefined] });
+  assert.deepEqual(
+    desiredState(
+      [
+        p(
+          { 'llm-router/kv-events-port': '6000', 'llm-router/kv-events-replay-port': '6100', 'llm-router/kv-events-dp-size': '2' },
+          'fd00::7',
+        ),
+      ],
+      [],
+      kv,
+    ).endpoints[0]?.kvEvents,
+    { eventsUrls: ['tcp://[fd00::7]:6000', 'tcp://[fd00::7]:6001'], replayUrls: ['tcp://[fd00::7]:6100', 'tcp://[fd00::7]:6101'] },
+  );
+  // a nonsense rank count is one rank
+  assert.equal(desiredState([p({ 'llm-router/kv-events-dp-size': '1e9' })], [], kv).endpoints[0]?.kvEvents?.eventsUrls.length, 1);
+});

@@ -3,7 +3,14 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import type { Endpoint, EngineLoad } from '../../src/router/core/endpoint.js';
-import { EngineStatsScraper, forEachSample, labelValue, otherLoad, parseEngineLoad } from '../../src/router/health/engine-stats.js';
+import {
+  EngineStatsScraper,
+  forEachSample,
+  labelValue,
+  otherLoad,
+  parseCacheConfig,
+  parseEngineLoad,
+} from '../../src/router/health/engine-stats.js';
 import { isFresh, staleAfterMs } from '../../src/router/core/endpoint.js';
 import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
 import { createLogger } from '../../src/router/util/log.js';
@@ -159,4 +166,18 @@ test('the scraper keeps each ready endpoint’s latest load with the time of its
   assert.deepEqual(loadNow(), load, 'the last snapshot is kept; staleness is judged by its time');
   assert.equal(isFresh(loadNow(), now, 50), false, 'stale three intervals after its scrape');
   for (const c of controllers) c.abort();
+});
+
+test("the KV cache's geometry from vllm:cache_config_info: block size and GPU blocks, absent when not exported", () => {
+  const text = [
+    '# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig',
+    '# TYPE vllm:cache_config_info gauge',
+    'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",gpu_memory_utilization="0.9",num_cpu_blocks="None",num_gpu_blocks="27153",num_gpu_blocks_override="None"} 1.0',
+  ].join('\n');
+  assert.deepEqual(parseCacheConfig(text), { blockSize: 16, numGpuBlocks: 27153 });
+  assert.deepEqual(parseCacheConfig('vllm:cache_config_info{block_size="32",num_gpu_blocks="None"} 1'), {
+    blockSize: 32,
+    numGpuBlocks: undefined,
+  });
+  assert.equal(parseCacheConfig('vllm:num_requests_running 3\n'), undefined);
 });

@@ -14,9 +14,53 @@ test('routing defaults: round robin, 256-char blocks, epsilon 0.25, no routing h
 });
 
 test('every policy name is accepted; vllm_router names that do not exist here are refused with the list', () => {
-  for (const name of ['roundrobin', 'least-load', 'prefixaware'])
+  for (const name of ['roundrobin', 'least-load', 'prefixaware', 'kvaware'])
     assert.equal(loadRouterConfig(['--routing-logic', name], {}).routingLogic, name);
-  assert.throws(() => loadRouterConfig(['--routing-logic', 'kvaware'], {}), /choose one of: roundrobin, least-load, session, prefixaware/);
+  assert.throws(
+    () => loadRouterConfig(['--routing-logic', 'disaggregated_prefill'], {}),
+    /choose one of: roundrobin, least-load, session, prefixaware, kvaware/,
+  );
+});
+
+test('kvaware: static backends name their event publishers and replay sockets zipped, an empty item for none', () => {
+  const c = loadRouterConfig(
+    [
+      '--routing-logic',
+      'kvaware',
+      '--static-backends',
+      'http://a:8000,http://b:8000,http://c:8000',
+      '--static-models',
+      'm,m,m',
+      '--static-backend-kv-events',
+      'tcp://a:5557,,tcp://c:5557',
+      '--static-backend-kv-replay',
+      'tcp://a:5558,,',
+    ],
+    {},
+  );
+  assert.deepEqual(
+    c.staticBackends.map((b) => b.kvEvents),
+    [{ eventsUrls: ['tcp://a:5557'], replayUrls: ['tcp://a:5558'] }, undefined, { eventsUrls: ['tcp://c:5557'], replayUrls: [undefined] }],
+  );
+  const base = ['--static-backends', 'http://a:8000,http://b:8000', '--static-models', 'm,m'];
+  assert.throws(() => loadRouterConfig([...base, '--static-backend-kv-events', 'tcp://a:5557'], {}), /zipped one to one/);
+  assert.throws(() => loadRouterConfig([...base, '--static-backend-kv-events', 'http://a:5557,'], {}), /tcp:\/\/HOST:PORT/);
+  assert.throws(
+    () => loadRouterConfig([...base, '--static-backend-kv-replay', 'tcp://a:5558,'], {}),
+    /no --static-backend-kv-events entry/,
+  );
+  const t = loadRouterConfig(['--tokenizer', '/models/llama', '--tokenizers', 'a=engine,b=/tok/b'], {});
+  assert.equal(t.kv.tokenizer, '/models/llama');
+  assert.deepEqual(
+    [...t.kv.tokenizers],
+    [
+      ['a', 'engine'],
+      ['b', '/tok/b'],
+    ],
+  );
+  assert.equal(loadRouterConfig([], {}).kv.tokenizer, 'engine');
+  assert.equal(loadRouterConfig([], {}).kv.blockSize, 16);
+  assert.throws(() => loadRouterConfig(['--tokenizers', 'nomodel'], {}), /MODEL=engine or MODEL=PATH/);
 });
 
 test('session routing needs --session-key, a header name, matched without regard to case', () => {

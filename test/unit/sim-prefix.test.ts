@@ -90,7 +90,8 @@ test('a cached prefix skips its prefill: TTFT = base + uncached tokens x per-tok
   const metrics = await (await request(`${engine.url}/metrics`)).body.text();
   const queries = counter(metrics, 'vllm:prefix_cache_queries_total');
   const hits = counter(metrics, 'vllm:prefix_cache_hits_total');
-  assert.equal(queries, 2 * 304);
+  // 304 tokens of messages and roles, and the assistant turn the chat template opens (add_generation_prompt)
+  assert.equal(queries, 2 * 305);
   // the system prompt and its role line fill 18 full blocks of 16 tokens
   assert.equal(hits, 288);
 });
@@ -103,7 +104,7 @@ test('without per-token prefill the TTFT is the base, as before; SGLang output h
   assert.doesNotMatch(await (await request(`${sglang.url}/metrics`)).body.text(), /vllm:/);
 });
 
-test('sim flags: --prefill-ms-per-token, --prefix-cache-blocks, --prefix-block-tokens', () => {
+test('sim flags: --prefill-ms-per-token, --prefix-cache-blocks, --prefix-block-tokens (now --kv-block-size)', () => {
   const read = (argv: string[]): SimEngineOptions =>
     simOptionsFromFlags(parseFlags(argv, SIM_FLAGS, { env: {}, envPrefix: 'LLM_ROUTER_SIM_' }).values);
   const defaults = read([]);
@@ -112,4 +113,5 @@ test('sim flags: --prefill-ms-per-token, --prefix-cache-blocks, --prefix-block-t
   assert.equal(defaults.prefixBlockTokens, 16);
   const set = read(['--prefill-ms-per-token', '0.05', '--prefix-cache-blocks', '0', '--prefix-block-tokens', '32']);
   assert.deepEqual([set.prefillMsPerToken, set.prefixCacheBlocks, set.prefixBlockTokens], [0.05, 0, 32]);
+  assert.equal(read(['--kv-block-size', '64']).prefixBlockTokens, 64);
 });

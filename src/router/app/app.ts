@@ -178,7 +178,11 @@ export class RouterApp {
     const pd = new PdForwarder(
       forwarder,
       this.pools,
-      { decode: policy, prefill: createPrefillPolicy(config.routingLogic, policyOptions) },
+      {
+        // kvaware matches the prompt's KV where it is computed, the prefill engine; the decode engine goes by load
+        decode: config.routingLogic === 'kvaware' ? createPolicy('least-load', policyOptions) : policy,
+        prefill: createPrefillPolicy(config.routingLogic, policyOptions),
+      },
       this.prober,
       this.catalog,
       this.metrics.pd,

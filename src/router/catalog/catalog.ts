@@ -1,6 +1,14 @@
 // ModelCatalog: the one place that answers "can model M be served right now, and where?".
 // The answer is a pure function of the present declarations and endpoint states — never of what this process saw earlier.
-import type { Endpoint, EndpointSpec, EndpointState, EngineLoad, ProbeRecord } from '../core/endpoint.js';
+import type {
+  Endpoint,
+  EndpointSpec,
+  EndpointState,
+  EngineCacheConfig,
+  EngineLoad,
+  KvEventsSource,
+  ProbeRecord,
+} from '../core/endpoint.js';
 import type { InFlightLedger } from '../core/forward.js';
 import type { AdapterDeclaration } from '../core/lora.js';
 import type { AdapterRoute, AdapterView, ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
@@ -236,6 +244,10 @@ export class ModelCatalog implements InFlightLedger {
     if (this.contains(e)) own(e).adapterSlots = slots;
   }
 
+  recordCacheConfig(e: Endpoint, config: EngineCacheConfig): void {
+    if (this.contains(e)) own(e).cacheConfig = config;
+  }
+
   /** Whether the engine loads adapters at run time, as a load call found out (404 on the load path: it cannot). */
   recordAdapterLoading(e: Endpoint, can: boolean): void {
     if (!this.contains(e) || e.canLoadAdapters === can) return;
@@ -305,6 +317,7 @@ export class ModelCatalog implements InFlightLedger {
         probeUrl: spec.probeUrl ?? spec.url,
         bootstrapPort: spec.bootstrapPort,
         pdProtocol: spec.pdProtocol,
+        kvEvents: spec.kvEvents,
         state: spec.draining ? 'draining' : 'discovered',
         since: now,
         discoveredAt: now,
@@ -317,6 +330,7 @@ export class ModelCatalog implements InFlightLedger {
         inFlight: 0,
         adapters: new Map(),
         adapterSlots: undefined,
+        cacheConfig: undefined,
         canLoadAdapters: undefined,
       };
       next.set(spec.id, endpoint);
@@ -596,6 +610,15 @@ function sameSpec(e: Endpoint, spec: EndpointSpec): boolean {
     e.role === (spec.role ?? 'both') &&
     e.probeUrl === (spec.probeUrl ?? spec.url) &&
     e.bootstrapPort === spec.bootstrapPort &&
-    e.pdProtocol === spec.pdProtocol
+    e.pdProtocol === spec.pdProtocol &&
+    sameKvEvents(e.kvEvents, spec.kvEvents)
+  );
+}
+
+function sameKvEvents(a: KvEventsSource | undefined, b: KvEventsSource | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return (
+    a.eventsUrls.length === b.eventsUrls.length &&
+    a.eventsUrls.every((u, i) => u === b.eventsUrls[i] && a.replayUrls[i] === b.replayUrls[i])
   );
 }

@@ -7,6 +7,8 @@ import type { EngineTlsConfig } from './engine-tls.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS, type RouterFlagValues } from './router-flags.js';
 import type { EngineClientKind, EngineKind } from '../core/engine.js';
 import type { EndpointRole, PdProtocol } from '../core/pd.js';
+import type { KvEventsSource } from '../core/endpoint.js';
+import { kvConfig, staticKvEvents, type KvConfig } from './kv-config.js';
 import { parseAdapterFlag, type AdapterDeclaration } from '../core/lora.js';
 
 export type RoutingLogic = (typeof ROUTING_LOGICS)[number];
@@ -16,6 +18,8 @@ export interface StaticBackend {
   readonly url: string;
   readonly models: readonly string[];
   readonly role: EndpointRole;
+  /** its KV-cache event stream (--static-backend-kv-events / --static-backend-kv-replay) */
+  readonly kvEvents?: KvEventsSource;
 }
 
 /** Prefill/decode disaggregation (src/router/proxy/pd). */
@@ -68,6 +72,8 @@ export interface KubernetesConfig {
   readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
   readonly resyncMs: number;
+  /** kvaware in use: each pod's KV-cache event ports unless annotated (--kv-events-port, --kv-events-replay-port) */
+  readonly kvEvents: { readonly port: number; readonly replayPort: number | undefined } | undefined;
 }
 
 export interface ScalingConfig {
@@ -118,6 +124,8 @@ export interface RouterConfig {
   readonly aliases: ReadonlyMap<string, string>;
   readonly knownModels: readonly string[];
   readonly routingLogic: RoutingLogic;
+  /** kvaware: KV-cache events and tokenization */
+  readonly kv: KvConfig;
   readonly logLevel: LogLevel;
   readonly logFormat: 'text' | 'json';
   readonly logStatsIntervalMs: number;
@@ -299,6 +307,11 @@ function configPath(argv: readonly string[], env: Readonly<Record<string, string
   return env.LLM_ROUTER_CONFIG || undefined;
 }
 
+/** KV-cache events are consumed only where kvaware can be asked for: its routing logic, or the per-request header. */
+export function usesKvEvents(routingLogic: string, allowRoutingHeader: boolean): boolean {
+  return routingLogic === 'kvaware' || allowRoutingHeader;
+}
+
 export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
   const file = configPath(argv, env);
   const fileValues = file ? readConfigFile(file) : undefined;
@@ -332,6 +345,9 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
           scheme: v['k8s-engine-scheme'],
           modelLabel: v['k8s-model-label'],
           resyncMs: seconds(v['k8s-resync-seconds']),
+          kvEvents: usesKvEvents(v['routing-logic'], v['allow-routing-header'])
+            ? { port: v['kv-events-port'], replayPort: v['kv-events-replay-port'] }
+            : undefined,
         }
       : undefined;
 
@@ -347,7 +363,11 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   if (v['feature-gates'])
     throw new UsageError(`--feature-gates ${JSON.stringify(v['feature-gates'])}: llm-router has no feature gates; remove the flag`);
 
-  const staticBackends = zipBackends(v['static-backends'], v['static-models'], v['static-backend-roles']);
+  const kvSources = staticKvEvents(v['static-backends'], v);
+  const staticBackends = zipBackends(v['static-backends'], v['static-models'], v['static-backend-roles']).map((b) => {
+    const kvEvents = kvSources.get(b.url);
+    return kvEvents ? { ...b, kvEvents } : b;
+  });
   const aliases = parseAliases(v['static-aliases']);
   const knownModels = [...new Set(v['known-models'])];
   for (const m of [...knownModels, ...aliases.keys(), ...aliases.values()]) {
@@ -401,6 +421,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     aliases,
     knownModels,
     routingLogic: routing,
+    kv: kvConfig(v),
     logLevel: normaliseLevel(v['log-level']),
     logFormat: v['log-format'],
     logStatsIntervalMs: v['log-stats'] ? seconds(v['log-stats-interval']) : 0,

@@ -4,7 +4,10 @@ import type { FlagSpec, FlagValues } from './flags.js';
 import { ENGINE_KINDS } from '../core/engine.js';
 import { PD_PROTOCOLS } from '../core/pd.js';
 
-export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware'] as const;
+export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware', 'kvaware'] as const;
+
+/** --tokenizer's default: ask the engine's own POST /tokenize */
+export const ENGINE_TOKENIZER = 'engine';
 
 export const ROUTER_FLAGS = [
   { name: 'config', kind: 'string', help: 'YAML file with settings (keys are flag names); flags and env override it' },
@@ -81,6 +84,16 @@ export const ROUTER_FLAGS = [
     help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)',
   },
   { name: 'static-models', kind: 'list', vllmRouter: true, default: [], help: 'model served by each static backend, comma separated' },
+  {
+    name: 'static-backend-kv-events',
+    kind: 'string',
+    help: "kvaware: each static backend's KV-cache event publisher (tcp://HOST:PORT), comma separated, zipped with --static-backends; an empty item = none",
+  },
+  {
+    name: 'static-backend-kv-replay',
+    kind: 'string',
+    help: "kvaware: each static backend's KV-cache event replay socket (tcp://HOST:PORT), comma separated, zipped with --static-backends; an empty item = none",
+  },
   {
     name: 'static-backend-roles',
     kind: 'list',
@@ -170,6 +183,58 @@ export const ROUTER_FLAGS = [
     default: 0.25,
     min: 0,
     help: 'prefixaware: skip an engine whose in-flight requests would exceed (1 + epsilon) x the mean',
+  },
+  {
+    name: 'kv-events-port',
+    kind: 'int',
+    default: 5557,
+    min: 1,
+    help: "kvaware, Kubernetes: the engines' KV-cache event publisher port on each pod IP, unless the pod has the llm-router/kv-events-port annotation (rank r of a data-parallel engine on port + r)",
+  },
+  {
+    name: 'kv-events-replay-port',
+    kind: 'int',
+    min: 1,
+    help: "kvaware, Kubernetes: the engines' KV-cache event replay port on each pod IP (default none), unless the pod has the llm-router/kv-events-replay-port annotation",
+  },
+  {
+    name: 'kv-events-topic',
+    kind: 'string',
+    default: '',
+    help: 'kvaware: the ZMQ topic to subscribe to (default: all)',
+  },
+  {
+    name: 'kv-block-size',
+    kind: 'int',
+    default: 16,
+    min: 1,
+    help: "kvaware: tokens per KV-cache block when neither the engine's events nor its vllm:cache_config_info say",
+  },
+  {
+    name: 'kv-index-max-blocks',
+    kind: 'int',
+    default: 1000000,
+    min: 1,
+    help: 'kvaware: blocks indexed per endpoint at most, when its vllm:cache_config_info does not give num_gpu_blocks; the oldest go first',
+  },
+  {
+    name: 'tokenizer',
+    kind: 'string',
+    default: ENGINE_TOKENIZER,
+    help: "kvaware: where a request's token ids come from: engine (POST /tokenize of a ready endpoint of the model) or a Hugging Face tokenizer directory",
+  },
+  {
+    name: 'tokenizers',
+    kind: 'list',
+    default: [],
+    help: 'kvaware: per-model tokenizers, MODEL=engine|PATH comma separated; others use --tokenizer',
+  },
+  {
+    name: 'tokenizer-timeout-ms',
+    kind: 'int',
+    default: 250,
+    min: 1,
+    help: 'kvaware: a tokenization slower than this routes the request by prefixaware instead (counted); it never fails it',
   },
   {
     name: 'allow-routing-header',

@@ -5,6 +5,15 @@ import type { EndpointRole, PdProtocol } from './pd.js';
 /** discovered -> serving-api -> ready -> draining | failed (failed goes back to ready when it recovers) */
 export type EndpointState = 'discovered' | 'serving-api' | 'ready' | 'draining' | 'failed';
 
+/**
+ * Where an engine publishes its KV-cache events (ZMQ PUB) and answers replays (ZMQ ROUTER): one entry per
+ * data-parallel rank, rank r on port + r. A replay URL may be missing (no replay socket).
+ */
+export interface KvEventsSource {
+  readonly eventsUrls: readonly string[];
+  readonly replayUrls: readonly (string | undefined)[];
+}
+
 /** What a discovery source says exists; it never decides routing. */
 export interface EndpointSpec {
   /** stable identity within its source (a URL for static backends, namespace/pod for Kubernetes) */
@@ -23,6 +32,8 @@ export interface EndpointSpec {
   readonly bootstrapPort?: number;
   /** the P/D protocol its source names for its models (the llm-router/pd-protocol annotation) */
   readonly pdProtocol?: PdProtocol;
+  /** its KV-cache event stream, when the source names one */
+  readonly kvEvents?: KvEventsSource;
 }
 
 export interface ProbeRecord {
@@ -45,6 +56,7 @@ export interface Endpoint {
   readonly probeUrl: string;
   readonly bootstrapPort: number | undefined;
   readonly pdProtocol: PdProtocol | undefined;
+  readonly kvEvents: KvEventsSource | undefined;
   readonly state: EndpointState;
   /** ms since epoch when the state last changed */
   readonly since: number;
@@ -67,8 +79,16 @@ export interface Endpoint {
   readonly adapters: ReadonlyMap<string, string>;
   /** adapters it can run at once: the engine's max_lora (vllm:lora_requests_info) once scraped */
   readonly adapterSlots: number | undefined;
+  /** its KV cache's geometry (vllm:cache_config_info) once scraped */
+  readonly cacheConfig: EngineCacheConfig | undefined;
   /** it loads adapters at run time: undefined until a load call told (an engine answering 404 on the load path cannot) */
   readonly canLoadAdapters: boolean | undefined;
+}
+
+/** What an engine says of its KV cache: tokens per block and how many blocks fit on its GPUs. */
+export interface EngineCacheConfig {
+  readonly blockSize: number | undefined;
+  readonly numGpuBlocks: number | undefined;
 }
 
 /** One scrape of an engine's load signals. */

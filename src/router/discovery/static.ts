@@ -22,6 +22,12 @@ export function applyStaticSource(catalog: ModelCatalog, source: StaticSource): 
   catalog.setAliases(source.aliases);
   catalog.setEndpoints(
     'static',
-    source.staticBackends.map((b) => ({ id: b.url, url: b.url, models: b.models, role: b.role })),
+    source.staticBackends.map((b) => ({
+      id: b.url,
+      url: b.url,
+      models: b.models,
+      role: b.role,
+      ...(b.kvEvents ? { kvEvents: b.kvEvents } : {}),
+    })),
   );
 }

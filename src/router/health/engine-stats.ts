@@ -3,7 +3,7 @@
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
 import { isRoutable, type CatalogEvent, type ModelCatalog } from '../catalog/catalog.js';
-import type { Endpoint } from '../core/endpoint.js';
+import type { Endpoint, EngineCacheConfig } from '../core/endpoint.js';
 import type { Logger } from '../util/log.js';
 
 /** What one /metrics answer says about an engine's load. */
@@ -202,6 +202,28 @@ export function parseMaxLoras(text: string): number | undefined {
   return slots;
 }
 
+const CACHE_CONFIG_INFO = 'vllm:cache_config_info';
+
+/**
+ * The KV cache's geometry vLLM reports as labels of vllm:cache_config_info: block_size (tokens per block) and
+ * num_gpu_blocks (its capacity). Undefined when the engine does not export it.
+ */
+export function parseCacheConfig(text: string): EngineCacheConfig | undefined {
+  let found: EngineCacheConfig | undefined;
+  forEachSample(
+    text,
+    (name) => name === CACHE_CONFIG_INFO,
+    (_name, labels) => {
+      const positive = (raw: string | undefined): number | undefined => {
+        const n = Number(raw);
+        return raw !== undefined && raw !== '' && Number.isSafeInteger(n) && n > 0 ? n : undefined;
+      };
+      found ??= { blockSize: positive(labelValue(labels, 'block_size')), numGpuBlocks: positive(labelValue(labels, 'num_gpu_blocks')) };
+    },
+  );
+  return found;
+}
+
 export interface EngineStatsOptions {
   readonly intervalMs: number;
   /** per scrape; default max(1 s, interval) */
@@ -283,6 +305,8 @@ export class EngineStatsScraper {
       if (this.stopped) return;
       const slots = parseMaxLoras(text);
       if (slots !== undefined) this.catalog.recordAdapterSlots(endpoint, slots);
+      const cache = parseCacheConfig(text);
+      if (cache !== undefined) this.catalog.recordCacheConfig(endpoint, cache);
       const sample = parseEngineLoad(text);
       if (!sample) return;
       this.catalog.recordLoad(endpoint, { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) });

@@ -53,6 +53,8 @@ export class Forwarder {
     const deadline = this.timeouts.totalMs > 0 ? Date.now() + this.timeouts.totalMs : 0;
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
+    // kvaware tokenizes here (bounded by its own timeout; it never fails the request)
+    if (job.first === undefined && this.policy.prepare !== undefined) await this.policy.prepare(candidates, job.route);
     let endpoint = job.first ?? this.policy.pick(candidates, job.route);
     let last: { failure: FailureKind; detail: string } | undefined;
     for (let failovers = 0; endpoint !== undefined; failovers++) {

@@ -15,9 +15,16 @@ export class HeaderSelectedPolicy implements RoutingPolicy {
     this.name = configured.name;
   }
 
+  prepare(candidates: readonly Endpoint[], request: RouteRequest): Promise<void> {
+    return this.chosen(request).prepare?.(candidates, request) ?? Promise.resolve();
+  }
+
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined {
+    return this.chosen(request).pick(candidates, request, exclude);
+  }
+
+  private chosen(request: RouteRequest): RoutingPolicy {
     const asked = request.headers[ROUTING_HEADER];
-    const policy = typeof asked === 'string' ? (this.byName.get(asked.trim().toLowerCase()) ?? this.configured) : this.configured;
-    return policy.pick(candidates, request, exclude);
+    return typeof asked === 'string' ? (this.byName.get(asked.trim().toLowerCase()) ?? this.configured) : this.configured;
   }
 }

@@ -5,6 +5,8 @@ import { HeaderSelectedPolicy } from './header.js';
 import { LeastLoadPolicy } from './least-load.js';
 import type { RoutingPolicy } from './policy.js';
 import { PrefixAwarePolicy } from './prefix-aware.js';
+import { KvAwarePolicy, type KvDecisionObserver, type KvKeySource } from './kv-aware.js';
+import type { KvIndexView } from '../kv/types.js';
 import { RoundRobinPolicy } from './roundrobin.js';
 import { SessionPolicy } from './session.js';
 
@@ -19,8 +21,37 @@ export interface PolicyOptions {
   readonly engineStatsIntervalMs?: number;
   /** --allow-routing-header: honour x-llm-router-routing per request */
   readonly allowRoutingHeader?: boolean;
+  /** kvaware: the index of what the engines' caches hold and where a request's block keys come from */
+  readonly kv?: KvPolicyDeps;
   readonly now?: () => number;
   readonly random?: () => number;
+}
+
+export interface KvPolicyDeps {
+  readonly index: KvIndexView;
+  readonly keys: KvKeySource;
+  readonly observer?: KvDecisionObserver;
+}
+
+function prefixAwareOf(opts: PolicyOptions, leastLoad: LeastLoadPolicy): PrefixAwarePolicy {
+  return new PrefixAwarePolicy({ blockChars: opts.prefixBlockChars, balanceEpsilon: opts.prefixBalanceEpsilon }, leastLoad);
+}
+
+/** kvaware over prefixaware; without an index (nothing wired) prefixaware alone */
+function kvAwareOf(opts: PolicyOptions, leastLoad: LeastLoadPolicy): RoutingPolicy {
+  const prefix = prefixAwareOf(opts, leastLoad);
+  if (opts.kv === undefined) return prefix;
+  return new KvAwarePolicy(
+    {
+      index: opts.kv.index,
+      keys: opts.kv.keys,
+      ...(opts.kv.observer ? { observer: opts.kv.observer } : {}),
+      ...(opts.prefixBalanceEpsilon !== undefined ? { balanceEpsilon: opts.prefixBalanceEpsilon } : {}),
+      ...(opts.engineStatsIntervalMs !== undefined ? { engineStatsIntervalMs: opts.engineStatsIntervalMs } : {}),
+      ...(opts.now ? { now: opts.now } : {}),
+    },
+    prefix,
+  );
 }
 
 function leastLoadOf(opts: PolicyOptions): LeastLoadPolicy {
@@ -31,11 +62,16 @@ function leastLoadOf(opts: PolicyOptions): LeastLoadPolicy {
   });
 }
 
-/** How a P/D request's prefill endpoint is picked: least load, with prefix affinity when the routing logic is prefixaware. */
+/**
+ * How a P/D request's prefill endpoint is picked: least load, with prefix affinity when the routing logic is
+ * prefixaware, by KV match when it is kvaware (the prefill engine computes the prompt's KV; the decode engine is picked
+ * by load).
+ */
 export function createPrefillPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
   const leastLoad = leastLoadOf(opts);
+  if (name === 'kvaware') return kvAwareOf(opts, leastLoad);
   if (name !== 'prefixaware') return leastLoad;
-  return new PrefixAwarePolicy({ blockChars: opts.prefixBlockChars, balanceEpsilon: opts.prefixBalanceEpsilon }, leastLoad);
+  return prefixAwareOf(opts, leastLoad);
 }
 
 export function createPolicy(name: RoutingLogic, opts: PolicyOptions = {}): RoutingPolicy {
@@ -49,7 +85,9 @@ export function createPolicy(name: RoutingLogic, opts: PolicyOptions = {}): Rout
       case 'session':
         return new SessionPolicy(opts.sessionKey, leastLoad);
       case 'prefixaware':
-        return new PrefixAwarePolicy({ blockChars: opts.prefixBlockChars, balanceEpsilon: opts.prefixBalanceEpsilon }, leastLoad);
+        return prefixAwareOf(opts, leastLoad);
+      case 'kvaware':
+        return kvAwareOf(opts, leastLoad);
     }
   };
   const configured = build(name);

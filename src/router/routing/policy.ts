@@ -11,6 +11,11 @@ export interface RouteRequest {
 
 export interface RoutingPolicy {
   readonly name: string;
+  /**
+   * Work a pick needs that takes I/O (kvaware: the request's token ids). The forwarders await it once per request,
+   * before the first pick; it never throws and never fails a request (a policy that cannot prepare falls back).
+   */
+  prepare?(candidates: readonly Endpoint[], request: RouteRequest): Promise<void>;
   /** Picks one of `candidates` (all ready), skipping those in `exclude`; undefined when none is left. */
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined;
 }

@@ -2,6 +2,7 @@
 import { UsageError, parseFlags, usage } from '../../router/config/flags.js';
 import { startSimEngine, type SimEngine } from './engine.js';
 import { SIM_FLAGS, simOptionsFromFlags } from './flags.js';
+import { HfSimTokenizer } from './hf-sim-tokenizer.js';
 
 const SUMMARY = [
   'Run a simulated OpenAI-compatible inference engine (vLLM, SGLang or TGI flavour) for tests, demos and benchmarks.',
@@ -15,7 +16,15 @@ export async function runSim(argv: string[]): Promise<void> {
     return;
   }
   const flags = parseFlags(argv, SIM_FLAGS, { env: process.env, envPrefix: 'LLM_ROUTER_SIM_' }).values;
-  const options = simOptionsFromFlags(flags);
+  let options = simOptionsFromFlags(flags);
+  const dir = flags.tokenizer;
+  if (dir !== undefined && dir !== '') {
+    try {
+      options = { ...options, tokenizer: await HfSimTokenizer.load(dir) };
+    } catch (err) {
+      throw new UsageError(`--tokenizer ${dir}: ${(err as Error).message}`);
+    }
+  }
   if (options.models?.length === 0) throw new UsageError('--model needs at least one name');
 
   let engine: SimEngine | undefined;
@@ -32,5 +41,8 @@ export async function runSim(argv: string[]): Promise<void> {
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   engine = await startSimEngine(options);
+  const kv = engine.kvEvents();
+  // before the listening line, so that whoever waits for that line can read the ports
+  if (kv) process.stdout.write(`sim kv-events on ${kv.endpoint}${kv.replayEndpoint ? ` replay ${kv.replayEndpoint}` : ''}\n`);
   process.stdout.write(`sim listening on ${engine.url}\n`);
 }

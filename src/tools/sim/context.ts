@@ -6,6 +6,8 @@ import type { Fault, SimPhase } from './types.js';
 import type { SimPd } from './pd.js';
 import type { SimLora } from './lora.js';
 import type { EngineKind } from '../../router/core/engine.js';
+import type { EngineKvCache } from './kv-cache.js';
+import type { SimTokenizer } from './tokenizer.js';
 
 export interface EngineContext {
   /** the x-sim-engine name; a prefill engine's remote_engine_id */
@@ -28,6 +30,9 @@ export interface EngineContext {
   readonly queue: SlotQueue;
   readonly requests: RequestStats;
   readonly timing: EngineTiming;
+  /** the prompt's token ids: the prefix cache's, the KV-cache events' and /tokenize's */
+  readonly tokenizer: SimTokenizer;
+  readonly kvCache: EngineKvCache;
   fault(): Fault;
   phase(): SimPhase;
 }

@@ -3,6 +3,8 @@ import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
 import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
 import type { SimLoraOptions } from './lora.js';
+import type { SimKvEventsOptions, SimKvEventsStatus } from './types.js';
+import type { SimTokenizer } from './tokenizer.js';
 
 /** What startSimEngine takes; anything left out takes the `llm-router sim` flag's default (port: any free one). */
 export interface SimEngineOptions {
@@ -32,7 +34,7 @@ export interface SimEngineOptions {
   readonly prefixCacheBlocks?: number;
   /** prefills run one at a time and streams' next tokens wait while one runs (an engine without chunked prefill) */
   readonly prefillStallsDecode?: boolean;
-  /** tokens per prefix-cache block */
+  /** tokens per KV-cache block (--kv-block-size): the prefix cache's and the KV-cache events' unit */
   readonly prefixBlockTokens?: number;
   /** value of the x-sim-engine header; unset: sim-<port> */
   readonly id?: string;
@@ -46,13 +48,19 @@ export interface SimEngineOptions {
   readonly pdProtocol?: PdProtocol;
   /** serve LoRA adapters (vLLM's --enable-lora); off when unset; a setting left out takes its flag's default */
   readonly lora?: Partial<SimLoraOptions>;
+  /** publish KV-cache events as vLLM does (off when unset); a setting left out takes its flag's default */
+  readonly kvEvents?: Partial<SimKvEventsOptions> & Pick<SimKvEventsOptions, 'port'>;
+  /** the token ids the prefix cache, its events and /tokenize use; unset: the word-level WordTokenizer */
+  readonly tokenizer?: SimTokenizer;
 }
 
 /** Every setting resolved (the sim command's flag table holds the defaults); only id, tls and lora may stay unset. */
-export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora'>> &
-  Pick<SimEngineOptions, 'id' | 'tls'> & {
+export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora' | 'kvEvents' | 'tokenizer'>> &
+  Pick<SimEngineOptions, 'id' | 'tls' | 'tokenizer'> & {
     /** LoRA adapters: every setting resolved; unset when the engine serves none */
     readonly lora?: SimLoraOptions;
+    /** KV-cache events: every setting resolved; unset when off */
+    readonly kvEvents?: SimKvEventsOptions;
   };
 
 export interface SimTls {
@@ -75,6 +83,17 @@ export interface SimEngine {
   loadedAt(): number | null;
   /** `refuse` resolves once the port is closed; any other mode re-opens a refused port first */
   setFault(fault: Fault | FaultMode): Promise<void>;
+  /** the KV-cache event sockets and sequence; undefined without kvEvents */
+  kvEvents(): SimKvEventsStatus | undefined;
+  /** KV-cache switches (POST /_sim/kv-events): drop the next batches, restart the sequence, clear the cache */
+  kvSwitch(action: SimKvSwitch): void;
   /** stops listening and destroys every open connection */
   close(): Promise<void>;
 }
+
+/**
+ * `drop`: the next N event batches reach no subscriber (a seq gap; still in the replay buffer). `restart`: as an
+ * engine restart, the prefix cache empties, the hash seed changes and the sequence starts at 0 again, with no event.
+ * `clear`: the prefix cache empties, announced by AllBlocksCleared (vLLM's /reset_prefix_cache).
+ */
+export type SimKvSwitch = { readonly drop: number } | { readonly restart: true } | { readonly clear: true };

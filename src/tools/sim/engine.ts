@@ -7,7 +7,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import type { EngineContext } from './context.js';
 import { answerControl } from './control.js';
-import type { SimEngine, SimEngineOptions, SimSettings } from './engine-api.js';
+import type { SimEngine, SimEngineOptions, SimKvSwitch, SimSettings } from './engine-api.js';
 import { simSettings } from './flags.js';
 import { sendJson } from './http-io.js';
 import { INFERENCE_PATHS, answerInference } from './inference.js';
@@ -19,10 +19,13 @@ import { SimPd } from './pd.js';
 import { reply, SimLora, VLLM_LORA } from './lora.js';
 import { SGLANG_LORA } from './lora-sglang.js';
 import { EngineTiming } from './timing.js';
-import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
+import { EngineKvCache } from './kv-cache.js';
+import type { KvEventPublisher } from './kv-events.js';
+import { WordTokenizer, type SimTokenizer } from './tokenizer.js';
+import type { Fault, FaultMode, SimKvEventsStatus, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
 
-export type { SimEngine, SimEngineOptions } from './engine-api.js';
+export type { SimEngine, SimEngineOptions, SimKvSwitch } from './engine-api.js';
 export type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 
 /** Starts an engine; resolves once it listens (after any startup-refuse phase). */
@@ -55,6 +58,9 @@ class SimServer implements SimEngine, EngineContext {
   readonly queue: SlotQueue;
   readonly requests = new RequestStats();
   readonly timing: EngineTiming;
+  readonly tokenizer: SimTokenizer;
+  readonly kvCache: EngineKvCache;
+  private kvPublisher: KvEventPublisher | undefined;
   readonly pd: SimPd | undefined;
   readonly lora: SimLora | undefined;
   readonly created = Math.floor(Date.now() / 1000);
@@ -80,7 +86,14 @@ class SimServer implements SimEngine, EngineContext {
     this.embeddingDim = options.embeddingDim;
     this.maxModelLen = options.maxModelLen;
     this.queue = new SlotQueue(options.maxNumSeqs);
-    this.timing = new EngineTiming(options);
+    this.tokenizer = options.tokenizer ?? new WordTokenizer();
+    // the publisher binds in start(); events of a request admitted before cannot exist (nothing listens yet)
+    this.kvCache = new EngineKvCache(
+      options.prefixCacheBlocks,
+      options.prefixBlockTokens,
+      options.kvEvents ? (events) => this.kvPublisher?.publish(events) : undefined,
+    );
+    this.timing = new EngineTiming(options, this.tokenizer, this.kvCache);
     this.engineId = options.id;
     const onRequest = (req: http.IncomingMessage, res: http.ServerResponse): void => this.onRequest(req, res);
     const tls = options.tls;
@@ -110,6 +123,13 @@ class SimServer implements SimEngine, EngineContext {
   }
 
   async start(): Promise<void> {
+    if (this.options.kvEvents) {
+      // ZeroMQ is loaded only by an engine that publishes
+      const { KvEventPublisher } = await import('./kv-events.js');
+      const publisher = new KvEventPublisher(this.host, this.options.kvEvents);
+      await publisher.start();
+      this.kvPublisher = publisher;
+    }
     const refuseMs = this.options.startupRefuseSeconds * 1000;
     if (refuseMs > 0) {
       // the port must be known while it still refuses, so the caller can watch the refusal
@@ -127,7 +147,26 @@ class SimServer implements SimEngine, EngineContext {
       ...this.requests.snapshot(this.queue),
       ...(this.lora ? { lora: this.lora.stats() } : {}),
       ...(lane ? { decodeStalls: { count: lane.stalls, ms: Math.round(lane.stalledMs) } } : {}),
+      ...(this.kvPublisher ? { kvEvents: this.kvEvents() as SimKvEventsStatus } : {}),
     };
+  }
+
+  kvEvents(): SimKvEventsStatus | undefined {
+    if (!this.kvPublisher) return undefined;
+    const cache = this.kvCache;
+    return { ...this.kvPublisher.status(), blockSize: cache.blockSize, cachedBlocks: cache.size, capacityBlocks: cache.capacity };
+  }
+
+  kvSwitch(action: SimKvSwitch): void {
+    if ('drop' in action) this.kvPublisher?.dropNext(action.drop);
+    else if ('restart' in action) this.restartKv();
+    else this.kvCache.clear();
+  }
+
+  /** As a new engine process: an empty prefix cache, new block hashes, the event sequence from 0 with no event. */
+  private restartKv(): void {
+    this.kvCache.restart();
+    this.kvPublisher?.restart();
   }
 
   resetStats(): void {
@@ -157,8 +196,10 @@ class SimServer implements SimEngine, EngineContext {
     this.currentFault = fault;
     if (fault.mode === 'refuse') {
       await this.stopListening();
-      // the engine process is gone: when it listens again it holds only the adapters it is started with
+      // the engine process is gone: when it listens again it holds only the adapters it is started with, an empty
+      // prefix cache and a new event sequence
       this.lora?.restart();
+      this.restartKv();
     } else if (!this.server.listening && !this.closed) await this.listen();
     if (fault.seconds !== undefined && fault.mode !== 'none' && !this.closed) {
       this.faultTimer = setTimeout(() => {
@@ -173,6 +214,7 @@ class SimServer implements SimEngine, EngineContext {
     this.closed = true;
     clearTimeout(this.faultTimer);
     await this.stopListening();
+    await this.kvPublisher?.close();
   }
 
   private async listen(): Promise<void> {
@@ -211,6 +253,15 @@ class SimServer implements SimEngine, EngineContext {
       return;
     }
     if (this.currentFault.mode === 'hang' && this.currentFault.scope === 'all') return;
+    // vLLM's dev-mode path (VLLM_SERVER_DEV_MODE=1): every cached block dropped, announced by AllBlocksCleared
+    if (path === '/reset_prefix_cache' && this.kind === 'vllm') {
+      if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });
+      req.resume();
+      this.kvCache.clear();
+      res.writeHead(200, { 'content-length': 0 });
+      res.end();
+      return;
+    }
     const flavour = this.kind === 'sglang' ? SGLANG_LORA : VLLM_LORA;
     if (path === flavour.loadPath || path === flavour.unloadPath) {
       if (req.method !== 'POST') return sendJson(res, 405, { detail: 'Method Not Allowed' });

@@ -8,6 +8,7 @@ import { ENGINE_KINDS } from '../../router/core/engine.js';
 import { ENDPOINT_ROLES, PD_PROTOCOLS } from '../../router/core/pd.js';
 import { parseAdapterPair } from '../../router/core/lora.js';
 import type { SimLoraOptions } from './lora.js';
+import { KV_EVENT_ENCODINGS, KV_EVENT_HASH_KINDS, type SimKvEventsOptions } from './types.js';
 
 export const SIM_FLAGS = [
   { name: 'host', kind: 'string', default: '127.0.0.1', help: 'address to listen on' },
@@ -40,7 +41,53 @@ export const SIM_FLAGS = [
     help: "prefills run one at a time, and running streams' next tokens wait while one runs (no chunked prefill); off: each request has its own timers",
   },
   { name: 'prefix-cache-blocks', kind: 'int', default: 4096, min: 0, help: 'prefix cache capacity in blocks (LRU; 0 = no prefix caching)' },
-  { name: 'prefix-block-tokens', kind: 'int', default: 16, min: 1, help: 'tokens per prefix-cache block' },
+  {
+    name: 'kv-block-size',
+    aliases: ['prefix-block-tokens'],
+    kind: 'int',
+    default: 16,
+    min: 1,
+    help: "tokens per KV-cache block (vLLM's --block-size): the prefix cache's and the KV-cache events' unit",
+  },
+  {
+    name: 'kv-events-port',
+    kind: 'int',
+    min: 0,
+    help: 'publish KV-cache events as vLLM does, on a ZMQ PUB socket on this port of --host (0 picks a free one); unset: no events',
+  },
+  {
+    name: 'kv-events-replay-port',
+    kind: 'int',
+    min: 0,
+    help: 'with --kv-events-port: the ZMQ ROUTER socket that replays buffered batches (0 picks a free one); unset: no replay',
+  },
+  {
+    name: 'kv-events-encoding',
+    kind: 'string',
+    default: 'map',
+    choices: KV_EVENT_ENCODINGS,
+    help: 'with --kv-events-port: map (vLLM > 0.26: tagged maps) or array (vLLM <= 0.26: array-like structs)',
+  },
+  {
+    name: 'kv-events-hashes',
+    kind: 'string',
+    default: 'int',
+    choices: KV_EVENT_HASH_KINDS,
+    help: 'with --kv-events-port: block hashes as uint64 (int) or the 32 raw sha256 bytes (bytes)',
+  },
+  { name: 'kv-events-topic', kind: 'string', default: '', help: 'with --kv-events-port: the topic frame of every message' },
+  {
+    name: 'kv-events-buffer-steps',
+    kind: 'int',
+    default: 10000,
+    min: 1,
+    help: "with --kv-events-port: batches kept for replay (vLLM's buffer_steps)",
+  },
+  {
+    name: 'tokenizer',
+    kind: 'string',
+    help: 'a Hugging Face tokenizer directory (tokenizer.json, tokenizer_config.json with its chat_template): prompts, chats, the prefix cache, KV-cache events and /tokenize use its ids; unset: the word-level tokenizer',
+  },
   { name: 'embedding-dim', kind: 'int', default: 8, min: 1, help: 'length of embedding vectors' },
   { name: 'max-model-len', kind: 'int', default: 4096, min: 1, help: 'context length reported in /v1/models, /info and /tokenize' },
   { name: 'id', kind: 'string', help: 'engine name sent in the x-sim-engine header (default sim-<port>)' },
@@ -146,6 +193,24 @@ function loraOptions(flags: SimFlagValues): SimLoraOptions | undefined {
   };
 }
 
+/** --kv-events-port and its settings, or undefined without it. */
+function kvEventsOptions(flags: SimFlagValues): SimKvEventsOptions | undefined {
+  const port = flags['kv-events-port'];
+  const replayPort = flags['kv-events-replay-port'];
+  if (port === undefined) {
+    if (replayPort !== undefined) throw new UsageError('--kv-events-replay-port needs --kv-events-port');
+    return undefined;
+  }
+  return {
+    port,
+    ...(replayPort !== undefined ? { replayPort } : {}),
+    encoding: flags['kv-events-encoding'],
+    hashes: flags['kv-events-hashes'],
+    topic: flags['kv-events-topic'],
+    bufferSteps: flags['kv-events-buffer-steps'],
+  };
+}
+
 /** Maps parsed flags onto engine options; the table holds every default. */
 export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
   const fault: { -readonly [K in keyof Fault]: Fault[K] } = { mode: flags.fault };
@@ -156,6 +221,7 @@ export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
   const key = readPem(flags, 'tls-key');
   const clientCa = readPem(flags, 'tls-client-ca');
   const lora = loraOptions(flags);
+  const kvEvents = kvEventsOptions(flags);
   if ((cert === undefined) !== (key === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
   if (clientCa !== undefined && cert === undefined) throw new UsageError('--tls-client-ca needs --tls-cert and --tls-key');
   return {
@@ -172,7 +238,7 @@ export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
     prefillMsPerToken: flags['prefill-ms-per-token'],
     prefixCacheBlocks: flags['prefix-cache-blocks'],
     prefillStallsDecode: flags['prefill-stalls-decode'],
-    prefixBlockTokens: flags['prefix-block-tokens'],
+    prefixBlockTokens: flags['kv-block-size'],
     embeddingDim: flags['embedding-dim'],
     maxModelLen: flags['max-model-len'],
     ...(id !== undefined && id !== '' ? { id } : {}),
@@ -181,6 +247,7 @@ export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
     pdProtocol: flags['pd-protocol'],
     fault,
     ...(lora ? { lora } : {}),
+    ...(kvEvents ? { kvEvents } : {}),
   };
 }
 
@@ -210,8 +277,11 @@ export function simSettings(options: SimEngineOptions): SimSettings {
     ...(options.id !== undefined ? { id: options.id } : {}),
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     ...(options.lora !== undefined ? { lora: { ...LORA_DEFAULTS, ...options.lora } } : {}),
+    ...(options.kvEvents !== undefined ? { kvEvents: { ...KV_EVENTS_DEFAULTS, ...options.kvEvents } } : {}),
+    ...(options.tokenizer !== undefined ? { tokenizer: options.tokenizer } : {}),
   };
 }
 
 const TABLE_DEFAULTS = simOptionsFromFlags(parseFlags([], SIM_FLAGS).values);
+const KV_EVENTS_DEFAULTS = kvEventsOptions({ ...parseFlags([], SIM_FLAGS).values, 'kv-events-port': 0 }) as SimKvEventsOptions;
 const LORA_DEFAULTS = loraOptions({ ...parseFlags([], SIM_FLAGS).values, 'enable-lora': true }) as SimLoraOptions;

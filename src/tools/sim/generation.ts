@@ -69,7 +69,7 @@ export function generate(
   stream: boolean,
   prefilled = false,
 ): void {
-  const ttft = (): number => (prefilled ? engine.timing.ttftMs : engine.timing.prefillTtft(body));
+  const ttft = (): number => (prefilled ? engine.timing.ttftMs : engine.timing.prefillTtft(body, exchange.adapter));
   const budget = outputBudget(body, engine.outputTokens);
   const prompt = promptTokens(body);
   const generation = newGeneration(api, model, newId());

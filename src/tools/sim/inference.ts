@@ -112,6 +112,7 @@ export async function answerInference(
       outputTokens,
       id: newId(),
       maxModelLen: engine.maxModelLen,
+      ...(path === '/tokenize' ? { tokenIds: engine.tokenizer.encodeBody(body) } : {}),
     });
   if (TOKENIZER_PATHS.has(path)) return sendJson(res, 200, build());
   const delay = generates ? engine.timing.ttftMs + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1) : engine.timing.ttftMs;

@@ -11,6 +11,8 @@ export interface MetricsSnapshot {
   /** prompt tokens looked up in the prefix cache, and those found (vLLM counts both in tokens) */
   readonly prefixCacheQueries?: number;
   readonly prefixCacheHits?: number;
+  /** vllm:cache_config_info: tokens per block and the cache's size in blocks */
+  readonly cacheConfig?: { readonly blockSize: number; readonly numGpuBlocks: number };
   /** --enable-lora: vllm:lora_requests_info */
   readonly lora?: { metricLines(): string[] };
 }
@@ -66,10 +68,39 @@ export function renderMetrics(kind: EngineKind, modelName: string, s: MetricsSna
   family(lines, 'vllm:prefix_cache_hits_total', 'counter', 'Prefix cache hits, in terms of number of cached tokens.', [
     [model, s.prefixCacheHits ?? 0],
   ]);
+  if (s.cacheConfig) {
+    family(lines, 'vllm:cache_config_info', 'gauge', 'Information of the LLMEngine CacheConfig', [
+      [cacheConfigLabels(s.cacheConfig.blockSize, s.cacheConfig.numGpuBlocks), 1],
+    ]);
+  }
   if (s.lora) lines.push(...s.lora.metricLines());
   if (kind === 'tgi') {
     lines.push('# TYPE tgi_queue_size gauge', `tgi_queue_size ${num(s.waiting)}`);
     lines.push('# TYPE tgi_batch_current_size gauge', `tgi_batch_current_size ${num(s.running)}`);
   }
   return lines.join('\n') + '\n';
+}
+
+/**
+ * vLLM's labels: every CacheConfig field as Python's str() of it (so True, None), then engine (the engine index). The
+ * simulator's cache is the whole GPU pool: num_gpu_blocks is its capacity, prefix caching on unless that is 0.
+ */
+function cacheConfigLabels(blockSize: number, numGpuBlocks: number): string {
+  const labels: Array<[string, string]> = [
+    ['block_size', String(blockSize)],
+    ['gpu_memory_utilization', '0.9'],
+    ['swap_space', '4'],
+    ['cache_dtype', 'auto'],
+    ['is_attention_free', 'False'],
+    ['num_gpu_blocks_override', 'None'],
+    ['sliding_window', 'None'],
+    ['enable_prefix_caching', numGpuBlocks > 0 ? 'True' : 'False'],
+    ['prefix_caching_hash_algo', 'sha256'],
+    ['cpu_offload_gb', '0'],
+    ['calculate_kv_scales', 'False'],
+    ['num_gpu_blocks', String(numGpuBlocks)],
+    ['num_cpu_blocks', 'None'],
+    ['engine', '0'],
+  ];
+  return labels.map(([k, v]) => `${k}="${v}"`).join(',');
 }

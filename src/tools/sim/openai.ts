@@ -157,6 +157,8 @@ export interface EchoInput {
   readonly outputTokens: number;
   readonly id: string;
   readonly maxModelLen: number;
+  /** /tokenize: the prompt's token ids (the engine's tokenizer) */
+  readonly tokenIds?: number[];
 }
 
 /** Small plausible answers for the other paths the router forwards; each echoes `model` and `path`. */
@@ -218,15 +220,10 @@ export function echoBody(e: EchoInput): object {
         usage: { prompt_tokens: e.promptTokens, total_tokens: e.promptTokens },
       };
     }
-    case '/tokenize':
-      return {
-        model: e.model,
-        path: e.path,
-        count: e.promptTokens,
-        max_model_len: e.maxModelLen,
-        tokens: Array.from({ length: e.promptTokens }, (_, i) => i + 1),
-        token_strs: null,
-      };
+    case '/tokenize': {
+      const tokens = e.tokenIds ?? Array.from({ length: e.promptTokens }, (_, i) => i + 1);
+      return { model: e.model, path: e.path, count: tokens.length, max_model_len: e.maxModelLen, tokens, token_strs: null };
+    }
     case '/detokenize':
       return { model: e.model, path: e.path, prompt: fillerTextOf(e.body.tokens) };
     default:

@@ -1,6 +1,8 @@
-// The engine's prefix cache, modelled on vLLM's automatic prefix caching: the prompt's tokens in blocks of
-// `blockTokens`, each full block named by a hash of every token up to its end, held in an LRU of `capacity` blocks.
-// A request reuses its leading blocks up to the first one missing; that decides how much prefill it skips.
+// The engine's prefix cache, modelled on vLLM's automatic prefix caching: the prompt's token ids in blocks of
+// `blockTokens`, each full block named by a hash chained from its parent block's and its own tokens, held in an LRU of
+// `capacity` blocks. A request reuses its leading blocks up to the first one missing; that decides how much prefill
+// it skips. The names here are the cache's own; the hashes an engine publishes (kv-cache.ts) are seeded per process.
+import { WordTokenizer } from './tokenizer.js';
 
 /** The prompt text the engine would tokenise: chat messages (role, then content) in order, or the prompt / input. */
 export function renderPrompt(body: Record<string, unknown>): string {
@@ -43,52 +45,58 @@ export interface PromptBlocks {
   readonly blocks: number[];
 }
 
-function isWordChar(c: number): boolean {
-  return (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122);
-}
+const WORDS = new WordTokenizer();
 
-function isSpace(c: number): boolean {
-  return c === 32 || (c >= 9 && c <= 13) || c === 0xa0 || c === 0x2028 || c === 0x2029 || c === 0xfeff;
+/** Tokens of a text (the word-level tokenizer) and the chained ids of its full blocks. */
+export function promptBlocks(text: string, blockTokens: number): PromptBlocks {
+  const ids = WORDS.encode(text);
+  return { tokens: ids.length, blocks: blockIds(ids, blockTokens) };
 }
 
 /**
- * Tokens (a run of letters and digits, or one other non-space character, like countTokens) and the chained ids
- * of the full blocks. Two 32-bit FNV-1a variants make a 53-bit id, so distinct prefixes practically never collide.
+ * Chained ids of the full blocks of `tokens`: each from its parent's id and its own token ids, so equal ids mean equal
+ * prefixes. Two 32-bit FNV-1a variants make a 53-bit id, so distinct prefixes practically never collide. A LoRA
+ * adapter's blocks start from a root of their own: the same tokens under another adapter are other blocks.
  */
-export function promptBlocks(text: string, blockTokens: number): PromptBlocks {
+export function blockIds(tokens: readonly number[], blockTokens: number, lora?: string): number[] {
   const blocks: number[] = [];
   let a = 0x811c9dc5 | 0;
   let b = 0x01234567 | 0;
-  let tokens = 0;
-  let i = 0;
-  const n = text.length;
-  while (i < n) {
-    const c = text.charCodeAt(i);
-    if (isSpace(c)) {
-      i++;
-      continue;
+  if (lora !== undefined) {
+    for (let i = 0; i < lora.length; i++) {
+      a = Math.imul(a ^ lora.charCodeAt(i), 0x01000193);
+      b = Math.imul(b ^ lora.charCodeAt(i), 0x5bd1e995);
     }
-    let end = i + 1;
-    if (isWordChar(c)) while (end < n && isWordChar(text.charCodeAt(end))) end++;
-    for (let j = i; j < end; j++) {
-      const x = text.charCodeAt(j);
-      a = Math.imul(a ^ x, 0x01000193);
-      b = Math.imul(b ^ x, 0x5bd1e995);
-    }
-    // the token boundary is part of the identity: "ab c" and "a bc" differ
-    a = Math.imul(a ^ 0x1f, 0x01000193);
-    b = Math.imul(b ^ 0x1f, 0x5bd1e995);
-    tokens++;
-    if (tokens % blockTokens === 0) blocks.push((a >>> 0) * 0x200000 + (b >>> 11));
-    i = end;
+    a = Math.imul(a ^ 0x2f, 0x01000193);
+    b = Math.imul(b ^ 0x2f, 0x5bd1e995);
   }
-  return { tokens, blocks };
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i] as number;
+    a = Math.imul(a ^ (t & 0xffff), 0x01000193);
+    a = Math.imul(a ^ (t >>> 16), 0x01000193);
+    b = Math.imul(b ^ t, 0x5bd1e995);
+    b ^= b >>> 15;
+    if ((i + 1) % blockTokens === 0) blocks.push((a >>> 0) * 0x200000 + (b >>> 11));
+  }
+  return blocks;
 }
 
-/** An LRU of block ids. Capacity 0 caches nothing. */
-export class PrefixCache {
+/** What admitting one request's blocks did to the cache. */
+export interface Admission<V> {
+  /** leading blocks found in the cache */
+  readonly hits: number;
+  /** values of the blocks cached for this request, in prompt order (those after the hits) */
+  readonly stored: V[];
+  /** values of the blocks evicted to make room, least recently used first */
+  readonly evicted: V[];
+}
+
+/**
+ * An LRU of block ids, each with a value (the engine's published hash, or `true`). Capacity 0 caches nothing.
+ */
+export class PrefixCache<V = true> {
   // Map iteration order is insertion order: the first key is the least recently used
-  private readonly lru = new Map<number, true>();
+  private readonly lru = new Map<number, V>();
 
   constructor(readonly capacity: number) {}
 
@@ -96,21 +104,56 @@ export class PrefixCache {
     return this.lru.size;
   }
 
-  /**
-   * Blocks of `blocks` found in the cache, counted from the first up to the first one missing; then every block
-   * is cached as just used. Deeper blocks are marked used first, so eviction takes a prefix's tail before its head
-   * (as vLLM frees blocks) and a cached block's parents are cached too.
-   */
+  /** Blocks of `blocks` found in the cache up to the first one missing; then they are all cached (admit). */
   lookup(blocks: readonly number[]): number {
+    return this.admit(blocks, () => true as V).hits;
+  }
+
+  /**
+   * Counts the leading blocks found, then caches the request's blocks: the missing ones (as many as fit) get a value
+   * from `value(index, parent)` (parent: the value of the block before, undefined for the first), least recently
+   * used blocks are evicted to make room first, and every block is marked as just used. Deeper blocks are marked used
+   * first, so eviction takes a prefix's tail before its head (as vLLM frees blocks) and a cached block's parents are
+   * cached too.
+   */
+  admit(blocks: readonly number[], value: (index: number, parent: V | undefined) => V): Admission<V> {
     let hits = 0;
     while (hits < blocks.length && this.lru.has(blocks[hits] as number)) hits++;
-    if (this.capacity === 0) return 0;
-    for (let i = blocks.length - 1; i >= 0; i--) {
-      const id = blocks[i] as number;
+    if (this.capacity === 0) return { hits: 0, stored: [], evicted: [] };
+    const kept = Math.min(blocks.length, this.capacity);
+    const evicted: V[] = [];
+    // the hits are touched first, so that making room never evicts them
+    for (let i = hits - 1; i >= 0; i--) this.touch(blocks[i] as number, this.lru.get(blocks[i] as number) as V);
+    while (this.lru.size + (kept - Math.min(hits, kept)) > this.capacity) {
+      const [id, v] = this.lru.entries().next().value as [number, V];
       this.lru.delete(id);
-      this.lru.set(id, true);
+      evicted.push(v);
     }
-    while (this.lru.size > this.capacity) this.lru.delete(this.lru.keys().next().value as number);
-    return hits;
+    const stored: V[] = [];
+    let parent = hits > 0 ? this.lru.get(blocks[hits - 1] as number) : undefined;
+    for (let i = hits; i < kept; i++) {
+      parent = value(i, parent);
+      stored.push(parent);
+    }
+    for (let i = kept - 1; i >= 0; i--) {
+      const id = blocks[i] as number;
+      this.touch(id, i >= hits ? (stored[i - hits] as V) : (this.lru.get(id) as V));
+    }
+    return { hits, stored, evicted };
+  }
+
+  /** The value of a cached block, without marking it used. */
+  peek(id: number): V | undefined {
+    return this.lru.get(id);
+  }
+
+  /** Drops every block. */
+  clear(): void {
+    this.lru.clear();
+  }
+
+  private touch(id: number, v: V): void {
+    this.lru.delete(id);
+    this.lru.set(id, v);
   }
 }

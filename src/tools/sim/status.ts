@@ -50,6 +50,7 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
         generationTokens: engine.requests.generationTokenTotal,
         prefixCacheQueries: engine.timing.prefixQueryTokens,
         prefixCacheHits: engine.timing.prefixHitTokens,
+        cacheConfig: { blockSize: engine.kvCache.blockSize, numGpuBlocks: engine.kvCache.capacity },
       });
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
       res.end(text);

@@ -5,27 +5,28 @@ import { performance } from 'node:perf_hooks';
 import { ComputeLane } from './compute-lane.js';
 import type { SimSettings } from './engine-api.js';
 import { DEFAULT_SLOW_CHUNK_DELAY_MS } from './faults.js';
-import { PrefixCache, promptBlocks, renderPrompt } from './prefix-cache.js';
+import type { EngineKvCache } from './kv-cache.js';
+import type { SimTokenizer } from './tokenizer.js';
 import type { Fault } from './types.js';
 
 export class EngineTiming {
   readonly ttftMs: number;
   private readonly itlMs: number;
   private readonly prefillMsPerToken: number;
-  private readonly prefixBlockTokens: number;
-  private readonly prefixCache: PrefixCache;
   /** only with --prefill-stalls-decode */
   readonly lane: ComputeLane | undefined;
   // Prometheus counters, never reset: prompt tokens looked up in the prefix cache, and those found
   prefixQueryTokens = 0;
   prefixHitTokens = 0;
 
-  constructor(options: SimSettings) {
+  constructor(
+    options: SimSettings,
+    private readonly tokenizer: SimTokenizer,
+    private readonly cache: EngineKvCache,
+  ) {
     this.ttftMs = options.ttftMs;
     this.itlMs = options.itlMs;
     this.prefillMsPerToken = options.prefillMsPerToken;
-    this.prefixBlockTokens = Math.max(1, options.prefixBlockTokens);
-    this.prefixCache = new PrefixCache(options.prefixCacheBlocks);
     this.lane = options.prefillStallsDecode ? new ComputeLane() : undefined;
   }
 
@@ -40,12 +41,14 @@ export class EngineTiming {
 
   /**
    * Time to first token of a prompt that starts prefilling now: the base TTFT plus prefill of the tokens the prefix
-   * cache does not hold. Looking the prompt up caches its blocks, as a real engine's prefill does.
+   * cache does not hold. Looking the prompt up caches its blocks, as a real engine's prefill does (in the chain of
+   * its LoRA adapter, when it names one), and publishes the KV-cache events of that.
    */
-  prefillTtft(body: Record<string, unknown>): number {
-    const { tokens, blocks } = promptBlocks(renderPrompt(body), this.prefixBlockTokens);
+  prefillTtft(body: Record<string, unknown>, adapter?: string): number {
+    const ids = this.tokenizer.encodeBody(body);
+    const tokens = ids.length;
     // like vLLM, the last prompt token is always computed, even when every block is cached
-    const hit = Math.min(this.prefixCache.lookup(blocks) * this.prefixBlockTokens, Math.max(0, tokens - 1));
+    const hit = Math.min(this.cache.admit(ids, adapter) * this.cache.blockSize, Math.max(0, tokens - 1));
     this.prefixQueryTokens += tokens;
     this.prefixHitTokens += hit;
     const prefillMs = (tokens - hit) * this.prefillMsPerToken;

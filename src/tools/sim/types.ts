@@ -40,6 +40,8 @@ export interface SimStats {
   lora?: SimLoraStats;
   /** --prefill-stalls-decode: present only then */
   decodeStalls?: SimStallStats;
+  /** --kv-events-port: present only then */
+  kvEvents?: SimKvEventsStatus;
 }
 
 export interface SimStallStats {
@@ -71,4 +73,53 @@ export interface RecordedRequest {
   readonly headers: Record<string, string>;
   /** the body's exact bytes */
   readonly bodyBase64: string;
+}
+
+// KV-cache events (kv-events.ts); here so that reading the flags does not load ZeroMQ
+export const KV_EVENT_ENCODINGS = ['map', 'array'] as const;
+export type KvEventEncoding = (typeof KV_EVENT_ENCODINGS)[number];
+export const KV_EVENT_HASH_KINDS = ['int', 'bytes'] as const;
+export type KvEventHashKind = (typeof KV_EVENT_HASH_KINDS)[number];
+
+export interface SimKvEventsOptions {
+  /** the PUB socket's port; 0 picks a free one */
+  readonly port: number;
+  /** the replay ROUTER socket's port (0 picks a free one); unset: no replay socket */
+  readonly replayPort?: number;
+  readonly encoding: KvEventEncoding;
+  readonly hashes: KvEventHashKind;
+  /** first frame of every message */
+  readonly topic: string;
+  /** batches kept for replay (vLLM's buffer_steps) */
+  readonly bufferSteps: number;
+}
+
+/** What GET /_sim/kv-events and /_sim/stats report of the publisher. */
+export interface SimKvEventsStatus {
+  /** tcp://HOST:PORT of the PUB socket */
+  readonly endpoint: string;
+  readonly port: number;
+  /** tcp://HOST:PORT of the replay socket; null without one */
+  readonly replayEndpoint: string | null;
+  readonly replayPort: number | null;
+  readonly encoding: KvEventEncoding;
+  readonly hashes: KvEventHashKind;
+  readonly topic: string;
+  /** the seq the next batch gets */
+  readonly nextSeq: number;
+  /** batches held for replay */
+  readonly buffered: number;
+  /** batches published (sent or dropped) since the start or the last restart */
+  readonly published: number;
+  /** batches the drop switch has withheld from subscribers in all */
+  readonly dropped: number;
+  /** batches the drop switch will still withhold */
+  readonly dropping: number;
+  /** sequence restarts so far */
+  readonly restarts: number;
+  /** tokens per block (--kv-block-size) */
+  readonly blockSize: number;
+  /** blocks the prefix cache holds now, and at most (--prefix-cache-blocks, exported as num_gpu_blocks) */
+  readonly cachedBlocks: number;
+  readonly capacityBlocks: number;
 }

@@ -1,6 +1,6 @@
 // From the present pods and workloads to what the catalog needs: endpoints (from pods) and declared models
 // (from workloads, at any replica count). Pure: the same objects give the same answer on every router replica.
-import type { EndpointSpec } from '../../core/endpoint.js';
+import type { EndpointSpec, KvEventsSource } from '../../core/endpoint.js';
 import type { Declaration } from '../../catalog/catalog.js';
 import { parseAdapterAnnotation, type AdapterDeclaration } from '../../core/lora.js';
 import { declaredModelNames, PORT_ANNOTATION, type ObjectMetaLike, type PodShape } from './model-names.js';
@@ -39,10 +39,41 @@ export interface DesiredOptions {
   /** http or https, unless the pod's llm-router/scheme annotation says otherwise */
   readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
+  /** kvaware: each pod's KV-cache event ports unless annotated; undefined = endpoints get no event source */
+  readonly kvEvents?: KvEventsPorts | undefined;
+}
+
+export interface KvEventsPorts {
+  /** the publisher port on each pod IP, unless its llm-router/kv-events-port annotation says */
+  readonly port: number;
+  /** the replay port, unless its llm-router/kv-events-replay-port annotation says; undefined = none */
+  readonly replayPort: number | undefined;
 }
 
 /** a pod's engine speaks https (or http) whatever --k8s-engine-scheme says */
 const SCHEME_ANNOTATION = 'llm-router/scheme';
+export const KV_EVENTS_PORT_ANNOTATION = 'llm-router/kv-events-port';
+export const KV_EVENTS_REPLAY_PORT_ANNOTATION = 'llm-router/kv-events-replay-port';
+/** a data-parallel engine publishes rank r on port + r (and replays on replay port + r) */
+export const KV_EVENTS_DP_SIZE_ANNOTATION = 'llm-router/kv-events-dp-size';
+/** no engine runs more data-parallel ranks in one pod than this; a larger annotation is a typo */
+const MAX_DP_SIZE = 64;
+
+/** Where a pod's engine publishes KV-cache events: one publisher (and replay socket) per data-parallel rank. */
+export function podKvEvents(ip: string, annotations: Readonly<Record<string, string>> | undefined, ports: KvEventsPorts): KvEventsSource {
+  const port = portAnnotation(annotations, KV_EVENTS_PORT_ANNOTATION) ?? ports.port;
+  const replay = portAnnotation(annotations, KV_EVENTS_REPLAY_PORT_ANNOTATION) ?? ports.replayPort;
+  const dp = Number(annotations?.[KV_EVENTS_DP_SIZE_ANNOTATION] ?? 1);
+  const ranks = Number.isInteger(dp) && dp >= 1 && dp <= MAX_DP_SIZE ? dp : 1;
+  const eventsUrls: string[] = [];
+  const replayUrls: (string | undefined)[] = [];
+  for (let r = 0; r < ranks && port + r < 65536; r++) {
+    eventsUrls.push(`tcp://${hostOf(ip)}:${port + r}`);
+    replayUrls.push(replay !== undefined && replay + r < 65536 ? `tcp://${hostOf(ip)}:${replay + r}` : undefined);
+  }
+  return { eventsUrls, replayUrls };
+}
+
 /** a base model's workload: the LoRA adapters the router may load on its engines, NAME=PATH comma separated */
 export const LORA_ADAPTERS_ANNOTATION = 'llm-router/lora-adapters';
 
@@ -149,6 +180,7 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
       ...(probePort !== undefined ? { probeUrl: `${scheme}://${hostOf(ip)}:${probePort}` } : {}),
       ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
       ...protocolOf(object, annotations),
+      ...(opts.kvEvents ? { kvEvents: podKvEvents(ip, annotations, opts.kvEvents) } : {}),
     });
   }
   for (const w of workloads) {

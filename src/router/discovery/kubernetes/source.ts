@@ -15,7 +15,7 @@ import {
 } from '@kubernetes/client-node';
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Logger } from '../../util/log.js';
-import { desiredState, type PodLike, type WorkloadLike } from './desired.js';
+import { desiredState, type KvEventsPorts, type PodLike, type WorkloadLike } from './desired.js';
 import { FailureLog, Reflector, type ReflectorHealth } from './reflector.js';
 
 export const SOURCE = 'kubernetes';
@@ -28,6 +28,8 @@ export interface KubernetesSourceOptions {
   readonly scheme: 'http' | 'https';
   readonly modelLabel: string;
   readonly resyncMs: number;
+  /** kvaware: each pod's KV-cache event ports unless annotated; undefined = no event sources */
+  readonly kvEvents?: KvEventsPorts | undefined;
   /** tests and tools may pass a ready KubeConfig; otherwise in-cluster, then KUBECONFIG / ~/.kube/config */
   readonly kubeConfig?: KubeConfig;
 }
@@ -183,6 +185,7 @@ export class KubernetesSource {
       port: this.opts.port,
       scheme: this.opts.scheme,
       modelLabel: this.opts.modelLabel,
+      kvEvents: this.opts.kvEvents,
     });
     for (const name of desired.unnamed) {
       if (this.warned.has(name)) continue;

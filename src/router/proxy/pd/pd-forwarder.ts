@@ -90,6 +90,7 @@ export class PdForwarder {
     // a `both` endpoint serves whole requests
     if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res);
     const canSkip = allowsDecodeOnly(job.protocol);
+    if (job.prefill.length > 0 && this.policies.prefill.prepare !== undefined) await this.policies.prefill.prepare(job.prefill, job.route);
     const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
     if (prefill === undefined) {
       // the catalog says ready only when the protocol can do without a prefill; the list was empty at resolve time

@@ -1,0 +1,120 @@
+// The KV index's cost, measured: memory per million indexed blocks (one engine, and eight sharing the million), how
+// fast BlockStored events are applied, and match() of a 750-block request over 8 endpoints (all holding all of it,
+// the worst case; one holding it; each holding a different prefix). Run: node --expose-gc --import tsx bench/kv-index.ts
+import { blockKeys, type BlockKey } from '../src/router/kv/block-key.js';
+import type { KvBatch, KvEvent } from '../src/router/kv/decode.js';
+import { KvIndex } from '../src/router/kv/kv-index.js';
+
+const BS = 16;
+const CHAIN = 64; // blocks per chain, stored in one event as a prefill would
+const gc = (globalThis as { gc?: () => void }).gc;
+if (!gc) throw new Error('run with node --expose-gc');
+
+function memory(): number {
+  gc?.();
+  gc?.();
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
+}
+
+let rnd = 0x12345678;
+function random64(): bigint {
+  // engine hashes are uniform 64-bit values, most above 2^53
+  rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0;
+  const hi = BigInt(rnd);
+  rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0;
+  return (hi << 32n) | BigInt(rnd);
+}
+
+function chainEvent(chain: number): KvEvent {
+  const tokens = new Uint32Array(CHAIN * BS);
+  for (let i = 0; i < tokens.length; i++) tokens[i] = (chain * 7919 + i * 31) % 150_000;
+  return {
+    kind: 'stored',
+    hashes: Array.from({ length: CHAIN }, random64),
+    parent: undefined,
+    tokens,
+    blockSize: BS,
+    loraName: undefined,
+    loraId: undefined,
+    medium: 'gpu',
+    tier: 'gpu',
+    group: undefined,
+  };
+}
+
+function fill(idx: KvIndex, endpoints: string[], blocks: number): number {
+  const t0 = performance.now();
+  const perEndpoint = blocks / endpoints.length / CHAIN;
+  let chain = 0;
+  for (const ep of endpoints) {
+    for (let c = 0; c < perEndpoint; c++) {
+      const batch: KvBatch = { ts: 0, events: [chainEvent(chain++)], dpRank: 0 };
+      idx.apply(ep, 0, batch);
+    }
+  }
+  return performance.now() - t0;
+}
+
+function memoryPerMillion(endpoints: number): { mb: number; applyMs: number } {
+  const before = memory();
+  const idx = new KvIndex({ defaultCapacity: 2_000_000 });
+  const ids = Array.from({ length: endpoints }, (_, i) => `e${i}`);
+  const applyMs = fill(idx, ids, 1_048_576);
+  const after = memory();
+  if (idx.stats().total !== 1_048_576) throw new Error(`indexed ${idx.stats().total}`);
+  const mb = ((after - before) / 1_048_576) * (1_000_000 / 1_048_576);
+  // keep idx alive until measured
+  void idx.stats();
+  return { mb, applyMs };
+}
+
+function matchCost(): Record<string, number> {
+  const idx = new KvIndex();
+  const ids = Array.from({ length: 8 }, (_, i) => `e${i}`);
+  const tokens = Uint32Array.from({ length: 750 * BS }, (_, i) => (i * 13) % 150_000);
+  const keys: BlockKey[] = blockKeys(tokens, BS);
+  const stored = (hashes: bigint[], toks: Uint32Array): KvEvent => ({
+    kind: 'stored',
+    hashes,
+    parent: undefined,
+    tokens: toks,
+    blockSize: BS,
+    loraName: undefined,
+    loraId: undefined,
+    medium: 'gpu',
+    tier: 'gpu',
+    group: undefined,
+  });
+  const out: Record<string, number> = {};
+  const time = (name: string) => {
+    for (let i = 0; i < 2000; i++) idx.match(keys, ids); // warm up
+    const n = 20_000;
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) idx.match(keys, ids);
+    out[name] = ((performance.now() - t0) * 1000) / n;
+  };
+  // background: every endpoint holds 100k other blocks, so the maps are of a real size
+  fill(idx, ids, 800_000);
+  // each endpoint holds a different prefix: e_i holds i * 100 leading blocks
+  for (let e = 0; e < 8; e++) {
+    const n = e * 100;
+    if (n > 0)
+      idx.apply(ids[e]!, 1, { ts: 0, events: [stored(Array.from({ length: n }, random64), tokens.subarray(0, n * BS))], dpRank: 1 });
+  }
+  time('8 endpoints, prefixes 0..700 blocks (µs/match)');
+  for (let e = 0; e < 8; e++) idx.clearEndpoint(ids[e]!, 1);
+  idx.apply('e0', 1, { ts: 0, events: [stored(Array.from({ length: 750 }, random64), tokens)], dpRank: 1 });
+  time('8 endpoints, one holds all 750 (µs/match)');
+  for (let e = 1; e < 8; e++) idx.apply(ids[e]!, 1, { ts: 0, events: [stored(Array.from({ length: 750 }, random64), tokens)], dpRank: 1 });
+  time('8 endpoints, all hold all 750: worst case (µs/match)');
+  return out;
+}
+
+const one = memoryPerMillion(1);
+const eight = memoryPerMillion(8);
+console.log(`memory per 1M blocks, one engine: ${one.mb.toFixed(1)} MB (apply: ${((one.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`);
+console.log(
+  `memory per 1M blocks, 8 engines: ${eight.mb.toFixed(1)} MB (apply: ${((eight.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`,
+);
+for (const [k, v] of Object.entries(matchCost())) console.log(`${k}: ${v.toFixed(1)}`);

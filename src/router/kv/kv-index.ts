@@ -1,0 +1,219 @@
+// The index of what each engine's KV cache holds, built from its events, keyed by the router's own block keys so that a
+// request's tokens (blockKeys()) can be matched against it. One BlockStore per endpoint and data-parallel rank (each
+// rank is an engine with its own cache and its own event stream). There is no global key -> holders map: a match
+// walks each asked endpoint's own key map (cheap: it stops at the first miss), and an endpoint leaving, restarting or
+// losing events drops its stores whole, O(1), instead of visiting a million global entries.
+import { nextKey, rootKey, type BlockKey } from './block-key.js';
+import { BlockStore, MEDIUM_BIT, refsAny, refsGpu } from './block-store.js';
+import type { EngineHash, KvBatch, KvStoredEvent } from './decode.js';
+import type { KvIndexView, KvMatch } from './types.js';
+
+/**
+ * Blocks kept per engine when its num_gpu_blocks is not known. A GPU engine holds 10^4 to 10^5 blocks; the rest is
+ * room for offload tiers. At the measured ~120 bytes a block (docs/architecture.md) this is ~30 MB per engine at worst.
+ */
+export const DEFAULT_CAPACITY = 262_144;
+
+export interface KvIndexOptions {
+  /** blocks kept per engine (endpoint and rank) whose capacity was not set */
+  readonly defaultCapacity?: number;
+}
+
+/** What applying batches did; the caller owns it and reads it as counters (nothing is allocated per batch). */
+export interface KvApplyTally {
+  stored: number;
+  removed: number;
+  cleared: number;
+  blocksStored: number;
+  blocksRemoved: number;
+  /** blocks of a BlockStored whose parent this index does not hold (evicted, or its event was lost): not indexed */
+  unchainable: number;
+  /** blocks dropped to keep an engine within its capacity */
+  evicted: number;
+  /** events of a hybrid model's other KV-cache groups, not indexed (see apply) */
+  otherGroup: number;
+}
+
+export function newTally(): KvApplyTally {
+  return { stored: 0, removed: 0, cleared: 0, blocksStored: 0, blocksRemoved: 0, unchainable: 0, evicted: 0, otherGroup: 0 };
+}
+
+interface EndpointState {
+  readonly stores: (BlockStore | undefined)[];
+  capacity: number | undefined;
+  blockSize: number | undefined;
+}
+
+export interface KvIndexStats {
+  readonly total: number;
+  readonly endpoints: Readonly<Record<string, number>>;
+}
+
+export class KvIndex implements KvIndexView {
+  private readonly endpoints = new Map<string, EndpointState>();
+  private readonly defaultCapacity: number;
+
+  constructor(opts: KvIndexOptions = {}) {
+    this.defaultCapacity = Math.max(1, opts.defaultCapacity ?? DEFAULT_CAPACITY);
+  }
+
+  /** The blocks an engine of this endpoint keeps (its num_gpu_blocks when known); undefined: the default. */
+  setCapacity(endpointId: string, capacity: number | undefined, tally?: KvApplyTally): void {
+    const ep = this.endpoint(endpointId);
+    ep.capacity = capacity === undefined ? undefined : Math.max(1, Math.floor(capacity));
+    for (const s of ep.stores) {
+      const evicted = s?.setCapacity(ep.capacity ?? this.defaultCapacity) ?? 0;
+      if (tally) tally.evicted += evicted;
+    }
+  }
+
+  /** The block size from vllm:cache_config_info, for an endpoint whose events have not said it yet. */
+  setBlockSize(endpointId: string, blockSize: number): void {
+    this.endpoint(endpointId).blockSize = blockSize;
+  }
+
+  blockSize(endpointId: string): number | undefined {
+    return this.endpoints.get(endpointId)?.blockSize;
+  }
+
+  /** Applies one decoded batch from rank `rank` of the endpoint, in order. */
+  apply(endpointId: string, rank: number, batch: KvBatch, tally: KvApplyTally = newTally()): void {
+    const ep = this.endpoint(endpointId);
+    for (const ev of batch.events) {
+      if (ev.kind === 'cleared') {
+        tally.cleared++;
+        ep.stores[rank]?.clear();
+        continue;
+      }
+      // A hybrid model (full attention beside sliding-window or mamba layers) reports each KV-cache group; group 0 is
+      // indexed alone, so a block evicted from a sliding window does not drop the full-attention copy from the index.
+      if (ev.group !== undefined && ev.group !== 0) {
+        tally.otherGroup++;
+        continue;
+      }
+      const store = this.store(ep, rank);
+      const bit = MEDIUM_BIT[ev.medium];
+      if (ev.kind === 'removed') {
+        tally.removed++;
+        for (const h of ev.hashes) if (store.remove(h, bit)) tally.blocksRemoved++;
+        continue;
+      }
+      tally.stored++;
+      ep.blockSize = ev.blockSize;
+      this.stored(store, ev, bit, tally);
+    }
+  }
+
+  private stored(store: BlockStore, ev: KvStoredEvent, bit: number, tally: KvApplyTally): void {
+    let key: BlockKey;
+    if (ev.parent === undefined) key = rootOf(ev);
+    else {
+      const parent = store.keyOf(ev.parent);
+      if (parent === undefined) {
+        tally.unchainable += ev.hashes.length;
+        return;
+      }
+      key = parent;
+    }
+    const bs = ev.blockSize;
+    for (let i = 0; i < ev.hashes.length; i++) {
+      key = nextKey(key, ev.tokens, i * bs, (i + 1) * bs);
+      const evicted = store.store(ev.hashes[i] as EngineHash, key, bit);
+      if (evicted < 0) {
+        tally.unchainable += ev.hashes.length - i;
+        return;
+      }
+      tally.evicted += evicted;
+      tally.blocksStored++;
+    }
+  }
+
+  /** Drops the blocks of one rank of an endpoint, or of all its ranks; the endpoint's settings stay. */
+  clearEndpoint(endpointId: string, rank?: number): void {
+    const ep = this.endpoints.get(endpointId);
+    if (!ep) return;
+    if (rank !== undefined) ep.stores[rank]?.clear();
+    else for (const s of ep.stores) s?.clear();
+  }
+
+  /** Forgets an endpoint: its blocks and its settings. */
+  removeEndpoint(endpointId: string): void {
+    this.endpoints.delete(endpointId);
+  }
+
+  /**
+   * For each endpoint asked that holds at least the first key: its leading match. An endpoint with several ranks
+   * answers with its best rank (the engine, not the router, picks the rank a request runs on, so this is the most the
+   * endpoint can save).
+   */
+  match(keys: readonly BlockKey[], endpointIds: readonly string[]): ReadonlyMap<string, KvMatch> {
+    const out = new Map<string, KvMatch>();
+    if (keys.length === 0) return out;
+    for (const id of endpointIds) {
+      const ep = this.endpoints.get(id);
+      if (!ep) continue;
+      let bestGpu = 0;
+      let bestTotal = 0;
+      for (const store of ep.stores) {
+        if (!store || store.size === 0) continue;
+        let total = 0;
+        let gpu = 0;
+        for (; total < keys.length; total++) {
+          const r = store.refs(keys[total] as BlockKey);
+          if (r === undefined || refsAny(r) === 0) break;
+          if (gpu === total && refsGpu(r) > 0) gpu++;
+        }
+        if (total > bestTotal) bestTotal = total;
+        if (gpu > bestGpu) bestGpu = gpu;
+      }
+      if (bestTotal > 0) out.set(id, { gpu: bestGpu, total: bestTotal });
+    }
+    return out;
+  }
+
+  /** Blocks indexed for an endpoint, all ranks. */
+  blocks(endpointId: string): number {
+    let n = 0;
+    for (const s of this.endpoints.get(endpointId)?.stores ?? []) n += s?.size ?? 0;
+    return n;
+  }
+
+  stats(): KvIndexStats {
+    const endpoints: Record<string, number> = {};
+    let total = 0;
+    for (const id of this.endpoints.keys()) {
+      const n = this.blocks(id);
+      endpoints[id] = n;
+      total += n;
+    }
+    return { total, endpoints };
+  }
+
+  private endpoint(id: string): EndpointState {
+    let ep = this.endpoints.get(id);
+    if (!ep) {
+      ep = { stores: [], capacity: undefined, blockSize: undefined };
+      this.endpoints.set(id, ep);
+    }
+    return ep;
+  }
+
+  private store(ep: EndpointState, rank: number): BlockStore {
+    let s = ep.stores[rank];
+    if (!s) {
+      s = new BlockStore(ep.capacity ?? this.defaultCapacity);
+      ep.stores[rank] = s;
+    }
+    return s;
+  }
+}
+
+/**
+ * The root of an event's chain. An adapter's blocks chain from its name, so they match only that adapter's requests;
+ * an engine that gives an adapter id but no name gets a root no request has, so those blocks never match the base.
+ */
+function rootOf(ev: KvStoredEvent): BlockKey {
+  if (ev.loraName !== undefined) return rootKey(ev.loraName);
+  if (ev.loraId !== undefined && ev.loraId !== 0) return rootKey(`\u0000lora-id:${ev.loraId}`);
+  return rootKey();
+}

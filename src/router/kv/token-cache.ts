@@ -1,0 +1,166 @@
+// What the router remembers of tokenizations, so that a conversation re-sent every turn is not tokenized whole every
+// turn. Two caches, both bounded by bytes (least recently used out first):
+//  - `SegmentedEncoder` (in-process tokenizer): a rendered chat is cut after each special token that splits text on its
+//    own (<|eot_id|>, <|im_end|>, ...); each piece's ids are kept under a hash of the whole text up to its end, so a
+//    new turn finds its earlier turns' pieces and tokenizes only the new tail. Reuse is exact only where no merge or
+//    normalizer rule reaches across such a token: the tokenizer checks that when it loads (`segmentable`), else every
+//    text is tokenized whole.
+//  - whole answers (the engine's /tokenize), under a hash of the model and the request's prompt fields.
+import { createHash, type Hash } from 'node:crypto';
+import type { HfTokenizer } from './hf-tokenizer.js';
+
+/** A map bounded by the bytes of what it holds; reading an entry makes it the most recently used. */
+export class ByteLru<V> {
+  private readonly map = new Map<string, { value: V; bytes: number }>();
+  private used = 0;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly sizeOf: (value: V) => number,
+  ) {}
+
+  get(key: string): V | undefined {
+    const e = this.map.get(key);
+    if (!e) return undefined;
+    this.map.delete(key);
+    this.map.set(key, e);
+    return e.value;
+  }
+
+  set(key: string, value: V): void {
+    const bytes = this.sizeOf(value) + key.length * 2 + ENTRY_OVERHEAD;
+    const old = this.map.get(key);
+    if (old) {
+      this.used -= old.bytes;
+      this.map.delete(key);
+    }
+    if (bytes > this.maxBytes) return;
+    this.map.set(key, { value, bytes });
+    this.used += bytes;
+    for (const [k, e] of this.map) {
+      if (this.used <= this.maxBytes) break;
+      this.map.delete(k);
+      this.used -= e.bytes;
+    }
+  }
+
+  get bytes(): number {
+    return this.used;
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  clear(): void {
+    this.map.clear();
+    this.used = 0;
+  }
+}
+
+/** A rough cost of a Map entry and its record beyond the key's characters and the value's own bytes. */
+const ENTRY_OVERHEAD = 96;
+
+export interface EncodeStats {
+  /** characters of the text whose ids came from the cache */
+  readonly reusedChars: number;
+  /** characters tokenized now */
+  readonly encodedChars: number;
+}
+
+/** Encodes texts with an HfTokenizer, reusing the ids of pieces (ending at a boundary token) seen before. */
+export class SegmentedEncoder {
+  private readonly boundary: RegExp | undefined;
+  private readonly boundaryIds: ReadonlySet<number>;
+  private readonly cache: ByteLru<Uint32Array>;
+  private lastStats: EncodeStats = { reusedChars: 0, encodedChars: 0 };
+
+  constructor(
+    readonly tokenizer: HfTokenizer,
+    maxBytes: number,
+  ) {
+    this.cache = new ByteLru<Uint32Array>(maxBytes, (v) => v.byteLength);
+    const tokens = [...tokenizer.boundaryTokens.keys()].sort((a, b) => b.length - a.length);
+    this.boundary = tokenizer.segmentable && tokens.length > 0 ? new RegExp(tokens.map(escapeRegExp).join('|'), 'g') : undefined;
+    this.boundaryIds = new Set(tokenizer.boundaryTokens.values());
+  }
+
+  /** How the last `encode` went. */
+  get stats(): EncodeStats {
+    return this.lastStats;
+  }
+
+  get cacheBytes(): number {
+    return this.cache.bytes;
+  }
+
+  get cacheEntries(): number {
+    return this.cache.size;
+  }
+
+  /** The same ids as `tokenizer.encode(text, addSpecialTokens)`. */
+  encode(text: string, addSpecialTokens: boolean): Uint32Array {
+    const wrap = this.tokenizer.wrap;
+    if (!this.boundary || !wrap) {
+      this.lastStats = { reusedChars: 0, encodedChars: text.length };
+      return Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens));
+    }
+    // where each piece ends (just after a boundary token), and the hash of the text up to there
+    const ends: number[] = [];
+    const keys: string[] = [];
+    const hash: Hash = createHash('sha256');
+    let from = 0;
+    this.boundary.lastIndex = 0;
+    for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) {
+      const end = m.index + m[0].length;
+      hash.update(text.slice(from, end));
+      from = end;
+      ends.push(end);
+      keys.push(hash.copy().digest('base64'));
+    }
+    const pieces: Uint32Array[] = [];
+    let hit = 0;
+    for (; hit < keys.length; hit++) {
+      const ids = this.cache.get(keys[hit] as string);
+      if (!ids) break;
+      pieces.push(ids);
+    }
+    const reused = hit > 0 ? (ends[hit - 1] as number) : 0;
+    const tail = this.tokenizer.encode(text.slice(reused), false);
+    this.storePieces(tail, ends, keys, hit, reused);
+    this.lastStats = { reusedChars: reused, encodedChars: text.length - reused };
+    const before = addSpecialTokens ? wrap.before : [];
+    const after = addSpecialTokens ? wrap.after : [];
+    let n = before.length + tail.length + after.length;
+    for (const p of pieces) n += p.length;
+    const out = new Uint32Array(n);
+    let at = 0;
+    for (const id of before) out[at++] = id;
+    for (const p of pieces) {
+      out.set(p, at);
+      at += p.length;
+    }
+    for (const id of tail) out[at++] = id;
+    for (const id of after) out[at++] = id;
+    return out;
+  }
+
+  /** Cuts the ids of text[reused..] after each boundary id, piece k being the text up to ends[k], and keeps them. */
+  private storePieces(tail: readonly number[], ends: readonly number[], keys: readonly string[], first: number, reused: number): void {
+    if (first >= keys.length) return;
+    const cuts: number[] = [];
+    for (let i = 0; i < tail.length; i++) if (this.boundaryIds.has(tail[i] as number)) cuts.push(i + 1);
+    // a boundary token's text inside a longer added token would break the one-to-one match: keep nothing then
+    if (cuts.length !== keys.length - first || (ends[first] as number) <= reused) return;
+    let start = 0;
+    for (let k = first; k < keys.length; k++) {
+      const end = cuts[k - first] as number;
+      this.cache.set(keys[k] as string, Uint32Array.from(tail.slice(start, end)));
+      start = end;
+    }
+  }
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

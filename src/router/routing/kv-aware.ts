@@ -1,0 +1,135 @@
+// kvaware: send a request where its prompt is already cached, as the engines themselves report it. The index
+// (router/kv, built on every replica from the engines' KV-cache events) says how many leading blocks of the
+// request's token ids each candidate holds; the candidate that holds the most (GPU blocks over offloaded ones) less a
+// small share for its load wins, among those within the same load bound as prefixaware: an endpoint whose in-flight
+// count would exceed (1 + epsilon) x the mean is skipped, so one hot prefix cannot pile onto one engine. No tokens, no
+// match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
+import type { Endpoint } from '../core/endpoint.js';
+import { isFresh } from '../core/endpoint.js';
+import type { BlockKey } from '../kv/block-key.js';
+import type { KvIndexView } from '../kv/types.js';
+import type { RouteRequest, RoutingPolicy } from './policy.js';
+
+/** Why a request was routed without its KV match: a small fixed set, used as a metric label. */
+export const KV_FALLBACK_REASONS = ['no-prompt', 'tokenizer-error', 'tokenizer-timeout', 'too-short', 'no-match', 'overloaded'] as const;
+export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
+
+/** Where the request's block keys come from (the tokenizer and the block size); never throws. */
+export interface KvKeySource {
+  keys(request: RouteRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason>;
+}
+
+/** What each decision tells metrics. */
+export interface KvDecisionObserver {
+  /** a pick by KV match: the chosen endpoint holds `matched` of the request's `blocks` leading blocks */
+  matched(model: string, matched: number, blocks: number): void;
+  fallback(model: string, reason: KvFallbackReason): void;
+}
+
+export interface KvAwareOptions {
+  readonly index: KvIndexView;
+  readonly keys: KvKeySource;
+  readonly observer?: KvDecisionObserver;
+  /** default 0.25, as prefixaware's */
+  readonly balanceEpsilon?: number;
+  /** how much a block held in an offload tier counts against one on the GPU; default 0.5 */
+  readonly offloadWeight?: number;
+  /** how much of the prompt (as a fraction) the most loaded candidate gives up against an idle one; default 0.1 */
+  readonly loadWeight?: number;
+  readonly engineStatsIntervalMs?: number;
+  readonly now?: () => number;
+}
+
+type Prepared = readonly BlockKey[] | KvFallbackReason;
+
+export class KvAwarePolicy implements RoutingPolicy {
+  readonly name = 'kvaware';
+  private readonly prepared = new WeakMap<RouteRequest, Prepared>();
+  private readonly spread: number;
+  private readonly offloadWeight: number;
+  private readonly loadWeight: number;
+  private readonly statsIntervalMs: number;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly opts: KvAwareOptions,
+    /** prefixaware: the order used without a match and to break ties */
+    private readonly fallback: RoutingPolicy,
+  ) {
+    this.spread = 1 + Math.max(0, opts.balanceEpsilon ?? 0.25);
+    this.offloadWeight = Math.min(1, Math.max(0, opts.offloadWeight ?? 0.5));
+    this.loadWeight = Math.max(0, opts.loadWeight ?? 0.1);
+    this.statsIntervalMs = opts.engineStatsIntervalMs ?? 1000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  async prepare(candidates: readonly Endpoint[], request: RouteRequest): Promise<void> {
+    if (this.prepared.has(request)) return;
+    let keys: Prepared;
+    try {
+      keys = await this.opts.keys.keys(request, candidates);
+    } catch {
+      keys = 'tokenizer-error';
+    }
+    this.prepared.set(request, keys);
+  }
+
+  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined {
+    const n = candidates.length;
+    if (n === 0) return undefined;
+    const keys = this.prepared.get(request);
+    // a failover pick (exclude set) is not a new decision: count each request once
+    const count = exclude === undefined;
+    if (keys === undefined || typeof keys === 'string') return this.fallBack(candidates, request, exclude, keys ?? 'no-prompt', count);
+    if (keys.length === 0) return this.fallBack(candidates, request, exclude, 'too-short', count);
+    const ids: string[] = [];
+    for (const c of candidates) ids.push(c.id);
+    const matches = this.opts.index.match(keys, ids);
+    if (matches.size === 0) return this.fallBack(candidates, request, exclude, 'no-match', count);
+
+    let total = 0;
+    let maxLoad = 0;
+    const loads = new Float64Array(n);
+    const freshSince = this.now();
+    for (let i = 0; i < n; i++) {
+      const e = candidates[i] as Endpoint;
+      total += e.inFlight;
+      const load = e.inFlight + (isFresh(e.engineLoad, freshSince, this.statsIntervalMs) ? (e.engineLoad?.otherLoad ?? 0) : 0);
+      loads[i] = load;
+      if (load > maxLoad) maxLoad = load;
+    }
+    const room = Math.ceil((this.spread * (total + 1)) / n);
+    let bestScore = 0;
+    let bestMatched = 0;
+    let tied: Endpoint[] = [];
+    for (let i = 0; i < n; i++) {
+      const e = candidates[i] as Endpoint;
+      if (exclude?.has(e) || e.inFlight >= room) continue;
+      const m = matches.get(e.id);
+      if (m === undefined) continue;
+      const held = m.gpu + this.offloadWeight * (m.total - m.gpu);
+      const score = held / keys.length - (maxLoad > 0 ? (this.loadWeight * (loads[i] as number)) / maxLoad : 0);
+      if (tied.length === 0 || score > bestScore + 1e-9) {
+        bestScore = score;
+        bestMatched = m.total;
+        tied = [e];
+      } else if (score >= bestScore - 1e-9) tied.push(e);
+    }
+    // every holder is over the bound (or excluded): the prefix spills as prefixaware would spill it
+    if (tied.length === 0) return this.fallBack(candidates, request, exclude, 'overloaded', count);
+    if (count) this.opts.observer?.matched(request.model, bestMatched, keys.length);
+    if (tied.length === 1) return tied[0];
+    return this.fallback.pick(tied, request) ?? tied[0];
+  }
+
+  private fallBack(
+    candidates: readonly Endpoint[],
+    request: RouteRequest,
+    exclude: ReadonlySet<Endpoint> | undefined,
+    reason: KvFallbackReason,
+    count: boolean,
+  ): Endpoint | undefined {
+    if (count) this.opts.observer?.fallback(request.model, reason);
+    return this.fallback.pick(candidates, request, exclude);
+  }
+}

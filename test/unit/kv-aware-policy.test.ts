@@ -1,0 +1,155 @@
+// kvaware's contract over a hand-made index: the longest cached prefix wins (GPU over offload), within prefixaware's
+// load bound; no tokens, no match and ties go to prefixaware's order; each request counts once.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Endpoint } from '../../src/router/core/endpoint.js';
+import type { BlockKey } from '../../src/router/kv/block-key.js';
+import type { KvIndexView, KvMatch } from '../../src/router/kv/types.js';
+import { createPolicy } from '../../src/router/routing/index.js';
+import type { KvFallbackReason } from '../../src/router/routing/kv-aware.js';
+import type { RouteRequest } from '../../src/router/routing/policy.js';
+import { testEndpoint, type WritableEndpoint } from '../support/endpoints.js';
+
+const KEYS: readonly BlockKey[] = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20];
+
+/** endpoint id -> the keys it holds (on GPU unless listed in offload) */
+class FakeIndex implements KvIndexView {
+  constructor(
+    readonly gpu: Map<string, Set<BlockKey>>,
+    readonly offload = new Map<string, Set<BlockKey>>(),
+  ) {}
+  match(keys: readonly BlockKey[], endpointIds: readonly string[]): ReadonlyMap<string, KvMatch> {
+    const out = new Map<string, KvMatch>();
+    for (const id of endpointIds) {
+      let gpu = 0;
+      let total = 0;
+      let gpuRun = true;
+      for (const k of keys) {
+        const onGpu = this.gpu.get(id)?.has(k) === true;
+        const held = onGpu || this.offload.get(id)?.has(k) === true;
+        if (!held) break;
+        total++;
+        if (gpuRun && onGpu) gpu++;
+        else gpuRun = false;
+      }
+      if (total > 0) out.set(id, { gpu, total });
+    }
+    return out;
+  }
+  blockSize(): number | undefined {
+    return 16;
+  }
+}
+
+const eps = (n: number): WritableEndpoint[] =>
+  Array.from({ length: n }, (_, i) => testEndpoint(`http://10.0.0.${i}:8000`, { id: `e${i}` }));
+
+function req(): RouteRequest {
+  return { model: 'm', headers: {}, body: { model: 'm', prompt: 'the prompt' } };
+}
+
+function setUp(index: KvIndexView, keys: readonly BlockKey[] | KvFallbackReason = KEYS) {
+  const seen = { matched: [] as number[], fallbacks: [] as string[] };
+  const policy = createPolicy('kvaware', {
+    kv: {
+      index,
+      keys: { keys: async () => keys },
+      observer: {
+        matched: (_m, matched) => seen.matched.push(matched),
+        fallback: (_m, reason) => seen.fallbacks.push(reason),
+      },
+    },
+  });
+  return { policy, seen };
+}
+
+async function pick(policy: ReturnType<typeof createPolicy>, candidates: readonly Endpoint[], r = req()): Promise<Endpoint | undefined> {
+  await policy.prepare?.(candidates, r);
+  return policy.pick(candidates, r);
+}
+
+test('kvaware: the endpoint holding the longest leading run wins, 10 of 10 times', async () => {
+  const c = eps(4);
+  const index = new FakeIndex(
+    new Map([
+      ['e1', new Set(KEYS.slice(0, 3))],
+      ['e2', new Set(KEYS.slice(0, 8))],
+      // holds later blocks but not the first: no leading match
+      ['e3', new Set(KEYS.slice(1))],
+    ]),
+  );
+  const { policy, seen } = setUp(index);
+  for (let i = 0; i < 10; i++) assert.equal((await pick(policy, c))?.id, 'e2');
+  assert.deepEqual(seen.matched, Array(10).fill(8));
+  assert.deepEqual(seen.fallbacks, []);
+});
+
+test('kvaware: a block on the GPU counts more than one offloaded', async () => {
+  const c = eps(2);
+  const index = new FakeIndex(new Map([['e0', new Set(KEYS.slice(0, 4))]]), new Map([['e1', new Set(KEYS.slice(0, 6))]]));
+  const { policy } = setUp(index);
+  // e0: 4 GPU blocks = 4; e1: 6 offloaded blocks x 0.5 = 3
+  assert.equal((await pick(policy, c))?.id, 'e0');
+});
+
+test('kvaware: no endpoint above the load bound, however well it matches', async () => {
+  const c = eps(4);
+  c[2]!.inFlight = 6;
+  const index = new FakeIndex(
+    new Map([
+      ['e2', new Set(KEYS)],
+      ['e1', new Set(KEYS.slice(0, 2))],
+    ]),
+  );
+  const { policy, seen } = setUp(index);
+  // total 6, room = ceil(1.25 x 7 / 4) = 3: e2 is full, the next best holder takes it
+  assert.equal((await pick(policy, c))?.id, 'e1');
+  assert.deepEqual(seen.matched, [2]);
+});
+
+test('kvaware: no tokens or no match falls back to prefixaware, counted once per request with its reason', async () => {
+  const c = eps(4);
+  const prefix = createPolicy('prefixaware');
+  const expected = prefix.pick(c, req());
+  for (const [keys, reason] of [
+    ['tokenizer-timeout', 'tokenizer-timeout'],
+    [[], 'too-short'],
+    [[999], 'no-match'],
+  ] as const) {
+    const { policy, seen } = setUp(new FakeIndex(new Map([['e1', new Set(KEYS)]])), keys);
+    const r = req();
+    assert.equal(await pick(policy, c, r), expected);
+    // a failover pick of the same request is not another decision
+    policy.pick(c, r, new Set([expected as Endpoint]));
+    assert.deepEqual(seen.fallbacks, [reason]);
+  }
+});
+
+test('kvaware: equal matches are broken by prefixaware order, the same on every replica', async () => {
+  const c = eps(4);
+  const index = new FakeIndex(
+    new Map([
+      ['e0', new Set(KEYS)],
+      ['e3', new Set(KEYS)],
+    ]),
+  );
+  const a = setUp(index).policy;
+  const b = setUp(index).policy;
+  const first = await pick(a, c);
+  assert.ok(first?.id === 'e0' || first?.id === 'e3');
+  for (let i = 0; i < 5; i++) assert.equal(await pick(b, c), first);
+});
+
+test('kvaware: failover skips the excluded holder for the next best', async () => {
+  const c = eps(3);
+  const index = new FakeIndex(
+    new Map([
+      ['e0', new Set(KEYS)],
+      ['e2', new Set(KEYS.slice(0, 5))],
+    ]),
+  );
+  const { policy } = setUp(index);
+  const r = req();
+  assert.equal((await pick(policy, c, r))?.id, 'e0');
+  assert.equal(policy.pick(c, r, new Set([c[0]!]))?.id, 'e2');
+});
