@@ -923,6 +923,31 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
       assert.equal(routerConfig(objs).routingLogic, 'kvaware');
   });
 
+  test("the router's own discovery, configured by the chart's router, subscribes to every rank's publisher and replay socket", () => {
+    const kube = routerConfig(objs).kubernetes;
+    assert.deepEqual(kube?.kvEvents, { port: 5557, replayPort: undefined });
+    const names = ['llm-router-llama', 'llm-router-mistral-dp', 'llm-router-qwen-s', 'llm-router-qwen-prefill', 'llm-router-qwen-decode'];
+    const workloads = names.map((n) => find(objs, 'Deployment', n));
+    const pods = workloads.map((w, i) => ({
+      metadata: { ...w.spec.template.metadata, name: `${w.metadata.name}-0`, namespace: 'default' },
+      spec: w.spec.template.spec,
+      status: { podIP: `10.0.0.${i + 1}`, phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    }));
+    const d = desiredState(pods, workloads, { port: 8000, scheme: 'http', modelLabel: 'model', kvEvents: kube?.kvEvents });
+    assert.deepEqual(d.invalid, []);
+    assert.deepEqual(Object.fromEntries(d.endpoints.map((e) => [e.url, e.kvEvents])), {
+      'http://10.0.0.1:8000': { eventsUrls: ['tcp://10.0.0.1:5557'], replayUrls: ['tcp://10.0.0.1:5558'] },
+      'http://10.0.0.2:8000': {
+        eventsUrls: ['tcp://10.0.0.2:5557', 'tcp://10.0.0.2:5558'],
+        replayUrls: ['tcp://10.0.0.2:5559', 'tcp://10.0.0.2:5560'],
+      },
+      'http://10.0.0.3:8000': { eventsUrls: ['tcp://10.0.0.3:5557'], replayUrls: ['tcp://10.0.0.3:5558'] },
+      'http://10.0.0.4:8000': { eventsUrls: ['tcp://10.0.0.4:5557'], replayUrls: ['tcp://10.0.0.4:5558'] },
+      // the decode pod: its traffic goes to the routing sidecar; its events come from the engine, on the same pod IP
+      'http://10.0.0.5:8000': { eventsUrls: ['tcp://10.0.0.5:5557'], replayUrls: ['tcp://10.0.0.5:5558'] },
+    });
+  });
+
   test('vLLM engines: prefix caching on, the KV-event config, the block size when set, the annotations and container ports', () => {
     const expected: Record<string, { block?: string; dp?: string; ports: [string, number][] }> = {
       'llm-router-llama': {

@@ -4,12 +4,13 @@
 // --kv-events-port, 5557); an engine that publishes none, publishes elsewhere, or caches no prefix (vLLM
 // --no-enable-prefix-caching, SGLang --disable-radix-cache) is routed to as if it held nothing.
 import { parse as parseYaml } from 'yaml';
+import { KV_EVENTS_PORT_ANNOTATION } from '../../router/discovery/kubernetes/desired.js';
 import { containerWords, flagValues } from '../../router/discovery/kubernetes/model-names.js';
+import { portAnnotation } from '../../router/discovery/kubernetes/pd-labels.js';
 import type { KubeObject, LoadedObject } from './load.js';
 import type { Report } from './pd-rules.js';
 import { podTemplates, type ContainerSpec, type ManifestEngineKind, type PodTemplate } from './pods.js';
 
-export const KV_EVENTS_PORT_ANNOTATION = 'llm-router/kv-events-port';
 /** the router's --kv-events-port default */
 export const DEFAULT_KV_EVENTS_PORT = 5557;
 const KV_EVENTS_FLAG = '--kv-events-config';
@@ -75,7 +76,6 @@ function prefixCachingOff(engine: ContainerSpec, kind: ManifestEngineKind): stri
 /** The checks of one engine container in front of which a router runs --routing-logic kvaware. */
 export function checkKvEngine(
   template: PodTemplate,
-  object: KubeObject,
   engine: ContainerSpec,
   kind: ManifestEngineKind,
   routerPort: number,
@@ -99,8 +99,7 @@ export function checkKvEngine(
       `start the engine with ${example}`,
     );
   } else if (kv.port !== undefined && kv.port !== routerPort) {
-    const annotated =
-      template.metadata?.annotations?.[KV_EVENTS_PORT_ANNOTATION] ?? object.metadata?.annotations?.[KV_EVENTS_PORT_ANNOTATION];
+    const annotated = portAnnotation(template.metadata?.annotations, KV_EVENTS_PORT_ANNOTATION);
     report(
       'kvaware-no-kv-events',
       `the engine publishes its KV-cache events on port ${kv.port}, but the router subscribes at ${routerPort} (${annotated !== undefined ? `annotation ${KV_EVENTS_PORT_ANNOTATION}` : `no ${KV_EVENTS_PORT_ANNOTATION} annotation: the router's --kv-events-port`}): it receives none of them`,
@@ -117,11 +116,12 @@ export function checkKvEngine(
   }
 }
 
-/** The port the router subscribes to on a pod: its llm-router/kv-events-port annotation, else the router's default. */
-export function subscribedPort(template: PodTemplate, object: KubeObject, routerDefault: number): number {
-  const raw = template.metadata?.annotations?.[KV_EVENTS_PORT_ANNOTATION] ?? object.metadata?.annotations?.[KV_EVENTS_PORT_ANNOTATION];
-  const n = Number(raw);
-  return raw !== undefined && Number.isInteger(n) && n > 0 && n < 65536 ? n : routerDefault;
+/**
+ * The port the router subscribes to on a pod, read as its discovery reads it: the pod's llm-router/kv-events-port
+ * annotation (a workload's own annotations are not read), else the router's --kv-events-port.
+ */
+export function subscribedPort(template: PodTemplate, routerDefault: number): number {
+  return portAnnotation(template.metadata?.annotations, KV_EVENTS_PORT_ANNOTATION) ?? routerDefault;
 }
 
 /** A setting of a router container, read as the router reads it: flag, then LLM_ROUTER_* env, then its --config file. */

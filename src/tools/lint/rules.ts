@@ -509,8 +509,8 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
             (!router.namespace || !ns || ns === router.namespace) &&
             (!router.selector || matches(router.selector, template.metadata?.labels));
           if (router.kvaware && seen) {
-            const port = subscribedPort(template, object, router.kvEventsPort ?? DEFAULT_KV_EVENTS_PORT);
-            checkKvEngine(template, object, c, kind, port, toReport);
+            const port = subscribedPort(template, router.kvEventsPort ?? DEFAULT_KV_EVENTS_PORT);
+            checkKvEngine(template, c, kind, port, toReport);
           }
           first = false;
         }
