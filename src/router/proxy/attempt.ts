@@ -409,13 +409,14 @@ class AttemptHandler implements EngineHandler {
     const failure = classify(err);
     const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
     if (this.committed) {
+      // the complete events read before the failure still go out
+      if (this.sse && !res.destroyed) this.flush();
       // settled before the client's response is ended or cut: a response whose destroy() says 'close' at once (the fast
       // path's) must not make this engine failure look like a client that left
       this.finish({ kind: 'broken', status: this.status, failure, detail });
       if (this.sse && !res.destroyed) {
         // the stream is chunked by the router: its own error event ends it cleanly, on an event boundary (the engine's
         // incomplete last event is dropped whole)
-        this.flush();
         this.partial = undefined;
         const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
         const code = timeout ? 'upstream_timeout' : failure === 'protocol' ? 'upstream_protocol_error' : 'upstream_stream_error';
