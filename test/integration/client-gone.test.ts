@@ -49,7 +49,12 @@ async function arrived(engine: RawEngine, id: string): Promise<EngineRequest> {
 }
 
 /** Everything a departed request held is given back within GONE_MS of `leftAt`. */
-async function assertFreed(router: Running, what: string, leftAt: number, engineConn?: { engine: RawEngine; conn: number }): Promise<void> {
+async function assertFreed(
+  router: Running,
+  what: string,
+  leftAt: number,
+  engineConn?: { engine: RawEngine; conn: number },
+): Promise<number> {
   if (engineConn) {
     await until(`${what}: the engine connection closed`, () => engineConn.engine.connections[engineConn.conn]?.closed === true, 5_000, 10);
   }
@@ -59,6 +64,7 @@ async function assertFreed(router: Running, what: string, leftAt: number, engine
   // the slot: with --max-concurrent-requests 1 a request is admitted only when no other holds it
   const next = await call(`${router.url}/v1/chat/completions`, { body: chat('m') });
   assert.equal(next.status, 200, `${what}: the next request is admitted: ${next.text}`);
+  return took;
 }
 
 describe('a client that leaves frees what its request held, at every stage', { timeout: 120_000 }, () => {
@@ -107,7 +113,7 @@ describe('a client that leaves frees what its request held, at every stage', { t
     await Promise.all([plain, prefill, decode, cold].map((e) => e?.close()));
   });
 
-  test('held for a cold start: it leaves the queue (/demand held 0) and its slot', async () => {
+  test('held for a cold start: it leaves the queue (/demand held 0) and its slot', async (t) => {
     for (const { name, router } of routers) {
       const client = await RawClient.connect(router.port);
       await client.write(request('held', `held-${name.replace(/\W/g, '')}`));
@@ -115,11 +121,11 @@ describe('a client that leaves frees what its request held, at every stage', { t
       const leftAt = Date.now();
       client.destroy();
       await until(`${name}: no longer held`, async () => (await demandOf(router, 'held')).held === 0, 5_000, 20);
-      await assertFreed(router, `${name} held`, leftAt);
+      t.diagnostic(`${name} held: freed in ${await assertFreed(router, `${name} held`, leftAt)} ms`);
     }
   });
 
-  test('during the P/D prefill call: the prefill connection closes, nothing in flight', async () => {
+  test('during the P/D prefill call: the prefill connection closes, nothing in flight', async (t) => {
     for (const { name, router } of routers) {
       const id = `prefill-${name.replace(/\W/g, '')}`;
       const client = await RawClient.connect(router.port);
@@ -127,7 +133,9 @@ describe('a client that leaves frees what its request held, at every stage', { t
       const seen = await arrived(prefill, id);
       const leftAt = Date.now();
       client.destroy();
-      await assertFreed(router, `${name} prefill`, leftAt, { engine: prefill, conn: seen.conn });
+      t.diagnostic(
+        `${name} prefill: freed in ${await assertFreed(router, `${name} prefill`, leftAt, { engine: prefill, conn: seen.conn })} ms`,
+      );
       assert.equal((await demandOf(router, 'pd')).inFlight, 0);
       assert.equal(
         decode.requests.some((r) => r.headers['x-request-id'] === id),
@@ -137,7 +145,7 @@ describe('a client that leaves frees what its request held, at every stage', { t
     }
   });
 
-  test('during the attempt, before the head, and mid-body: the engine connection closes, nothing in flight', async () => {
+  test('during the attempt, before the head, and mid-body: the engine connection closes, nothing in flight', async (t) => {
     for (const { name, router } of routers) {
       for (const [kase, stream] of [
         ['hang', false],
@@ -150,7 +158,9 @@ describe('a client that leaves frees what its request held, at every stage', { t
         if (stream) await until(`${id}: the first event reached the client`, () => client.received.includes('data: {"n":1}'));
         const leftAt = Date.now();
         client.destroy();
-        await assertFreed(router, `${name} ${kase}`, leftAt, { engine: plain, conn: seen.conn });
+        t.diagnostic(
+          `${name} ${kase}: freed in ${await assertFreed(router, `${name} ${kase}`, leftAt, { engine: plain, conn: seen.conn })} ms`,
+        );
         assert.equal((await demandOf(router, 'm')).inFlight, 0);
       }
     }
@@ -172,7 +182,7 @@ describe('a client that leaves while the router waits for its first discovery sy
     await engine?.close();
   });
 
-  test('its requests end at once (499, slots back); once discovery has listed, none reaches an engine or is held', async () => {
+  test('its requests end at once (499, slots back); once discovery has listed, none reaches an engine or is held', async (t) => {
     // the API server is down when the router starts: every model is "not listed yet", and requests wait for the sync.
     // Once it lists: late-model is served by the raw engine (which would hang), cold-model is declared at one replica
     // with no pod yet (loading: a request for it would be held for the cold start)
@@ -221,6 +231,7 @@ describe('a client that leaves while the router waits for its first discovery sy
       );
       const took = Date.now() - leftAt;
       assert.ok(took <= GONE_MS, `ended ${took} ms after the clients left`);
+      t.diagnostic(`before sync: ended in ${took} ms`);
       // their slots are free: two more requests are admitted (they wait for the sync themselves; not refused 429)
       const more = await Promise.all(
         [1, 2].map(() =>
