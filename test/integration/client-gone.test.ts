@@ -6,6 +6,7 @@
 // the test. Both inbound paths run: the fast path and node:http.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
 import { stopAll } from '../support/process.js';
@@ -256,6 +257,63 @@ describe('a client that leaves while the router waits for its first discovery sy
       );
     } finally {
       await router.stop();
+    }
+  });
+});
+
+describe('a client that stays connected but stops reading', { timeout: 120_000 }, () => {
+  let engine: RawEngine;
+
+  before(async () => {
+    engine = await RawEngine.start(['m']);
+    // far more than the sockets between engine, router and client buffer: the router must hold the engine back
+    engine.cases.set('huge', (s) => {
+      const size = 64 * 1024 * 1024;
+      s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${size}\r\n\r\n`);
+      s.write(Buffer.alloc(size, 0x20));
+    });
+  });
+  after(async () => {
+    await stopAll();
+    await engine?.close();
+  });
+
+  test('is ended after --idle-timeout without a byte taken: 499, the engine connection closed, nothing against the engine', async (t) => {
+    for (const args of [[], ['--fast-path', 'false']]) {
+      const router = await startRouter([
+        '--static-backends',
+        engine.origin,
+        '--static-models',
+        'm',
+        '--idle-timeout',
+        '1',
+        '--log-level',
+        'info',
+        ...FAST_PROBES,
+        ...args,
+      ]);
+      try {
+        await waitModelStatus(router.url, 'm', 'ready');
+        const id = `stalled${args.length}`;
+        // a client that sends its request and then reads nothing at all
+        const client = net.connect({ port: router.port, host: '127.0.0.1' });
+        client.on('error', () => undefined);
+        client.pause();
+        client.write(request('m', id, 'huge'));
+        const seen = await arrived(engine, id);
+        const logged = new RegExp(`"requestId":"${id}"[^\\n]*"status":(\\d+)`);
+        const started = Date.now();
+        await until('the stalled request is ended', () => logged.test(router.proc.output()), 15_000);
+        t.diagnostic(`${args.length ? 'node:http' : 'fast path'}: ended ${Date.now() - started} ms after the engine got it`);
+        assert.equal(logged.exec(router.proc.output())?.[1], '499');
+        await until('the engine connection closed', () => engine.connections[seen.conn]?.closed === true, 5_000);
+        await until('nothing in flight', async () => (await engines(router.url)).every((e) => e.inFlight === 0), 5_000);
+        const metrics = (await call(`${router.url}/metrics`)).text;
+        assert.doesNotMatch(metrics, /^llm_router_upstream_failures_total\{/m, 'the engine is not blamed');
+        client.destroy();
+      } finally {
+        await router.stop();
+      }
     }
   });
 });
