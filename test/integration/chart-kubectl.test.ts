@@ -33,6 +33,7 @@ const RESOURCES: Record<string, [string, string, boolean][]> = {
     ['StatefulSet', 'statefulsets', true],
   ],
   'policy/v1': [['PodDisruptionBudget', 'poddisruptionbudgets', true]],
+  'networking.k8s.io/v1': [['NetworkPolicy', 'networkpolicies', true]],
   'rbac.authorization.k8s.io/v1': [
     ['Role', 'roles', true],
     ['RoleBinding', 'rolebindings', true],
@@ -207,6 +208,58 @@ describe('kubectl create --dry-run=client accepts the rendered chart', { timeout
       assert.equal(engine?.args?.[engine.args.indexOf('--max-loras') + 1], o.metadata.name.endsWith('llama-8b') ? '4' : '1');
       assert.equal(engine?.env?.find((e) => e.name === 'VLLM_ALLOW_RUNTIME_LORA_UPDATING')?.value, 'true');
     }
+  });
+
+  test('admin port, API keys Secret, workers, NetworkPolicies and kvaware engines: every object, as kubectl reads it', async () => {
+    const values = path.join(dir, 'robust-values.json');
+    await writeFile(
+      values,
+      JSON.stringify({
+        router: { adminPort: 9091, workers: 2, apiKeys: { existingSecret: 'router-keys' } },
+        networkPolicy: { enabled: true },
+        serviceMonitor: { enabled: true },
+        keda: { enabled: true, flavour: 'external-push' },
+      }),
+    );
+    const file = await rendered('robust.yaml', [path.join(ROOT, 'test', 'fixtures', 'chart', 'kvaware.yaml'), values]);
+    const names = await dryRun(file);
+    for (const n of [
+      'networkpolicy.networking.k8s.io/llm-router',
+      'networkpolicy.networking.k8s.io/llm-router-mistral-dp',
+      'networkpolicy.networking.k8s.io/llm-router-qwen-decode',
+      'service/llm-router-admin',
+      'servicemonitor.monitoring.coreos.com/llm-router',
+    ])
+      assert.ok(names.includes(n), `${n} in ${names.join(', ')}`);
+    type Obj = {
+      kind: string;
+      metadata: { name: string };
+      spec: {
+        ingress?: { ports?: { port: unknown }[] }[];
+        template?: {
+          metadata: { annotations?: Record<string, unknown> };
+          spec: { volumes?: { name: string; secret?: { defaultMode?: unknown } }[]; containers: { name: string; args?: unknown[] }[] };
+        };
+      };
+    };
+    const objs = parseAllDocuments(await kubectlCreate(file, 'yaml'), { version: '1.1' }).map((d) => d.toJS() as Obj);
+    const get = (kind: string, name: string): Obj => {
+      const o = objs.find((x) => x.kind === kind && x.metadata.name === name);
+      assert.ok(o, `${kind}/${name}`);
+      return o;
+    };
+    // the Secret's mode is 0444 as kubectl reads it; annotations, the JSON argument and numeric ports keep their types
+    const router = get('Deployment', 'llm-router');
+    assert.equal(router.spec.template?.spec.volumes?.find((v) => v.name === 'api-keys')?.secret?.defaultMode, 0o444);
+    assert.equal(router.spec.template?.metadata.annotations?.['llm-router/admin-port'], '9091');
+    const dp = get('Deployment', 'llm-router-mistral-dp');
+    assert.equal(dp.spec.template?.metadata.annotations?.['llm-router/kv-events-dp-size'], '2');
+    const args = dp.spec.template?.spec.containers.find((c) => c.name === 'engine')?.args ?? [];
+    assert.equal(typeof args[args.indexOf('--kv-events-config') + 1], 'string');
+    assert.deepEqual(
+      get('NetworkPolicy', 'llm-router-mistral-dp').spec.ingress?.[0]?.ports?.map((p) => p.port),
+      [8000, 5557, 5559, 5558, 5560],
+    );
   });
 
   test('env values that YAML 1.1 reads as booleans reach kubectl as strings', async () => {

@@ -18,6 +18,7 @@ import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/router/config/router-flag
 import { parseManifests } from '../../src/tools/lint/load.js';
 import { lintObjects } from '../../src/tools/lint/rules.js';
 import { PROBE_FLAGS } from '../../src/tools/probe/cli.js';
+import { peerUrls } from '../../src/router/scaling/peer-pods.js';
 import { plainManifests } from '../../tools/chart-render/plain.js';
 import { CHART_DIR as CHART, ChartError, renderChart, type RenderedChart, type RenderOptions } from '../../tools/chart-render/render.js';
 
@@ -25,6 +26,7 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '.
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'chart');
 const THREE_MODELS = path.join(FIXTURES, 'three-models.yaml');
 const LORA = path.join(FIXTURES, 'lora.yaml');
+const KVAWARE = path.join(FIXTURES, 'kvaware.yaml');
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = any;
@@ -256,6 +258,22 @@ describe('chart with default values', () => {
     assert.equal(router.spec.template.spec.serviceAccountName, 'llm-router');
     const service = find(objs, 'Service', 'llm-router');
     assert.deepEqual(service.spec.selector, router.spec.selector.matchLabels);
+  });
+
+  test('without the robustness values: no admin port, one worker at 500m, no API keys file, no NetworkPolicy, round robin', () => {
+    const c = container(find(objs, 'Deployment', 'llm-router'), 'router');
+    for (const flag of ['--admin-port', '--workers', '--api-keys-file', '--kv-events-port', '--kv-events-replay-port'])
+      assert.ok(!c.args.includes(flag), flag);
+    assert.deepEqual(
+      c.ports.map((p: Obj) => p.name),
+      ['http'],
+    );
+    assert.deepEqual(c.resources, { requests: { cpu: '500m', memory: '256Mi' }, limits: { memory: '1Gi' } });
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) assert.equal(c[probe].httpGet.port, 'http', probe);
+    assert.equal(c.volumeMounts.length, 1);
+    assert.ok(!objs.some((o) => o.kind === 'NetworkPolicy' || (o.kind === 'Service' && o.metadata.name !== 'llm-router')));
+    assert.equal(parseYaml(find(objs, 'ConfigMap', 'llm-router').data['config.yaml'])['routing-logic'], 'roundrobin');
+    assert.equal(routerConfig(objs).routingLogic, 'roundrobin');
   });
 
   test('minimal RBAC: get/list/watch on pods, deployments, statefulsets, leaderworkersets; nothing else', () => {
@@ -703,5 +721,399 @@ describe("the router's shutdown fits in its pod's termination grace period", () 
           e.message,
         ),
     );
+  });
+});
+
+describe('the router: admin port, API keys from a Secret, workers', () => {
+  const values = { router: { adminPort: 9091, workers: 4, apiKeys: { existingSecret: 'router-keys' } }, serviceMonitor: { enabled: true } };
+  const chart = renderChart(CHART, { values: [values] });
+  const objs = objects(chart);
+  const router = find(objs, 'Deployment', 'llm-router');
+  const c = container(router, 'router');
+
+  test("the router's own loader reads the admin port, the workers and the keys file the chart gives it", () => {
+    const config = routerConfig(objs);
+    assert.equal(config.security.adminPort, 9091);
+    assert.equal(config.workers, 4);
+    assert.equal(config.security.apiKeysFile, '/etc/llm-router-api-keys/api-keys');
+  });
+
+  test('admin port: a container port, the probes on it, the peers annotation, a ClusterIP Service of its own that the ServiceMonitor scrapes', () => {
+    assert.deepEqual(c.ports[1], { name: 'admin', containerPort: 9091, protocol: 'TCP' });
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) assert.equal(c[probe].httpGet.port, 'admin', probe);
+    // the other replicas' KEDA scalers reach this one at the annotation (the router's own reading of it)
+    const pod = {
+      metadata: { ...router.spec.template.metadata, name: 'llm-router-0' },
+      status: { podIP: '10.0.0.9', phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    };
+    assert.deepEqual(peerUrls([pod], 8001), ['http://10.0.0.9:9091']);
+    const admin = find(objs, 'Service', 'llm-router-admin');
+    assert.equal(admin.spec.type, 'ClusterIP');
+    assert.deepEqual(admin.spec.ports, [{ name: 'admin', port: 9091, targetPort: 'admin', protocol: 'TCP' }]);
+    assert.deepEqual(admin.spec.selector, router.spec.selector.matchLabels);
+    // the main Service (any type, a LoadBalancer too) does not carry it
+    assert.deepEqual(
+      find(objs, 'Service', 'llm-router').spec.ports.map((p: Obj) => p.name),
+      ['http'],
+    );
+    const monitor = find(objs, 'ServiceMonitor', 'llm-router');
+    assert.equal(monitor.spec.endpoints[0].port, 'admin');
+    // it selects the admin Service only
+    const selected = objs.filter(
+      (o) => o.kind === 'Service' && Object.entries(monitor.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels[k] === v),
+    );
+    assert.deepEqual(
+      selected.map((o) => o.metadata.name),
+      ['llm-router-admin'],
+    );
+  });
+
+  test('API keys: the Secret mounted read-only as a directory (updates reach the file), readable by the non-root user', () => {
+    const volume = router.spec.template.spec.volumes.find((v: Obj) => v.name === 'api-keys');
+    assert.deepEqual(volume.secret, { secretName: 'router-keys', defaultMode: 0o444, items: [{ key: 'api-keys', path: 'api-keys' }] });
+    const mount = c.volumeMounts.find((m: Obj) => m.name === 'api-keys');
+    assert.deepEqual(mount, { name: 'api-keys', mountPath: '/etc/llm-router-api-keys', readOnly: true });
+    assert.equal(c.args[c.args.indexOf('--api-keys-file') + 1], `${mount.mountPath}/api-keys`);
+    const other = objects(
+      renderChart(CHART, { values: [{ router: { adminPort: 9091, apiKeys: { existingSecret: 's', key: 'keys.txt' } } }] }),
+    );
+    const oc = container(find(other, 'Deployment', 'llm-router'), 'router');
+    assert.equal(oc.args[oc.args.indexOf('--api-keys-file') + 1], '/etc/llm-router-api-keys/keys.txt');
+    // without an admin port nothing else changes: the keys guard the main port, probes stay public there
+    const plain = objects(renderChart(CHART, { values: [{ router: { apiKeys: { existingSecret: 's' } } }] }));
+    assert.equal(container(find(plain, 'Deployment', 'llm-router'), 'router').readinessProbe.httpGet.port, 'http');
+  });
+
+  test('workers: --workers N and a CPU request of N x cpuPerWorker, unless requests.cpu is set', () => {
+    assert.equal(c.args[c.args.indexOf('--workers') + 1], '4');
+    assert.deepEqual(c.resources.requests, { cpu: '2', memory: '256Mi' });
+    const cpu = (router: Record<string, unknown>): string =>
+      container(find(objects(renderChart(CHART, { values: [{ router }] })), 'Deployment', 'llm-router'), 'router').resources.requests.cpu;
+    assert.equal(cpu({ workers: 3 }), '1500m');
+    assert.equal(cpu({ workers: 2, cpuPerWorker: 1 }), '2');
+    assert.equal(cpu({ workers: 3, cpuPerWorker: '0.25' }), '750m');
+    assert.equal(cpu({ workers: 3, resources: { requests: { cpu: '800m' } } }), '800m');
+    assert.throws(() => renderChart(CHART, { values: [{ router: { workers: 0 } }] }), /router\.workers must be 1 or more/);
+  });
+
+  test('lint finds nothing in it', () => {
+    assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'admin.yaml')), []);
+  });
+
+  test('refused: keys without an admin port where Prometheus or the peers would need them; an admin port on another port of the router', () => {
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [
+        { router: { apiKeys: { existingSecret: 's' } }, serviceMonitor: { enabled: true } },
+        /needs router\.adminPort: without it \/metrics is behind the API keys/,
+      ],
+      [
+        { router: { apiKeys: { existingSecret: 's' } }, keda: { enabled: true, flavour: 'external-push' } },
+        /needs router\.adminPort: without it each replica's \/demand is behind the API keys/,
+      ],
+      [{ router: { adminPort: 8001 } }, /router\.adminPort \(8001\) must differ from router\.port/],
+      [{ router: { adminPort: 9090 }, keda: { enabled: true, flavour: 'external-push' } }, /must differ from keda\.scalerPort/],
+      [{ router: { adminPort: 70000 } }, /router\.adminPort must be a port number/],
+    ];
+    for (const [values, message] of cases)
+      assert.throws(
+        () => renderChart(CHART, { values: [values] }),
+        (e: unknown) => e instanceof ChartError && message.test(e.message),
+        String(message),
+      );
+    // with an admin port, KEDA's peers and Prometheus need no key
+    renderChart(CHART, {
+      values: [{ router: { adminPort: 9091, apiKeys: { existingSecret: 's' } }, keda: { enabled: true, flavour: 'external-push' } }],
+    });
+  });
+});
+
+describe('networkPolicy', () => {
+  const on = { networkPolicy: { enabled: true } };
+
+  test('off by default, with engines too', () => {
+    assert.ok(!objects(renderChart(CHART, { values: [THREE_MODELS] })).some((o) => o.kind === 'NetworkPolicy'));
+  });
+
+  test('the router: its API open (apiFrom empty), the admin port to Prometheus and the other replicas, the KEDA scaler to KEDA', () => {
+    const objs = objects(
+      renderChart(CHART, { values: [on, { router: { adminPort: 9091 }, keda: { enabled: true, flavour: 'external-push' } }] }),
+    );
+    const policy = find(objs, 'NetworkPolicy', 'llm-router');
+    const router = find(objs, 'Deployment', 'llm-router');
+    const routers = { podSelector: { matchLabels: router.spec.selector.matchLabels } };
+    const prometheus = {
+      namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } },
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } },
+    };
+    assert.deepEqual(policy.spec.podSelector.matchLabels, router.spec.selector.matchLabels);
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    assert.deepEqual(policy.spec.ingress, [
+      { ports: [{ port: 'http', protocol: 'TCP' }] },
+      { ports: [{ port: 'admin', protocol: 'TCP' }], from: [prometheus, routers] },
+      {
+        ports: [{ port: 'keda-scaler', protocol: 'TCP' }],
+        from: [
+          {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'keda' } },
+            podSelector: { matchLabels: { 'app.kubernetes.io/name': 'keda-operator' } },
+          },
+        ],
+      },
+    ]);
+    // every named port is one the router container declares
+    const names = container(router, 'router').ports.map((p: Obj) => p.name);
+    for (const rule of policy.spec.ingress) for (const p of rule.ports) assert.ok(names.includes(p.port), p.port);
+  });
+
+  test('apiFrom limits the main port; without an admin port Prometheus and the replicas keep reaching /metrics and /demand there', () => {
+    const ingress = { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } };
+    const objs = objects(renderChart(CHART, { values: [{ networkPolicy: { enabled: true, apiFrom: [ingress] } }] }));
+    const rules = find(objs, 'NetworkPolicy', 'llm-router').spec.ingress;
+    assert.equal(rules.length, 1);
+    assert.deepEqual(rules[0].from[0], ingress);
+    assert.equal(rules[0].from.length, 3, 'the clients, Prometheus, the other replicas');
+    const withAdmin = objects(
+      renderChart(CHART, { values: [{ networkPolicy: { enabled: true, apiFrom: [ingress] }, router: { adminPort: 9091 } }] }),
+    );
+    assert.deepEqual(find(withAdmin, 'NetworkPolicy', 'llm-router').spec.ingress[0].from, [ingress]);
+  });
+
+  test('engines: from the router pods on the ports the router uses, from the other engines (P/D), Prometheus on the engine port', () => {
+    const objs = objects(renderChart(CHART, { values: [THREE_MODELS, on] }));
+    const routers = { podSelector: { matchLabels: find(objs, 'Deployment', 'llm-router').spec.selector.matchLabels } };
+    const expected: Record<string, number[]> = {
+      'llm-router-llama-8b': [8000],
+      'llm-router-mixtral': [8000],
+      'llm-router-qwen-prefill': [8000],
+      // the routing sidecar the router sends to, and the engine behind it that it probes
+      'llm-router-qwen-decode': [8000, 8200],
+    };
+    for (const [name, ports] of Object.entries(expected)) {
+      const policy = find(objs, 'NetworkPolicy', name);
+      const deployment = find(objs, 'Deployment', name);
+      // it selects the pods of this Deployment
+      for (const [k, v] of Object.entries(policy.spec.podSelector.matchLabels))
+        assert.equal(deployment.spec.template.metadata.labels[k], v, `${name}: ${k}`);
+      const [fromRouters, fromEngines, fromPrometheus] = policy.spec.ingress;
+      const engineLabels: Record<string, string> = fromEngines.from[0].podSelector.matchLabels;
+      assert.deepEqual(fromRouters.from, [routers]);
+      assert.deepEqual(fromRouters.ports.map((p: Obj) => p.port).sort(), ports, name);
+      assert.deepEqual(fromEngines, {
+        from: [{ podSelector: { matchLabels: { 'app.kubernetes.io/instance': 'llm-router', 'app.kubernetes.io/component': 'engine' } } }],
+      });
+      for (const [k, v] of Object.entries(engineLabels)) assert.equal(deployment.spec.template.metadata.labels[k], v);
+      assert.deepEqual(fromPrometheus.ports, [{ port: name.endsWith('decode') ? 8200 : 8000, protocol: 'TCP' }]);
+    }
+  });
+});
+
+describe('routing.logic kvaware: engines publish their KV-cache events, the router subscribes', () => {
+  const chart = renderChart(CHART, { values: [KVAWARE] });
+  const objs = objects(chart);
+  const arg = (args: string[], flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+  const events = (port: number, replay: number): string =>
+    `{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:${port}","replay_endpoint":"tcp://*:${replay}","topic":""}`;
+
+  test("the router's config says kvaware (and its loader reads it, once the router knows kvaware)", () => {
+    assert.equal(parseYaml(find(objs, 'ConfigMap', 'llm-router').data['config.yaml'])['routing-logic'], 'kvaware');
+    const args: string[] = container(find(objs, 'Deployment', 'llm-router'), 'router').args;
+    // default ports: the annotations say where; no router flag needed
+    assert.ok(!args.includes('--kv-events-port') && !args.includes('--kv-events-replay-port'));
+    if (ROUTER_FLAGS.find((f) => f.name === 'routing-logic')?.help.includes('kvaware'))
+      assert.equal(routerConfig(objs).routingLogic, 'kvaware');
+  });
+
+  test("the router's own discovery, configured by the chart's router, subscribes to every rank's publisher and replay socket", () => {
+    const kube = routerConfig(objs).kubernetes;
+    assert.deepEqual(kube?.kvEvents, { port: 5557, replayPort: undefined });
+    const names = ['llm-router-llama', 'llm-router-mistral-dp', 'llm-router-qwen-s', 'llm-router-qwen-prefill', 'llm-router-qwen-decode'];
+    const workloads = names.map((n) => find(objs, 'Deployment', n));
+    const pods = workloads.map((w, i) => ({
+      metadata: { ...w.spec.template.metadata, name: `${w.metadata.name}-0`, namespace: 'default' },
+      spec: w.spec.template.spec,
+      status: { podIP: `10.0.0.${i + 1}`, phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+    }));
+    const d = desiredState(pods, workloads, { port: 8000, scheme: 'http', modelLabel: 'model', kvEvents: kube?.kvEvents });
+    assert.deepEqual(d.invalid, []);
+    assert.deepEqual(Object.fromEntries(d.endpoints.map((e) => [e.url, e.kvEvents])), {
+      'http://10.0.0.1:8000': { eventsUrls: ['tcp://10.0.0.1:5557'], replayUrls: ['tcp://10.0.0.1:5558'] },
+      'http://10.0.0.2:8000': {
+        eventsUrls: ['tcp://10.0.0.2:5557', 'tcp://10.0.0.2:5558'],
+        replayUrls: ['tcp://10.0.0.2:5559', 'tcp://10.0.0.2:5560'],
+      },
+      'http://10.0.0.3:8000': { eventsUrls: ['tcp://10.0.0.3:5557'], replayUrls: ['tcp://10.0.0.3:5558'] },
+      'http://10.0.0.4:8000': { eventsUrls: ['tcp://10.0.0.4:5557'], replayUrls: ['tcp://10.0.0.4:5558'] },
+      // the decode pod: its traffic goes to the routing sidecar; its events come from the engine, on the same pod IP
+      'http://10.0.0.5:8000': { eventsUrls: ['tcp://10.0.0.5:5557'], replayUrls: ['tcp://10.0.0.5:5558'] },
+    });
+  });
+
+  test('vLLM engines: prefix caching on, the KV-event config, the block size when set, the annotations and container ports', () => {
+    const expected: Record<string, { block?: string; dp?: string; ports: [string, number][] }> = {
+      'llm-router-llama': {
+        block: '16',
+        ports: [
+          ['kv-events', 5557],
+          ['kv-replay', 5558],
+        ],
+      },
+      'llm-router-qwen-prefill': {
+        ports: [
+          ['kv-events', 5557],
+          ['kv-replay', 5558],
+        ],
+      },
+      'llm-router-qwen-decode': {
+        ports: [
+          ['kv-events', 5557],
+          ['kv-replay', 5558],
+        ],
+      },
+      // two data-parallel ranks: one publisher per rank on consecutive ports, the replay ports after them
+      'llm-router-mistral-dp': {
+        dp: '2',
+        ports: [
+          ['kv-events-0', 5557],
+          ['kv-replay-0', 5559],
+          ['kv-events-1', 5558],
+          ['kv-replay-1', 5560],
+        ],
+      },
+    };
+    for (const [name, want] of Object.entries(expected)) {
+      const d = find(objs, 'Deployment', name);
+      const engine = container(d, 'engine');
+      assert.ok(engine.args.includes('--enable-prefix-caching'), name);
+      const replay = want.dp ? 5559 : 5558;
+      assert.equal(arg(engine.args, '--kv-events-config'), events(5557, replay), name);
+      assert.equal(arg(engine.args, '--block-size'), want.block, name);
+      const annotations = d.spec.template.metadata.annotations;
+      assert.equal(annotations['llm-router/kv-events-port'], '5557', name);
+      assert.equal(annotations['llm-router/kv-events-replay-port'], String(replay), name);
+      assert.equal(annotations['llm-router/kv-events-dp-size'], want.dp, name);
+      assert.deepEqual(
+        engine.ports.slice(1).map((p: Obj) => [p.name, p.containerPort]),
+        want.ports,
+        name,
+      );
+    }
+  });
+
+  test('SGLang engines: the same --kv-events-config, the block size as --page-size, no vLLM prefix-caching flag', () => {
+    const engine = container(find(objs, 'Deployment', 'llm-router-qwen-s'), 'engine');
+    assert.equal(arg(engine.args, '--kv-events-config'), events(5557, 5558));
+    assert.equal(arg(engine.args, '--page-size'), '32');
+    assert.ok(!engine.args.includes('--enable-prefix-caching') && !engine.args.includes('--block-size'));
+  });
+
+  test('lint finds nothing in it (it reads kvaware from the ConfigMap), and finds every engine once their KV events are gone', () => {
+    assert.deepEqual(lintObjects(parseManifests(chart.manifest, 'kvaware.yaml')), []);
+    const stripped = chart.manifest.replace(/\n\s+- --kv-events-config\n\s+- ".*"/g, '');
+    const engines = objs.filter((o) => o.kind === 'Deployment' && o.metadata.labels['app.kubernetes.io/component'] === 'engine');
+    assert.deepEqual(
+      lintObjects(parseManifests(stripped, 'stripped.yaml')).map((f) => `${f.rule} ${f.object}`),
+      engines.map((e) => `kvaware-no-kv-events Deployment/${e.metadata.name}`),
+    );
+    const uncached = chart.manifest.replaceAll('- --enable-prefix-caching', '- --no-enable-prefix-caching');
+    assert.deepEqual(
+      lintObjects(parseManifests(uncached, 'uncached.yaml')).map((f) => `${f.rule} ${f.object}`),
+      engines
+        .filter((e) => container(e, 'engine').command[0] === 'vllm')
+        .map((e) => `kvaware-prefix-caching-off Deployment/${e.metadata.name}`),
+    );
+  });
+
+  test('networkPolicy: the KV-event ports open to the router pods only', () => {
+    const objs = objects(renderChart(CHART, { values: [KVAWARE, { networkPolicy: { enabled: true } }] }));
+    const fromRouters = (name: string): number[] =>
+      find(objs, 'NetworkPolicy', name)
+        .spec.ingress[0].ports.map((p: Obj) => p.port)
+        .sort();
+    assert.deepEqual(fromRouters('llm-router-llama'), [5557, 5558, 8000]);
+    assert.deepEqual(fromRouters('llm-router-mistral-dp'), [5557, 5558, 5559, 5560, 8000]);
+    // every port a policy opens is one a container of the pods it selects listens on
+    for (const policy of objs.filter((o) => o.kind === 'NetworkPolicy' && o.metadata.name !== 'llm-router')) {
+      const d = find(objs, 'Deployment', policy.metadata.name);
+      const listening = d.spec.template.spec.containers.flatMap((c: Obj) => (c.ports ?? []).map((p: Obj) => p.containerPort));
+      for (const rule of policy.spec.ingress)
+        for (const p of rule.ports ?? []) assert.ok(listening.includes(p.port), `${policy.metadata.name}: ${p.port}`);
+    }
+    const prometheus = find(objs, 'NetworkPolicy', 'llm-router-llama').spec.ingress[2];
+    assert.deepEqual(prometheus.ports, [{ port: 8000, protocol: 'TCP' }]);
+  });
+
+  test('other ports: annotations, container ports and engine flags follow; the router is told for pods without annotations', () => {
+    const objs = objects(renderChart(CHART, { values: [KVAWARE, { routing: { kvEvents: { port: 6000, replayPort: 7000 } } }] }));
+    const d = find(objs, 'Deployment', 'llm-router-mistral-dp');
+    assert.equal(arg(container(d, 'engine').args, '--kv-events-config'), events(6000, 7000));
+    assert.equal(d.spec.template.metadata.annotations['llm-router/kv-events-replay-port'], '7000');
+    assert.deepEqual(
+      container(d, 'engine')
+        .ports.slice(1)
+        .map((p: Obj) => p.containerPort),
+      [6000, 7000, 6001, 7001],
+    );
+    const args: string[] = container(find(objs, 'Deployment', 'llm-router'), 'router').args;
+    assert.equal(arg(args, '--kv-events-port'), '6000');
+    assert.equal(arg(args, '--kv-events-replay-port'), '7000');
+    // the router's own parser takes them once the router has them (the KV-events branch adds them)
+    if ((ROUTER_FLAGS as readonly { name: string }[]).some((f) => f.name === 'kv-events-port')) {
+      const flags: Record<string, unknown> = parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values;
+      assert.deepEqual([flags['kv-events-port'], flags['kv-events-replay-port']], [6000, 7000]);
+    }
+    assert.deepEqual(
+      lintObjects(parseManifests(renderChart(CHART, { values: [KVAWARE, { routing: { kvEvents: { port: 6000 } } }] }).manifest, 'p.yaml')),
+      [],
+    );
+  });
+
+  test('other routing logics render no KV events; refused: TGI, a routing logic set twice differently, overlapping ports, the engine args the chart sets', () => {
+    const prefix = objects(renderChart(CHART, { values: [KVAWARE, { routing: { logic: 'prefixaware' } }] }));
+    for (const d of prefix.filter((o) => o.kind === 'Deployment' && o.metadata.name !== 'llm-router')) {
+      const engine = container(d, 'engine');
+      assert.ok(!engine.args.some((a: string) => a.includes('kv-events') || a === '--enable-prefix-caching'), d.metadata.name);
+      assert.equal(d.spec.template.metadata.annotations['llm-router/kv-events-port'], undefined);
+      assert.equal(engine.ports.length, 1);
+    }
+    assert.equal(routerConfig(prefix).routingLogic, 'prefixaware');
+    // the same logic in router.config is fine
+    renderChart(CHART, { values: [{ router: { config: { 'routing-logic': 'session' } }, routing: { logic: 'session' } }] });
+    // a values file from before routing.logic: the router's own setting, flags winning as in the router, renders the engines
+    const kvaware = (router: Record<string, unknown>): boolean => {
+      const objs = objects(renderChart(CHART, { values: [{ router, engines: [{ name: 'e', model: 'm' }] }] }));
+      return container(find(objs, 'Deployment', 'llm-router-e'), 'engine').args.includes('--kv-events-config');
+    };
+    assert.equal(kvaware({ config: { 'routing-logic': 'kvaware' } }), true);
+    assert.equal(kvaware({ config: { routing_logic: 'kvaware' }, extraArgs: ['--routing-logic', 'session'] }), false);
+    assert.equal(kvaware({ config: { 'routing-logic': 'session' }, env: [{ name: 'LLM_ROUTER_ROUTING_LOGIC', value: 'kvaware' }] }), true);
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [
+        { engines: [{ name: 't', model: 'tiiuae/falcon-7b', engineKind: 'tgi' }] },
+        /engines\[t\]: routing\.logic kvaware .* TGI does not publish/,
+      ],
+      [{ router: { config: { routingLogic: 'roundrobin' } } }, /router\.config\.routingLogic is roundrobin but routing\.logic is kvaware/],
+      [
+        { router: { extraArgs: ['--routing-logic=session'] } },
+        /router\.extraArgs --routing-logic is session but routing\.logic is kvaware/,
+      ],
+      [{ router: { env: [{ name: 'LLM_ROUTER_ROUTING_LOGIC', value: 'session' }] } }, /router\.env LLM_ROUTER_ROUTING_LOGIC is session/],
+      [{ routing: { logic: 'kv-aware' } }, /routing\.logic must be one of roundrobin, least-load, session, prefixaware, kvaware/],
+      [
+        { routing: { kvEvents: { replayPort: 5558 } } },
+        /publisher ports 5557-5558 and the replay ports 5558-5559 overlap .* set replayPort to 5559/,
+      ],
+      [{ routing: { kvEvents: { port: 8000 } } }, /port 8000 is both a KV-event port/],
+      [
+        { engines: [{ name: 'x', model: 'm', args: ['--no-enable-prefix-caching'] }] },
+        /engines\[x\]: --no-enable-prefix-caching in the engine's args/,
+      ],
+      [{ engines: [{ name: 'x', model: 'm', args: ['--kv-events-config={}'] }] }, /engines\[x\]: --kv-events-config in the engine's args/],
+    ];
+    for (const [values, message] of cases)
+      assert.throws(
+        () => renderChart(CHART, { values: [KVAWARE, values] }),
+        (e: unknown) => e instanceof ChartError && message.test(e.message),
+        String(message),
+      );
   });
 });

@@ -502,7 +502,7 @@ test('body timeout: the stream stalls; data that arrives in time keeps it going'
   assert.equal(steady.body, 'first' + '.'.repeat(12));
 });
 
-test('back-pressure: no data while paused, all of it after resume; paused silence is no body timeout', async (t) => {
+test('back-pressure: no data while paused, all of it after resume; a reader paused for the whole body timeout is a stalled reader, not a body timeout', async (t) => {
   const big = Buffer.alloc(4 * 1024 * 1024);
   for (let i = 0; i < big.length; i++) big[i] = i % 251;
   const server = await rawServer(t, (socket, req) => {
@@ -539,19 +539,29 @@ test('back-pressure: no data while paused, all of it after resume; paused silenc
   }
   assert.equal(server.accepted.length, 1, 'the connection was reused after paused responses');
 
-  // paused in onHeaders for longer than the body timeout: no timeout, then everything
+  // paused in onHeaders, resumed within the body timeout: no timeout, then everything
   const rec = new Recorder();
   rec.onHeadersResult = () => false;
-  pool.dispatch(options({ path: '/length', bodyTimeout: 100 }), rec);
+  pool.dispatch(options({ path: '/length', bodyTimeout: 2_000 }), rec);
   await until('the head', () => rec.heads.length === 1);
-  // a bounded wait on purpose: no body timeout may fire within 4 body timeouts while paused
-  await sleep(400);
+  await sleep(100);
   assert.deepEqual(rec.errors, []);
   assert.equal(rec.chunks.length, 0);
   rec.resume();
   await within(WAIT_MS, 'the body', rec.settled);
   assert.equal(rec.completes, 1, rec.error?.message);
   assert.ok(Buffer.concat(rec.chunks).equals(big));
+
+  // paused and never resumed: after the body timeout the request ends with the stalled reader's own code (the router's
+  // client took nothing for that long; attempt.ts treats it as gone and does not blame the engine), its socket closed
+  const stalled = new Recorder();
+  stalled.onHeadersResult = () => false;
+  const closedBefore = server.closed;
+  pool.dispatch(options({ path: '/length', bodyTimeout: 100 }), stalled);
+  await within(WAIT_MS, 'the stalled reader is ended', stalled.settled);
+  assert.equal(stalled.completes, 0);
+  assert.equal((stalled.error as { code?: string } | undefined)?.code, 'LLM_ROUTER_CLIENT_STALLED');
+  await until('its connection closed', () => server.closed > closedBefore);
 });
 
 test('abort mid-body: onError once with the given error, the socket is closed; abort after the end does nothing', async (t) => {

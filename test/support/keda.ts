@@ -21,16 +21,26 @@ export interface KedaClient {
 
 type Rpc = (arg: unknown, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: unknown) => void) => void;
 
-export function kedaClient(address: string): KedaClient {
+/**
+ * A client of the scaler at `address`; plaintext unless `credentials` are given (grpc.credentials.createSsl for
+ * --keda-tls-cert, with a client certificate for --keda-tls-ca), with `options` such as grpc.ssl_target_name_override.
+ */
+export function kedaClient(
+  address: string,
+  credentials: grpc.ChannelCredentials = grpc.credentials.createInsecure(),
+  options: grpc.ChannelOptions = {},
+): KedaClient {
   const def = protoLoader.loadSync(fileURLToPath(new URL('../../proto/externalscaler.proto', import.meta.url)), {
     keepCase: true,
     longs: Number,
     defaults: true,
   });
   const pkg = grpc.loadPackageDefinition(def) as unknown as {
-    externalscaler: { ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials) => grpc.Client };
+    externalscaler: {
+      ExternalScaler: new (addr: string, creds: grpc.ChannelCredentials, options?: grpc.ChannelOptions) => grpc.Client;
+    };
   };
-  const client = new pkg.externalscaler.ExternalScaler(address, grpc.credentials.createInsecure());
+  const client = new pkg.externalscaler.ExternalScaler(address, credentials, options);
   const methods = client as unknown as Record<string, Rpc>;
   const rpc = <T>(method: string, arg: unknown): Promise<T> =>
     new Promise((resolve, reject) =>
@@ -74,3 +84,4 @@ export async function grpcCode(p: Promise<unknown>): Promise<{ code: grpc.status
 }
 
 export const GRPC = grpc.status;
+export const grpcCredentials = grpc.credentials;

@@ -147,3 +147,49 @@ describe('GET /events', { timeout: 60_000 }, () => {
     for (const s of open) s.destroy();
   });
 });
+
+describe('GET /events: the cap holds for connects that arrive together', { timeout: 60_000 }, () => {
+  test('N + 5 concurrent connects with a cap of N: exactly N streams, the rest 503 too_many_streams', async () => {
+    const N = 4;
+    /** the first state takes a while (a peer round under --workers): every connect is admitted before one resolves */
+    const slow = {
+      async state(): Promise<DashboardState> {
+        await new Promise((r) => setTimeout(r, 300));
+        return (await new ChangingState().state()) as DashboardState;
+      },
+    };
+    const stream = new EventStream(slow, new Timeline(), silent, {
+      tickMs: 60_000,
+      heartbeatMs: 60_000,
+      maxClients: N,
+      maxBufferedBytes: BOUND,
+      snapshotEvents: 10,
+    });
+    stream.start();
+    const server = http.createServer((req, res) => void stream.handle(req, res));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as AddressInfo).port;
+    const sockets = Array.from({ length: N + 5 }, () => openStream(port));
+    const texts = sockets.map(() => '');
+    sockets.forEach((s, i) => {
+      s.on('data', (b: Buffer) => {
+        texts[i] += b.toString('utf8');
+      });
+    });
+    try {
+      const settled = (t: string): boolean => t.includes('event: snapshot\n') || (t.startsWith('HTTP/1.1 503') && t.includes('}'));
+      await until('every connect answered', () => texts.every(settled), 20_000);
+      const streams = texts.filter((t) => t.includes('event: snapshot\n')).length;
+      const refused = texts.filter((t) => t.startsWith('HTTP/1.1 503') && t.includes('"too_many_streams"')).length;
+      assert.equal(streams, N, 'exactly N streams');
+      assert.equal(refused, 5, 'the rest refused with too_many_streams');
+      assert.equal(stream.connected, N);
+    } finally {
+      stream.stop();
+      for (const s of sockets) s.destroy();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});

@@ -6,7 +6,7 @@ import type { Endpoint } from '../../src/router/core/endpoint.js';
 import type { BlockKey } from '../../src/router/kv/block-key.js';
 import type { KvIndexView, KvMatch } from '../../src/router/kv/types.js';
 import { createPolicy } from '../../src/router/routing/index.js';
-import type { KvFallbackReason } from '../../src/router/routing/kv-aware.js';
+import type { KvFallbackReason } from '../../src/router/kv/types.js';
 import type { RouteRequest } from '../../src/router/routing/policy.js';
 import { testEndpoint, type WritableEndpoint } from '../support/endpoints.js';
 
@@ -112,7 +112,7 @@ test('kvaware: no tokens or no match falls back to prefixaware, counted once per
   const prefix = createPolicy('prefixaware');
   const expected = prefix.pick(c, req());
   for (const [keys, reason] of [
-    ['tokenizer-timeout', 'tokenizer-timeout'],
+    ['timeout', 'timeout'],
     [[], 'too-short'],
     [[999], 'no-match'],
   ] as const) {

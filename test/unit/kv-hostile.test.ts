@@ -97,3 +97,39 @@ test('garbage, unknown types, a 10^6-block event and a flood: counted, logged on
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
 });
+
+test('seqs going back and forth: every restart and rebuild counted, each logged once', async () => {
+  const engine = await FakeKvEngine.start({ replay: false });
+  const lines: string[] = [];
+  const out = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(String(chunk));
+      cb();
+    },
+  });
+  const kv = new KvEvents({ log: createLogger({ level: 'info', format: 'json', out }) });
+  try {
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
+    await within(WAIT, 'subscription', engine.subscribed());
+    const empty = batch([]);
+    await engine.raw(['', u64(5), empty]); // joins at 5
+    for (let i = 0; i < 10; i++) {
+      await engine.raw(['', u64(0), empty]); // back to 0: a restart
+      await engine.raw(['', u64(5), empty]); // 0 -> 5: a gap, no replay socket: a rebuild
+    }
+    await eventually(
+      'all applied',
+      () => kv.counters().batches,
+      (n) => n === 21,
+      WAIT,
+    );
+    const st = kv.statusOf('e1');
+    assert.equal(st?.restarts, 10);
+    assert.equal(st?.gaps, 10);
+    assert.equal(st?.rebuilds, 10);
+    assert.equal(lines.filter((l) => l.includes('sequence restarted')).length, 1);
+    assert.equal(lines.filter((l) => l.includes('to rebuild them')).length, 1);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});

@@ -396,3 +396,69 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
 });
+
+test('a URL zeromq refuses is reported in the status, nothing throws; close() ends everything and twice is fine', async () => {
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log });
+  kv.reconcile([{ endpointId: 'bad', eventsUrls: ['not a url'], replayUrls: [undefined] }]);
+  await eventually(
+    'the error reported',
+    () => kv.statusOf('bad')?.lastError ?? '',
+    (e) => e !== '',
+    WAIT,
+  );
+  assert.match(kv.statusOf('bad')?.lastError ?? '', /subscribing to not a url/);
+  assert.equal(kv.statusOf('bad')?.connected, false);
+  await within(WAIT, 'close', kv.close());
+  await within(WAIT, 'close again', kv.close());
+  kv.reconcile([{ endpointId: 'late', eventsUrls: ['tcp://127.0.0.1:1'], replayUrls: [undefined] }]);
+  assert.deepEqual(kv.status(), [], 'a closed KvEvents subscribes nothing');
+});
+
+test('the topic filter: only batches under the configured topic are applied', async () => {
+  const engine = await FakeKvEngine.start({ replay: false });
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log, topic: 'kv@' });
+  try {
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
+    await within(WAIT, 'subscription', engine.subscribed());
+    const a = tokens(BS);
+    const b = tokens(BS, 40);
+    await engine.publish(batch([storedRange(a, 0, 1, H)]), { topic: 'other' });
+    await engine.publish(batch([storedRange(b, 0, 1, H + 0x600n)]), { topic: 'kv@model' });
+    await eventually(
+      'b held',
+      () => held(kv, 'e1', b),
+      (n) => n === 1,
+      WAIT,
+    );
+    assert.equal(held(kv, 'e1', a), 0);
+    assert.equal(kv.counters().batches, 1);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});
+
+test('status follows the connection: down when the engine goes away', async () => {
+  const engine = await FakeKvEngine.start({ replay: false });
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log });
+  try {
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
+    await eventually(
+      'connected',
+      () => kv.statusOf('e1')?.connected,
+      (c) => c === true,
+      WAIT,
+    );
+    await within(WAIT, 'engine closed', engine.close());
+    await eventually(
+      'disconnected',
+      () => kv.statusOf('e1')?.connected,
+      (c) => c === false,
+      WAIT,
+    );
+  } finally {
+    await within(WAIT, 'closing', kv.close());
+  }
+});

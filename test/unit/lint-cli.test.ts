@@ -53,6 +53,18 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     assert.match(r.stdout, /0 errors, 2 warnings/);
   });
 
+  test('--routing-logic and --kv-events-port stand for the router: they win over the one in the input', async () => {
+    const file = path.join(FIXTURES, 'kvaware.yaml');
+    const asInput = await lint([file]);
+    assert.equal(asInput.code, 0);
+    assert.match(asInput.stdout, /warning kvaware-no-kv-events: Pod\/llama-no-events in inference, container vllm/);
+    const roundrobin = await lint(['--routing-logic', 'roundrobin', file]);
+    assert.doesNotMatch(roundrobin.stdout, /kvaware-/);
+    const port = await lint(['--kv-events-port', '6000', file]);
+    assert.doesNotMatch(port.stdout, /Pod\/llama-other-port/);
+    assert.match(port.stdout, /kvaware-no-kv-events: Pod\/llama-good in inference/);
+  });
+
   test('--format json: findings and a summary', async () => {
     const r = await lint(['--format', 'json', path.join(FIXTURES, 'sidecar-port.yaml')]);
     assert.equal(r.code, 1);

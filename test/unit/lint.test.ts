@@ -198,6 +198,91 @@ describe('lint rules on fixtures', () => {
     }
   });
 
+  test('KV-aware routing: engines that publish no KV-cache events (or elsewhere), or cache no prefix, behind a kvaware router (its routing logic from its --config ConfigMap)', () => {
+    const findings = lintFixture('kvaware.yaml');
+    assert.deepEqual(shape(findings), [
+      'warning kvaware-no-kv-events Pod/falcon-tgi tgi',
+      'warning kvaware-no-kv-events Pod/llama-events-off vllm',
+      'warning kvaware-no-kv-events Pod/llama-no-events vllm',
+      'warning kvaware-no-kv-events Pod/llama-other-port vllm',
+      'warning kvaware-prefix-caching-off Pod/llama-no-prefix-caching vllm',
+      'warning kvaware-prefix-caching-off Pod/qwen-no-radix-cache sglang',
+      // not behind the router: only the selector finding
+      'warning selector-mismatch Pod/llama-elsewhere vllm',
+    ]);
+    const why = (object: string): string => findings.find((f) => f.object === object && f.rule.startsWith('kvaware'))?.why ?? '';
+    const fix = (object: string): string => findings.find((f) => f.object === object && f.rule.startsWith('kvaware'))?.fix ?? '';
+    assert.match(why('Pod/llama-no-events'), /runs without --kv-events-config: it publishes nothing/);
+    assert.match(
+      fix('Pod/llama-no-events'),
+      /--kv-events-config '\{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp:\/\/\*:5557"/,
+    );
+    assert.match(
+      why('Pod/llama-events-off'),
+      /\{"enable_kv_cache_events": false, "publisher": "zmq"\} \(enable_kv_cache_events is not true\)/,
+    );
+    assert.match(why('Pod/llama-other-port'), /publishes its KV-cache events on port 6000, but the router subscribes at 5557/);
+    assert.match(fix('Pod/llama-other-port'), /llm-router\/kv-events-port: "6000"/);
+    assert.match(why('Pod/falcon-tgi'), /TGI publishes none/);
+    assert.match(why('Pod/qwen-no-radix-cache'), /--disable-radix-cache: it caches no prefix/);
+  });
+
+  test('KV-aware routing: the routing logic is read as the router reads it (flag, then LLM_ROUTER_ROUTING_LOGIC, then --config), or given; the subscribed port too', () => {
+    const file = path.join(FIXTURES, 'kvaware.yaml');
+    const text = readFileSync(file, 'utf8');
+    /** the objects with a KV-cache finding */
+    const kvRules = (t: string, opts: LintOptions = {}): string[] => [
+      ...new Set(
+        lintObjects(parseManifests(t, file), opts)
+          .filter((f) => f.rule.startsWith('kvaware'))
+          .map((f) => f.object)
+          .sort(),
+      ),
+    ];
+    const behindRouter = [
+      'Pod/falcon-tgi',
+      'Pod/llama-events-off',
+      'Pod/llama-no-events',
+      'Pod/llama-no-prefix-caching',
+      'Pod/llama-other-port',
+      'Pod/qwen-no-radix-cache',
+    ];
+    assert.deepEqual(kvRules(text), behindRouter);
+    const routerArgs = '"--service-discovery", "k8s",';
+    assert.ok(text.includes(routerArgs));
+    // a flag wins over the config file; the env variable too
+    assert.deepEqual(kvRules(text.replace(routerArgs, `"--routing-logic", "roundrobin", ${routerArgs}`)), []);
+    assert.deepEqual(
+      kvRules(
+        text.replace(
+          '          volumeMounts:',
+          '          env: [{name: LLM_ROUTER_ROUTING_LOGIC, value: prefixaware}]\n          volumeMounts:',
+        ),
+      ),
+      [],
+    );
+    // a config file lint cannot see is no kvaware; nor is another ConfigMap's
+    assert.deepEqual(kvRules(text.replace('name: router-config', 'name: other-config')), []);
+    // given: it wins over the input's router
+    assert.deepEqual(kvRules(text, { routingLogic: 'roundrobin' }), []);
+    // without a router in the input, every engine is checked
+    const engines = text.split('\n---\n').slice(2).join('\n---\n');
+    assert.deepEqual(kvRules(engines), []);
+    assert.deepEqual(kvRules(engines, { routingLogic: 'kvaware' }), [...behindRouter, 'Pod/llama-elsewhere'].sort());
+    // the router's own --kv-events-port: where it subscribes on pods without the annotation
+    assert.deepEqual(kvRules(text, { kvEventsPort: 6000 }), [
+      'Pod/falcon-tgi',
+      'Pod/llama-events-off',
+      'Pod/llama-good',
+      'Pod/llama-good-shell',
+      'Pod/llama-no-events',
+      'Pod/llama-no-prefix-caching',
+      'Pod/qwen-no-radix-cache',
+      'Pod/sglang-good',
+    ]);
+    assert.deepEqual(kvRules(text.replace(routerArgs, `"--kv-events-port=6000", ${routerArgs}`)), kvRules(text, { kvEventsPort: 6000 }));
+  });
+
   test('a correct pod (probe sidecar, model-aware probes, named ports, List, SGLang) has no findings', () => {
     assert.deepEqual(lintFixture('good.yaml'), []);
   });
@@ -213,6 +298,7 @@ describe('lint rules on fixtures', () => {
         'selector.yaml',
         'pd.yaml',
         'lora.yaml',
+        'kvaware.yaml',
       ].flatMap((f) => lintFixture(f).map((x) => x.rule)),
     );
     assert.deepEqual([...seen].sort(), RULES.map((r) => r.id).sort());

@@ -4,11 +4,12 @@ import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ModelCatalog } from '../catalog/catalog.js';
-import type { RouterConfig } from '../config/config.js';
+import { usesKvEvents, type RouterConfig } from '../config/config.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
 import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
 import { EngineStatsScraper } from '../health/engine-stats.js';
+import { KvRouting } from './kv-routing.js';
 import { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
@@ -21,6 +22,8 @@ import { createPolicy, createPrefillPolicy } from '../routing/index.js';
 import type { Logger } from '../util/log.js';
 import { Scaling } from '../scaling/index.js';
 import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
+import { parseSnapshot, type DemandSnapshot } from '../scaling/demand-snapshot.js';
+import { readBody } from '../server/body.js';
 import { instanceDemand } from '../scaling/system.js';
 import { WorkerLink } from '../util/ipc.js';
 import { METRICS_TOPICS } from '../metrics/metrics.js';
@@ -48,6 +51,8 @@ export class RouterApp {
   readonly scaling: Scaling;
   private readonly prober: Prober;
   private readonly engineStats: EngineStatsScraper;
+  /** KV-cache events and request tokens, when kvaware can be asked for */
+  private readonly kvRouting: KvRouting | undefined;
   /** LoRA adapters loaded on demand */
   private readonly adapters: AdapterManager;
   private readonly pools: UpstreamPools;
@@ -63,8 +68,9 @@ export class RouterApp {
   private statsTimer: NodeJS.Timeout | undefined;
   private kubernetes: KubernetesSource | undefined;
   /** this instance's and the whole system's demand (GET /demand, the KEDA scaler) */
-  private readonly demandView: DemandView;
-  private readonly stopDemandView: () => void;
+  private readonly demandView: DemandView & { notice(s: DemandSnapshot): Promise<void> };
+  /** tells the peers this instance leaves (a single process; under --workers the primary does) */
+  private readonly stopDemandView: () => Promise<void>;
   /** set in a worker of --workers: the line to the primary */
   private readonly link: WorkerLink | undefined;
   /** the operator's view: GET /dashboard and GET /events */
@@ -98,6 +104,7 @@ export class RouterApp {
           this.dashboard.coldStart(c);
         },
         wakeAlarm: (a) => this.dashboard.wakeAlarm(a),
+        kedaError: (method, code) => this.metrics.scaler.kedaError(method, code),
       },
     );
     if (cluster.isWorker) {
@@ -109,7 +116,7 @@ export class RouterApp {
       this.link = link;
       const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
       this.demandView = new RemoteDemand(link, timeoutMs);
-      this.stopDemandView = () => undefined;
+      this.stopDemandView = async () => undefined;
       this.metrics.useClusterExposition(async () => (await link.ask(METRICS_TOPICS.combined, timeoutMs)) as string);
     } else {
       const instance = randomUUID();
@@ -118,9 +125,12 @@ export class RouterApp {
         instance,
         async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }],
         log.child({ component: 'scaling' }),
+        () => this.shuttingDown,
       );
       this.demandView = own.view;
       this.stopDemandView = own.stop;
+      const peers = own.peers;
+      if (peers) this.metrics.scaler.watchPeers(() => peers.status());
     }
     this.dashboard = new Dashboard({
       catalog: this.catalog,
@@ -165,7 +175,18 @@ export class RouterApp {
       { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey, tls: engineTls },
       log.child({ component: 'engine-stats' }),
     );
+    this.kvRouting = usesKvEvents(config.routingLogic, config.allowRoutingHeader)
+      ? new KvRouting(
+          this.catalog,
+          { kv: config.kv, engineApiKey: config.engineApiKey, engineTls },
+          this.metrics.kv,
+          log.child({ component: 'kv-events' }),
+        )
+      : undefined;
+    const kvRouting = this.kvRouting;
+    if (kvRouting) this.metrics.watchKv(kvRouting);
     const policyOptions = {
+      ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: this.metrics.kv } } : {}),
       sessionKey: config.sessionKey,
       prefixBlockChars: config.prefixBlockChars,
       prefixBalanceEpsilon: config.prefixBalanceEpsilon,
@@ -248,8 +269,28 @@ export class RouterApp {
     ];
     const adminRoutes: Route[] = [
       { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
-      { method: 'GET', path: '/engines', handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs) },
+      {
+        method: 'GET',
+        path: '/engines',
+        handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs, kvRouting),
+      },
       { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
+      {
+        // a peer replica's notice, usually its last snapshot as it stops (src/router/scaling/peers.ts)
+        method: 'POST',
+        path: '/demand',
+        handler: async (req, res) => {
+          let snapshot: DemandSnapshot | undefined;
+          try {
+            snapshot = parseSnapshot(JSON.parse((await readBody(req, 4 * 1024 * 1024)).toString('utf8')));
+          } catch {
+            snapshot = undefined;
+          }
+          if (!snapshot) return admin.sendJson(res, 400, { error: { message: 'the body is not a demand snapshot' } });
+          await this.demandView.notice(snapshot);
+          res.writeHead(204).end();
+        },
+      },
       ...this.dashboard.routes(),
     ];
     const routes: Route[] = [
@@ -336,6 +377,7 @@ export class RouterApp {
     }
     this.prober.start();
     this.engineStats.start();
+    this.kvRouting?.start();
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)
@@ -430,10 +472,11 @@ export class RouterApp {
     clearInterval(idle);
     this.keys.stop();
     await this.scaling.stop();
-    this.stopDemandView();
+    await this.stopDemandView();
     this.link?.stop();
     await this.prober.stop();
     await this.engineStats.stop();
+    await this.kvRouting?.stop();
     await this.adapters.stop();
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');

@@ -21,6 +21,8 @@ export type CatalogEvent =
   | { readonly type: 'endpoint-state'; readonly endpoint: Endpoint; readonly from: EndpointState }
   /** the LoRA adapters an endpoint holds changed (a probe's listing, a load or an unload) */
   | { readonly type: 'adapters'; readonly endpoint: Endpoint }
+  /** the engine's KV-cache geometry (block size, GPU blocks) was first read or changed */
+  | { readonly type: 'cache-config'; readonly endpoint: Endpoint }
   | { readonly type: 'declarations' };
 
 type Listener = (event: CatalogEvent) => void;
@@ -245,7 +247,11 @@ export class ModelCatalog implements InFlightLedger {
   }
 
   recordCacheConfig(e: Endpoint, config: EngineCacheConfig): void {
-    if (this.contains(e)) own(e).cacheConfig = config;
+    if (!this.contains(e)) return;
+    const was = e.cacheConfig;
+    if (was?.blockSize === config.blockSize && was?.numGpuBlocks === config.numGpuBlocks) return;
+    own(e).cacheConfig = config;
+    this.emit({ type: 'cache-config', endpoint: e });
   }
 
   /** Whether the engine loads adapters at run time, as a load call found out (404 on the load path: it cannot). */

@@ -93,6 +93,8 @@ export interface ScalingConfig {
   /** namespace of those pods (--scaler-peer-namespace, else --k8s-namespace; undefined: the pod's own, else the kubeconfig's) */
   readonly peerNamespace: string | undefined;
   readonly peerTimeoutMs: number;
+  /** TLS on the KEDA scaler's port (PEM files, read at startup); undefined: plaintext */
+  readonly kedaTls: { readonly certFile: string; readonly keyFile: string; readonly caFile: string | undefined } | undefined;
 }
 
 export interface SecurityConfig {
@@ -383,6 +385,15 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     if (!httpUrl.safeParse(u).success)
       throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
   }
+  const kedaCert = v['keda-tls-cert'] || undefined;
+  const kedaKey = v['keda-tls-key'] || undefined;
+  const kedaCa = v['keda-tls-ca'] || undefined;
+  if ((kedaCert === undefined) !== (kedaKey === undefined))
+    throw new UsageError('--keda-tls-cert and --keda-tls-key go together: give both or neither');
+  if (kedaCa !== undefined && kedaCert === undefined)
+    throw new UsageError('--keda-tls-ca (client certificates) needs --keda-tls-cert and --keda-tls-key (the server side of TLS)');
+  if (kedaCert !== undefined && v['keda-scaler-port'] === undefined)
+    throw new UsageError('--keda-tls-cert secures the KEDA scaler: set --keda-scaler-port too');
   const clientCert = v['engine-client-cert'] || undefined;
   const clientKey = v['engine-client-key'] || undefined;
   if ((clientCert === undefined) !== (clientKey === undefined))
@@ -443,6 +454,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       peerSelector: v['scaler-peer-selector'] || undefined,
       peerNamespace: v['scaler-peer-namespace'] || v['k8s-namespace'] || undefined,
       peerTimeoutMs: v['scaler-peer-timeout-ms'],
+      kedaTls: kedaCert !== undefined && kedaKey !== undefined ? { certFile: kedaCert, keyFile: kedaKey, caFile: kedaCa } : undefined,
     },
     engineKind: v['engine-kind'],
     engineApiKey: v['engine-api-key'] || undefined,

@@ -309,6 +309,17 @@ export const ROUTER_FLAGS = [
     help: 'serve the KEDA external scaler (gRPC) on this port (off when unset; 0 = any free port)',
   },
   {
+    name: 'keda-tls-cert',
+    kind: 'string',
+    help: 'PEM certificate (chain) the KEDA scaler port serves TLS with; needs --keda-tls-key (off when unset: plaintext gRPC)',
+  },
+  { name: 'keda-tls-key', kind: 'string', help: 'PEM private key of --keda-tls-cert' },
+  {
+    name: 'keda-tls-ca',
+    kind: 'string',
+    help: "PEM CA bundle: KEDA must present a client certificate it signed (mutual TLS, the external scaler's tlsClientCert); needs --keda-tls-cert",
+  },
+  {
     name: 'scale-to-zero-grace-seconds',
     kind: 'number',
     default: 300,
@@ -336,7 +347,7 @@ export const ROUTER_FLAGS = [
     kind: 'int',
     default: 500,
     min: 1,
-    help: 'ms a peer has to answer GET /demand; one that does not counts with its last answer until that is older than --scale-to-zero-grace-seconds',
+    help: 'ms a peer has to answer GET /demand (under --workers its primary gathers the workers within a quarter of it); one that does not counts with its last answer until that is older than --scale-to-zero-grace-seconds',
   },
   {
     name: 'wake-alarm-seconds',

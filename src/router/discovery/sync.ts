@@ -25,19 +25,25 @@ export class SyncTracker {
     return this.pending.size === 0;
   }
 
-  /** Resolves true once every source has synced, false if that takes longer than `timeoutMs`. */
-  whenSynced(timeoutMs: number): Promise<boolean> {
+  /**
+   * Resolves true once every source has synced, false if that takes longer than `timeoutMs` or once `cancelled`
+   * settles (the waiting client left: its waiter and timer go at once).
+   */
+  whenSynced(timeoutMs: number, cancelled?: Promise<unknown>): Promise<boolean> {
     if (this.pending.size === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);
         resolve(true);
       };
-      const timer = setTimeout(() => {
+      const giveUp = (): void => {
+        clearTimeout(timer);
         this.waiters = this.waiters.filter((w) => w !== done);
         resolve(false);
-      }, timeoutMs);
+      };
+      const timer = setTimeout(giveUp, timeoutMs);
       this.waiters.push(done);
+      void cancelled?.then(giveUp);
     });
   }
 }

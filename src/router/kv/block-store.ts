@@ -1,16 +1,17 @@
 // The blocks one engine (one data-parallel rank of an endpoint) holds: its hash -> our key and the tiers that hold it,
 // and our key -> how many of its blocks carry that key (on the GPU, in any tier). Bounded by a capacity: past it the
 // oldest stored block goes first, O(1). Per-block data sits in typed arrays indexed by a slot number, so a block costs
-// two Map entries and a few bytes, not an object; clearing an engine drops its two Maps whole.
+// a Map entry, a key-table slot and a few bytes, not an object; clearing an engine drops its tables whole.
 import type { BlockKey } from './block-key.js';
 import type { EngineHash, KvMedium } from './decode.js';
+import { KeyTable } from './key-table.js';
 
 /** One bit per medium, so a block on the GPU and in CPU offload is one entry, dropped only when no tier holds it. */
 export const MEDIUM_BIT: Readonly<Record<KvMedium, number>> = { gpu: 1, cpu: 2, disk: 4, other: 8 };
 const GPU_BIT = 1;
 
-// byKey packs two reference counts in one small integer (a V8 Smi, stored in the Map without a heap number): how many
-// of this engine's blocks have the key in any tier (low 15 bits) and on the GPU (the next 15). A key is held by more
+// byKey packs two reference counts in one 30-bit integer: how many of this engine's blocks have the key in any tier
+// (low 15 bits) and on the GPU (the next 15). A key is held by more
 // than one block only when engines hash something our key does not see (multimodal extra keys, a cache salt).
 const REF_BITS = 15;
 const REF_MAX = (1 << REF_BITS) - 1;
@@ -30,7 +31,7 @@ const NONE = -1;
 
 export class BlockStore {
   private byHash = new Map<EngineHash, number>();
-  private byKey = new Map<BlockKey, number>();
+  private byKey = new KeyTable();
   private keys: Float64Array;
   private masks: Uint8Array;
   /** insertion order, oldest at head: prev/next slot numbers (next also links the free list) */
@@ -77,8 +78,8 @@ export class BlockStore {
     return slot === undefined ? undefined : this.keys[slot];
   }
 
-  /** Packed reference counts of a key (refsAny, refsGpu); undefined when no block has it. */
-  refs(key: BlockKey): number | undefined {
+  /** Packed reference counts of a key (refsAny, refsGpu); 0 when no block has it. */
+  refs(key: BlockKey): number {
     return this.byKey.get(key);
   }
 
@@ -147,7 +148,7 @@ export class BlockStore {
     // new Maps instead of clear(): a Map keeps its grown table after clear(), and a store cleared after a flood of
     // blocks should give that memory back
     this.byHash = new Map();
-    this.byKey = new Map();
+    this.byKey = new KeyTable();
     this.hashes = [];
     this.head = this.tail = this.free = NONE;
     this.used = 0;
@@ -161,20 +162,20 @@ export class BlockStore {
 
   /** false when a count would overflow its 15 bits (only a hostile engine stores 32767 blocks of one key) */
   private canRef(key: BlockKey): boolean {
-    const r = this.byKey.get(key) ?? 0;
+    const r = this.byKey.get(key);
     return (r & REF_MAX) !== REF_MAX && r >>> REF_BITS !== REF_MAX;
   }
 
   private ref(key: BlockKey, mask: number): boolean {
     if (!this.canRef(key)) return false;
-    this.byKey.set(key, (this.byKey.get(key) ?? 0) + ANY_ONE + (mask & GPU_BIT ? GPU_ONE : 0));
+    this.byKey.set(key, this.byKey.get(key) + ANY_ONE + (mask & GPU_BIT ? GPU_ONE : 0));
     return true;
   }
 
   private unref(key: BlockKey, mask: number): void {
-    const r = (this.byKey.get(key) ?? 0) - ANY_ONE - (mask & GPU_BIT ? GPU_ONE : 0);
-    if ((r & REF_MAX) === 0) this.byKey.delete(key);
-    else this.byKey.set(key, r);
+    const r = this.byKey.get(key) - ANY_ONE - (mask & GPU_BIT ? GPU_ONE : 0);
+    // no block in any tier: the key goes (the GPU count is then 0 too)
+    this.byKey.set(key, (r & REF_MAX) === 0 ? 0 : r);
   }
 
   private drop(slot: number): void {

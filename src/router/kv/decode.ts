@@ -103,10 +103,11 @@ export interface DecodeLimits {
 /**
  * Defaults sized from what vLLM sends: one batch per engine step, one BlockStored per request per step covering the
  * blocks that step filled (at most max_num_batched_tokens tokens, 8192 by default, a full unchunked 128k prompt at
- * worst). The caps are several times that and bound one decoded batch to a few MB.
+ * worst: 128k token ids, ~640 kB of msgpack). The caps are several times that; the payload cap bounds what one decoded
+ * batch can cost (4 MiB of msgpack decodes to some tens of MB at most, and only until the batch is applied).
  */
 export const DEFAULT_DECODE_LIMITS: DecodeLimits = {
-  maxPayloadBytes: 16 * 1024 * 1024,
+  maxPayloadBytes: 4 * 1024 * 1024,
   maxEventsPerBatch: 16_384,
   maxBlocksPerEvent: 16_384,
   maxTokensPerBatch: 1 << 20,

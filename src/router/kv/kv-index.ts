@@ -10,7 +10,7 @@ import type { KvIndexView, KvMatch } from './types.js';
 
 /**
  * Blocks kept per engine when its num_gpu_blocks is not known. A GPU engine holds 10^4 to 10^5 blocks; the rest is
- * room for offload tiers. At the measured ~120 bytes a block (docs/architecture.md) this is ~30 MB per engine at worst.
+ * room for offload tiers. At the measured ~100 bytes a block (bench/kv-index.ts) this is ~26 MB per engine at worst.
  */
 export const DEFAULT_CAPACITY = 262_144;
 
@@ -160,7 +160,7 @@ export class KvIndex implements KvIndexView {
         let gpu = 0;
         for (; total < keys.length; total++) {
           const r = store.refs(keys[total] as BlockKey);
-          if (r === undefined || refsAny(r) === 0) break;
+          if (refsAny(r) === 0) break;
           if (gpu === total && refsGpu(r) > 0) gpu++;
         }
         if (total > bestTotal) bestTotal = total;

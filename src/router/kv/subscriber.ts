@@ -105,10 +105,13 @@ export interface KvSubscriberOptions {
 const END_OF_REPLAY = -1n;
 /** Work done in one turn of the event loop before we let requests run: a flood must not starve the router. */
 const SLICE_MS = 5;
+/** restarts, rebuilds and stream errors are logged at most this often per endpoint and kind */
+const NOTE_EVERY_MS = 60_000;
 
 export class KvSubscriber {
   private readonly ranks: RankStream[];
   private readonly logged = new Set<MalformedReason>();
+  private readonly lastNoted = new Map<string, number>();
   private closed = false;
   /** this endpoint's share of the counters, for its status */
   readonly own = { gaps: 0, replays: 0, rebuilds: 0, restarts: 0, malformed: 0 };
@@ -164,8 +167,21 @@ export class KvSubscriber {
 
   error(err: unknown, what: string): void {
     const message = `${what}: ${err instanceof Error ? err.message : String(err)}`;
-    if (message !== this.lastError) this.opts.log.warn({ endpoint: this.endpointId, err: message }, 'kv events: stream error');
+    if (message !== this.lastError) this.note('error', 'warn', { err: message }, 'kv events: stream error');
     this.lastError = message;
+  }
+
+  /**
+   * Logs an occurrence of `kind` (a restart, a rebuild, an error) at most once a minute per endpoint: a publisher that
+   * sends seqs going back and forth, or a replay socket that fails every time, must not flood the log; the counters
+   * and the status carry every occurrence.
+   */
+  note(kind: 'restart' | 'rebuild' | 'error', level: 'info' | 'warn', fields: Record<string, unknown>, msg: string): void {
+    const now = (this.opts.now ?? Date.now)();
+    const last = this.lastNoted.get(kind);
+    if (last !== undefined && now - last < NOTE_EVERY_MS) return;
+    this.lastNoted.set(kind, now);
+    this.opts.log[level]({ endpoint: this.endpointId, ...fields }, msg);
   }
 }
 
@@ -177,6 +193,8 @@ class RankStream {
   private lastSeq: number | undefined;
   private dpRank: number | undefined;
   private lastEventAt: number | undefined;
+  /** when the current turn of work began (see pause) */
+  private slice = 0;
   private readonly now: () => number;
   private readonly limits: DecodeLimits;
   private readonly onMalformed: (reason: MalformedReason, detail: string) => void;
@@ -235,7 +253,6 @@ class RankStream {
       this.sub.close();
       return;
     }
-    let slice = this.now();
     try {
       for await (const frames of this.sub) {
         if (this.owner.isClosed) break;
@@ -247,14 +264,21 @@ class RankStream {
           this.owner.error(err, 'applying a batch');
           this.opts.index.clearEndpoint(this.owner.endpointId, this.rank);
         }
-        if (this.now() - slice >= SLICE_MS) {
-          await yieldToEventLoop();
-          slice = this.now();
-        }
+        await this.pause();
       }
     } catch (err) {
       if (!this.owner.isClosed) this.owner.error(err, `receiving from ${this.url}`);
     }
+  }
+
+  /**
+   * Messages already queued resolve receive() at once, so a flood (or a long replay) would run as one chain of
+   * microtasks and starve every request; after SLICE_MS of work the loop lets the event loop turn.
+   */
+  private async pause(): Promise<void> {
+    if (this.now() - this.slice < SLICE_MS) return;
+    await yieldToEventLoop();
+    this.slice = this.now();
   }
 
   private async onMessage(frames: Buffer[]): Promise<void> {
@@ -270,7 +294,7 @@ class RankStream {
       // the publisher started over: the engine restarted (its cache is empty) or its publisher was recreated
       c.restarts++;
       this.owner.own.restarts++;
-      this.opts.log.info({ endpoint: this.owner.endpointId, rank: this.rank, seq, last: this.lastSeq }, 'kv events: sequence restarted');
+      this.owner.note('restart', 'info', { rank: this.rank, seq, last: this.lastSeq }, 'kv events: sequence restarted, the rank cleared');
       this.opts.index.clearEndpoint(this.owner.endpointId, this.rank);
       this.lastSeq = undefined;
     }
@@ -307,10 +331,7 @@ class RankStream {
     if (uncounted) return;
     this.opts.counters.rebuilds++;
     this.owner.own.rebuilds++;
-    this.opts.log.info(
-      { endpoint: this.owner.endpointId, rank: this.rank, why },
-      'kv events: dropped the blocks of a rank to rebuild them',
-    );
+    this.owner.note('rebuild', 'info', { rank: this.rank, why }, 'kv events: dropped the blocks of a rank to rebuild them');
   }
 
   /**
@@ -360,6 +381,8 @@ class RankStream {
         }
         this.apply(seq, frames[2] as Buffer);
         next = seq + 1;
+        await this.pause();
+        if (this.owner.isClosed) return;
       }
     } catch (err) {
       if (this.owner.isClosed) return;

@@ -1,5 +1,7 @@
 // What the routing policy reads of the KV-cache index; the index (built from the engines' KV-cache events) implements it.
+import type { Endpoint } from '../core/endpoint.js';
 import type { BlockKey } from './block-key.js';
+import { TOKENIZE_FALLBACKS } from './request-tokens.js';
 
 /** Where a block is held: on the GPU, or in an offload tier (CPU, disk, LMCache), which saves less prefill. */
 export type KvTier = 'gpu' | 'offload';
@@ -17,4 +19,29 @@ export interface KvIndexView {
   match(keys: readonly BlockKey[], endpointIds: readonly string[]): ReadonlyMap<string, KvMatch>;
   /** The block size the endpoint's events (or its vllm:cache_config_info) declared; undefined when unknown. */
   blockSize(endpointId: string): number | undefined;
+}
+
+/** The parts of a request its block keys come from. */
+export interface KvRequest {
+  readonly model: string;
+  readonly body: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Why a request was routed without its KV match: why it has no token ids (the tokenizer's reasons), a prompt shorter
+ * than one block, no endpoint holding its first block, every holder over the load bound. A fixed set: a metric label.
+ */
+export const KV_FALLBACK_REASONS = [...TOKENIZE_FALLBACKS, 'too-short', 'no-match', 'overloaded'] as const;
+export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
+
+/** Where the request's block keys come from (the tokenizer and the block size); never throws. */
+export interface KvKeySource {
+  keys(request: KvRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason>;
+}
+
+/** What each decision tells metrics. */
+export interface KvDecisionObserver {
+  /** a pick by KV match: the chosen endpoint holds `matched` of the request's `blocks` leading blocks */
+  matched(model: string, matched: number, blocks: number): void;
+  fallback(model: string, reason: KvFallbackReason): void;
 }

@@ -8,7 +8,7 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { KvCounters } from '../kv/subscriber.js';
 import { MALFORMED_REASONS } from '../kv/decode.js';
-import { KV_FALLBACK_REASONS, type KvDecisionObserver, type KvFallbackReason } from '../routing/kv-aware.js';
+import { KV_FALLBACK_REASONS, type KvDecisionObserver, type KvFallbackReason } from '../kv/types.js';
 
 /** What the metrics read at scrape time. */
 export interface KvStreamView {
@@ -57,13 +57,13 @@ export class KvMetrics implements KvDecisionObserver {
       set({ type: 'BlockRemoved' }, c?.removed ?? 0);
       set({ type: 'AllBlocksCleared' }, c?.cleared ?? 0);
     });
-    readCounter(registry, 'llm_router_kv_event_gaps_total', 'Sequence gaps seen in the engines\' KV-cache event streams', [], (set) =>
+    readCounter(registry, 'llm_router_kv_event_gaps_total', "Sequence gaps seen in the engines' KV-cache event streams", [], (set) =>
       set({}, counters()?.gaps ?? 0),
     );
     readCounter(
       registry,
       'llm_router_kv_event_replays_total',
-      'Replays asked of the engines to fill a gap, by result (failed: the gap could not be filled and the endpoint\'s blocks were rebuilt from the live stream)',
+      "Replays asked of the engines to fill a gap, by result (failed: the gap could not be filled and the endpoint's blocks were rebuilt from the live stream)",
       ['result'],
       (set) => {
         const c = counters();
@@ -74,7 +74,7 @@ export class KvMetrics implements KvDecisionObserver {
     readCounter(
       registry,
       'llm_router_kv_event_rebuilds_total',
-      'Times an endpoint\'s indexed blocks were dropped to rebuild from the live stream, by reason (gap: a gap replay could not fill; restart: its sequence went back, the engine restarted)',
+      "Times an endpoint's indexed blocks were dropped to rebuild from the live stream, by reason (gap: a gap replay could not fill; restart: its sequence went back, the engine restarted)",
       ['reason'],
       (set) => {
         const c = counters();
@@ -115,7 +115,7 @@ export class KvMetrics implements KvDecisionObserver {
     });
     this.matchedRatio = new Histogram({
       name: 'llm_router_kvaware_matched_ratio',
-      help: 'kvaware decisions by KV match: the leading blocks the chosen endpoint held / the prompt\'s blocks',
+      help: "kvaware decisions by KV match: the leading blocks the chosen endpoint held / the prompt's blocks",
       buckets: RATIO_BUCKETS,
       registers,
     });
@@ -128,7 +128,7 @@ export class KvMetrics implements KvDecisionObserver {
     for (const reason of KV_FALLBACK_REASONS) this.fallbacks.inc({ reason }, 0);
     this.tokenizeSeconds = new Histogram({
       name: 'llm_router_kvaware_tokenize_seconds',
-      help: 'Time to get a request\'s token ids, by source (engine: its /tokenize, engine-cached: a cached answer, path: the in-process tokenizer, request: ids the request carried)',
+      help: "Time to get a request's token ids, by source (engine: its /tokenize, engine-cached: a cached answer, path: the in-process tokenizer, request: ids the request carried)",
       labelNames: ['source'],
       buckets: TOKENIZE_BUCKETS,
       registers,

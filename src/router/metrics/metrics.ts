@@ -16,6 +16,8 @@ import type { EndpointState } from '../core/endpoint.js';
 import type { ModelState } from '../core/model.js';
 import { PdMetrics } from './pd-metrics.js';
 import { LoraMetrics } from './lora-metrics.js';
+import { KvMetrics, type KvStreamView } from './kv-metrics.js';
+import { ScalerMetrics } from './scaler-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -48,6 +50,38 @@ export async function aggregateExposition(workers: readonly WorkerMetrics[]): Pr
   return AggregatorRegistry.aggregate(workers as WorkerMetrics[]).metrics();
 }
 
+/**
+ * Pure: the counter families (counters and histograms: their samples only grow) of several parts combined into one,
+ * each by its `aggregator` as the exposition combines them. Under --workers the primary keeps the counts of workers that
+ * are gone this way, so that a worker's restart never takes its counts out of the instance's (Prometheus would read
+ * the drop as a counter reset). Gauges are left out: a gone worker holds nothing.
+ */
+export function retainedCounters(parts: readonly WorkerMetrics[]): WorkerMetrics {
+  const families = new Map<string, { family: WorkerMetrics[number]; values: Map<string, MetricValue<string>> }>();
+  for (const part of parts)
+    for (const family of part) {
+      const type = String(family.type);
+      if (type !== 'counter' && type !== 'histogram') continue;
+      const max = (family as { aggregator?: string }).aggregator === 'max';
+      let f = families.get(family.name);
+      if (!f) {
+        f = { family, values: new Map() };
+        families.set(family.name, f);
+      }
+      for (const v of family.values) {
+        const labels = Object.entries(v.labels)
+          .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+          .map(([k, x]) => `${k}=${String(x)}`)
+          .join(',');
+        const key = `${(v as { metricName?: string }).metricName ?? ''}{${labels}}`;
+        const prev = f.values.get(key);
+        const value = prev === undefined ? v.value : max ? Math.max(prev.value, v.value) : prev.value + v.value;
+        f.values.set(key, { ...v, value });
+      }
+    }
+  return [...families.values()].map(({ family, values }) => ({ ...family, values: [...values.values()] }));
+}
+
 const DURATION_BUCKETS: readonly number[] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 /** a cold start takes seconds (a small model on a warm node) to most of an hour (a large one downloaded first) */
 const COLD_START_BUCKETS: number[] = [1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600];
@@ -58,10 +92,29 @@ interface ModelTally {
   readonly byStatus: Map<number, number>;
   /** answers the router made itself, by their stable error code */
   readonly byCode: Map<string, number>;
-  /** per bucket of DURATION_BUCKETS, plus +Inf; not cumulative */
-  readonly durationBuckets: Float64Array;
-  durationSum: number;
-  durationCount: number;
+  /** llm_router_request_duration_seconds */
+  readonly duration: Tally;
+  /** llm_router_time_to_first_byte_seconds */
+  readonly firstByte: Tally;
+}
+
+/** One histogram's observations: per bucket of DURATION_BUCKETS, plus +Inf (not cumulative), their sum and count. */
+interface Tally {
+  readonly buckets: Float64Array;
+  sum: number;
+  count: number;
+}
+
+function newTally(): Tally {
+  return { buckets: new Float64Array(DURATION_BUCKETS.length + 1), sum: 0, count: 0 };
+}
+
+function observe(t: Tally, seconds: number): void {
+  let i = 0;
+  while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
+  (t.buckets[i] as number)++;
+  t.sum += seconds;
+  t.count++;
 }
 
 interface HistogramSample {
@@ -71,32 +124,37 @@ interface HistogramSample {
 }
 
 /**
- * llm_router_request_duration_seconds as a prom-client metric whose samples are computed from the tallies at scrape
- * time: prom-client's Histogram hashes its labels on every observe(), which the request path should not pay for.
+ * A per-model histogram of the request path (llm_router_request_duration_seconds, llm_router_time_to_first_byte_seconds)
+ * as a prom-client metric whose samples are computed from the tallies at scrape time: prom-client's Histogram hashes
+ * its labels on every observe(), which the request path should not pay for.
  */
-class DurationHistogram {
-  readonly name = 'llm_router_request_duration_seconds';
-  readonly help = 'Time from request arrival to the end of the response, by model';
+class TallyHistogram {
   readonly type = 'histogram';
   readonly aggregator = 'sum';
 
-  constructor(private readonly tallies: ReadonlyMap<string, ModelTally>) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    private readonly tallies: ReadonlyMap<string, ModelTally>,
+    private readonly pick: (t: ModelTally) => Tally,
+  ) {}
 
   get(): { name: string; help: string; type: string; aggregator: string; values: HistogramSample[] } {
     const values: HistogramSample[] = [];
-    for (const [model, t] of this.tallies) {
-      if (t.durationCount === 0) continue;
+    for (const [model, m] of this.tallies) {
+      const t = this.pick(m);
+      if (t.count === 0) continue;
       let cumulative = 0;
       for (let i = 0; i <= DURATION_BUCKETS.length; i++) {
-        cumulative += t.durationBuckets[i] as number;
+        cumulative += t.buckets[i] as number;
         values.push({
           metricName: `${this.name}_bucket`,
           labels: { le: i < DURATION_BUCKETS.length ? (DURATION_BUCKETS[i] as number) : '+Inf', model },
           value: cumulative,
         });
       }
-      values.push({ metricName: `${this.name}_sum`, labels: { model }, value: t.durationSum });
-      values.push({ metricName: `${this.name}_count`, labels: { model }, value: t.durationCount });
+      values.push({ metricName: `${this.name}_sum`, labels: { model }, value: t.sum });
+      values.push({ metricName: `${this.name}_count`, labels: { model }, value: t.count });
     }
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
   }
@@ -117,6 +175,11 @@ export class RouterMetrics {
   readonly pd: PdMetrics;
   /** LoRA adapters (src/router/metrics/lora-metrics.ts) */
   readonly lora: LoraMetrics;
+  /** KV-cache events and kvaware decisions (src/router/metrics/kv-metrics.ts) */
+  readonly kv: KvMetrics;
+  private kvView: KvStreamView | undefined;
+  /** the KEDA scaler's peers and errors (src/router/metrics/scaler-metrics.ts) */
+  readonly scaler: ScalerMetrics;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -140,6 +203,8 @@ export class RouterMetrics {
     }
     this.pd = new PdMetrics(this.registry, catalog);
     this.lora = new LoraMetrics(this.registry, catalog);
+    this.kv = new KvMetrics(this.registry, () => this.kvView);
+    this.scaler = new ScalerMetrics(this.registry);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>
@@ -184,7 +249,22 @@ export class RouterMetrics {
         for (const [model, t] of tallies) for (const [code, n] of t.byCode) this.inc({ model, code }, n);
       },
     });
-    this.registry.registerMetric(new DurationHistogram(tallies) as unknown as Metric);
+    this.registry.registerMetric(
+      new TallyHistogram(
+        'llm_router_request_duration_seconds',
+        'Time from request arrival to the end of the response, by model',
+        tallies,
+        (t) => t.duration,
+      ) as unknown as Metric,
+    );
+    this.registry.registerMetric(
+      new TallyHistogram(
+        'llm_router_time_to_first_byte_seconds',
+        'Time from request admission to the first body byte sent to the client (streams included: their first event), by model',
+        tallies,
+        (t) => t.firstByte,
+      ) as unknown as Metric,
+    );
     new Counter({
       name: 'llm_router_model_demand_total',
       help: 'Requests that arrived for a declared model, whatever the answer (503 included): the demand signal for autoscalers',
@@ -343,9 +423,8 @@ export class RouterMetrics {
         demand: 0,
         byStatus: new Map(),
         byCode: new Map(),
-        durationBuckets: new Float64Array(DURATION_BUCKETS.length + 1),
-        durationSum: 0,
-        durationCount: 0,
+        duration: newTally(),
+        firstByte: newTally(),
       };
       this.tallies.set(model, t);
     }
@@ -365,11 +444,12 @@ export class RouterMetrics {
     const t = this.tally(model);
     t.byStatus.set(status, (t.byStatus.get(status) ?? 0) + 1);
     if (code !== undefined) t.byCode.set(code, (t.byCode.get(code) ?? 0) + 1);
-    let i = 0;
-    while (i < DURATION_BUCKETS.length && seconds > (DURATION_BUCKETS[i] as number)) i++;
-    (t.durationBuckets[i] as number)++;
-    t.durationSum += seconds;
-    t.durationCount++;
+    observe(t.duration, seconds);
+  }
+
+  /** The first body byte of a request's answer went to the client, `seconds` after its admission (labels as answered()). */
+  firstByte(model: string, seconds: number): void {
+    observe(this.tally(model).firstByte, seconds);
   }
 
   /** A cold start was measured (src/router/scaling/cold-start.ts). */
@@ -384,6 +464,11 @@ export class RouterMetrics {
 
   discoveryError(resource: string, reason: string): void {
     this.discoveryErrors.inc({ resource, reason });
+  }
+
+  /** Exposes the KV-cache event streams (counters, blocks indexed) at scrape time. */
+  watchKv(view: KvStreamView): void {
+    this.kvView = view;
   }
 
   /** Exposes hold-queue and wake-alarm state per model at scrape time. */

@@ -1,5 +1,6 @@
 // One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
+import type { ClientGone } from '../core/client-gone.js';
 import type { ResponseSink } from '../core/exchange.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
@@ -29,6 +30,10 @@ export interface AttemptRequest {
   readonly adapterMissing?: MissingAdapterAnswer;
   readonly idleTimeoutMs: number;
   readonly headersTimeoutMs: number;
+  /** the request's one "client gone" signal (made at admission): it ends the attempt whenever the client leaves */
+  readonly gone: ClientGone;
+  /** called once, when the first byte of the answer's body is handed to the client (time to first byte) */
+  readonly onFirstByte?: () => void;
 }
 
 /** The whole request's time (--total-timeout) is over. */
@@ -38,6 +43,11 @@ export class TotalTimeoutError extends Error {
 class ClientGoneError extends Error {
   readonly code = 'LLM_ROUTER_CLIENT_GONE';
 }
+/**
+ * The engine client's body timer ran out while the router held the engine's answer back because its client was not
+ * reading (src/router/proxy/h1/connection.ts): the client stopped taking bytes for --idle-timeout. Not the engine's fault.
+ */
+export const CLIENT_STALLED_CODE = 'LLM_ROUTER_CLIENT_STALLED';
 /** The engine's answer cannot be passed on as framed (found by the router's own checks, after the engine client's). */
 export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
@@ -75,8 +85,36 @@ function sseError(message: string, code: string): string {
   return `data: ${JSON.stringify({ error: { message, type: 'server_error', param: null, code } })}\n\n`;
 }
 
+const LF = 0x0a;
+const CR = 0x0d;
+
+/**
+ * Index just past the last complete server-sent event in `buf` (the end of its blank line), or -1 when there is none.
+ * Lines end with CRLF, LF or CR (the WHATWG rules); an event ends with an empty line. `from`: no blank line ends
+ * before this index (the bytes before it were scanned already).
+ */
+export function lastEventEnd(buf: Buffer, from = 0): number {
+  for (let end = buf.length; end >= 2 && end > from; end--) {
+    const last = buf[end - 1];
+    if (last !== LF && last !== CR) continue;
+    // the line terminator ending here (CRLF counts as one), and just before it the end of another: an empty line
+    const start = last === LF && buf[end - 2] === CR ? end - 2 : end - 1;
+    const before = buf[start - 1];
+    if (start >= 1 && (before === LF || before === CR)) return end;
+  }
+  return -1;
+}
+
+/**
+ * Beyond this many bytes of one event, an event stream is passed on without holding its incomplete event back (an
+ * engine that never ends its events must not make the router buffer without bound).
+ */
+const MAX_HELD_EVENT_BYTES = 256 * 1024;
+
 /** Streams one attempt. Resolves exactly once; never rejects. */
 export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
+  // a client that has left already costs no engine request
+  if (req.gone.gone) return Promise.resolve(CLIENT_GONE);
   return new Promise<AttemptOutcome>((resolve) => {
     const handler = new AttemptHandler(req, res, resolve);
     if (totalDeadline > 0) handler.limitTo(totalDeadline);
@@ -94,6 +132,8 @@ export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSi
   });
 }
 
+const CLIENT_GONE: AttemptOutcome = { kind: 'client-gone' };
+
 /**
  * The engine client's view of one attempt. A class rather than closures: the request path allocates one object per attempt.
  *
@@ -107,6 +147,12 @@ export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSi
  *
  * Body bytes go out without copying, with two exceptions that save a write each: a body of known length goes out with
  * end() when its last byte arrives, and the SSE events parsed from one socket read go out in one write.
+ *
+ * An event stream goes out whole events at a time: the bytes after the last complete event (an event the engine split
+ * over several reads) wait for the rest of it. A client's parser dispatches an event only at its end anyway, so this
+ * delays nothing it could use; and an engine that dies mid-event leaves nothing half-sent: the partial event is
+ * dropped, as a spec-following parser drops one cut by the end of the stream, and the router's error event starts on
+ * an event boundary.
  */
 class AttemptHandler implements EngineHandler {
   private settled = false;
@@ -133,6 +179,11 @@ class AttemptHandler implements EngineHandler {
   private paused = false;
   private resumeFn: (() => void) | undefined = undefined;
   private drainListening = false;
+  /** an event stream: the bytes of its incomplete last event, not yet written */
+  private partial: Buffer | undefined = undefined;
+  /** an event stream: what the client has been sent ends on an event boundary */
+  private atBoundary = true;
+  private firstByte = false;
   private readonly onClientClose = (): void => this.clientClosed();
   private readonly onDrain = (): void => {
     this.paused = false;
@@ -145,7 +196,7 @@ class AttemptHandler implements EngineHandler {
     private readonly res: ResponseSink,
     private readonly resolve: (outcome: AttemptOutcome) => void,
   ) {
-    res.on('close', this.onClientClose);
+    req.gone.on(this.onClientClose);
   }
 
   limitTo(totalDeadline: number): void {
@@ -157,15 +208,22 @@ class AttemptHandler implements EngineHandler {
     if (this.settled) return;
     this.settled = true;
     if (this.totalTimer) clearTimeout(this.totalTimer);
-    this.res.off('close', this.onClientClose);
+    this.req.gone.off(this.onClientClose);
     if (this.drainListening) this.res.off('drain', this.onDrain);
     this.resolve(outcome);
   }
 
   private clientClosed(): void {
-    if (this.res.writableFinished) return;
+    if (this.settled) return;
+    // settled first: the engine client reports the abort to onError, which must not read it as an engine failure
+    this.finish(CLIENT_GONE);
     this.abortFn?.(new ClientGoneError('client closed the connection'));
-    this.finish({ kind: 'client-gone' });
+  }
+
+  /** the first body byte is about to go to the client */
+  private firstBodyByte(): void {
+    this.firstByte = true;
+    this.req.onFirstByte?.();
   }
 
   /** Ends the engine's request: the engine client destroys its connection and reports the error to onError. */
@@ -230,6 +288,7 @@ class AttemptHandler implements EngineHandler {
     if (this.remaining >= 0) {
       if (chunk.length > this.remaining) return this.refuse('the engine sent more bytes than its Content-Length');
       this.remaining -= chunk.length;
+      if (!this.firstByte && chunk.length > 0) this.firstBodyByte();
       if (this.remaining === 0) {
         this.ended = true;
         this.res.end(chunk);
@@ -250,10 +309,37 @@ class AttemptHandler implements EngineHandler {
     const chunks = this.pending;
     this.pending = undefined;
     if (!chunks || this.res.destroyed) return;
-    this.write(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks));
+    const data = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    if (this.sse) this.writeEvents(data);
+    else this.write(data);
+  }
+
+  /** An event stream: writes its complete events, and holds the bytes of an incomplete last one back. */
+  private writeEvents(data: Buffer): void {
+    const held = this.partial;
+    const all = held === undefined ? data : Buffer.concat([held, data]);
+    // a blank line cannot end before the held bytes' last 3 (they were scanned when they came)
+    const end = lastEventEnd(all, held === undefined ? 0 : Math.max(0, held.length - 3));
+    if (end === all.length) {
+      this.partial = undefined;
+      this.atBoundary = true;
+      this.write(all);
+    } else if (all.length - Math.max(end, 0) > MAX_HELD_EVENT_BYTES) {
+      // not an event stream the router can follow: passed on as it comes
+      this.partial = undefined;
+      this.atBoundary = false;
+      this.write(all);
+    } else if (end > 0) {
+      this.partial = all.subarray(end);
+      this.atBoundary = true;
+      this.write(all.subarray(0, end));
+    } else {
+      this.partial = all;
+    }
   }
 
   private write(chunk: Buffer): boolean {
+    if (!this.firstByte && chunk.length > 0) this.firstBodyByte();
     if (!this.res.write(chunk)) {
       this.paused = true;
       if (!this.drainListening) {
@@ -282,7 +368,14 @@ class AttemptHandler implements EngineHandler {
     }
     if (this.headPending !== undefined && !this.res.destroyed) this.commit();
     this.flush();
-    if (!this.ended) this.res.end();
+    if (!this.ended) {
+      // an event stream that ended within an event: its last bytes go out as the engine sent them
+      const rest = this.partial;
+      this.partial = undefined;
+      if (rest !== undefined && !this.firstByte) this.firstBodyByte();
+      if (rest !== undefined) this.res.end(rest);
+      else this.res.end();
+    }
     this.finish({ kind: 'done', status: this.status });
   }
 
@@ -303,29 +396,41 @@ class AttemptHandler implements EngineHandler {
   onError(err: Error): void {
     if (this.settled) return;
     if (err instanceof ClientGoneError) {
-      this.finish({ kind: 'client-gone' });
+      this.finish(CLIENT_GONE);
       return;
     }
     const res = this.res;
+    if ((err as { code?: string }).code === CLIENT_STALLED_CODE) {
+      // the client took no byte for --idle-timeout: it is treated as gone, and the engine is not blamed
+      this.finish(CLIENT_GONE);
+      res.destroy();
+      return;
+    }
     const failure = classify(err);
     const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
     if (this.committed) {
+      // the complete events read before the failure still go out
+      if (this.sse && !res.destroyed) this.flush();
+      // settled before the client's response is ended or cut: a response whose destroy() says 'close' at once (the fast
+      // path's) must not make this engine failure look like a client that left
+      this.finish({ kind: 'broken', status: this.status, failure, detail });
       if (this.sse && !res.destroyed) {
-        // the stream is chunked by the router: its own error event ends it cleanly
-        this.flush();
+        // the stream is chunked by the router: its own error event ends it cleanly, on an event boundary (the engine's
+        // incomplete last event is dropped whole)
+        this.partial = undefined;
         const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
         const code = timeout ? 'upstream_timeout' : failure === 'protocol' ? 'upstream_protocol_error' : 'upstream_stream_error';
-        res.end(
-          sseError(
-            timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.',
-            code,
-          ),
+        const event = sseError(
+          timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.',
+          code,
         );
+        if (!this.firstByte) this.firstBodyByte();
+        // a stream passed on unfollowed (MAX_HELD_EVENT_BYTES) may stop mid-event: that event is ended first
+        res.end(this.atBoundary ? event : `\n\n${event}`);
       } else {
         // the client was promised a length or a body it will not get whole: close rather than add anything
         res.destroy();
       }
-      this.finish({ kind: 'broken', status: this.status, failure, detail });
       return;
     }
     if (failure === 'protocol') this.finish({ kind: 'failed', failure, detail });

@@ -3,6 +3,7 @@ import type { Endpoint } from '../core/endpoint.js';
 import type { TimeoutConfig } from '../config/config.js';
 import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
 import type { ResponseSink } from '../core/exchange.js';
+import type { ClientGone } from '../core/client-gone.js';
 import { attempt, type AttemptOutcome } from './attempt.js';
 import type { FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
@@ -18,6 +19,10 @@ export interface ForwardJob {
   readonly headers: string[];
   readonly body: Buffer;
   readonly requestId: string;
+  /** the request's "client gone" signal (src/router/core/client-gone.ts): it ends the attempt under way */
+  readonly gone: ClientGone;
+  /** called once, when the first body byte goes to the client */
+  readonly onFirstByte?: () => void;
   /** tried first instead of the policy's pick (P/D: the decode endpoint chosen with its prefill) */
   readonly first?: Endpoint;
   /** a request for a LoRA adapter: its use per endpoint is counted there, and an engine's 404 reported */
@@ -58,6 +63,8 @@ export class Forwarder {
     let endpoint = job.first ?? this.policy.pick(candidates, job.route);
     let last: { failure: FailureKind; detail: string } | undefined;
     for (let failovers = 0; endpoint !== undefined; failovers++) {
+      // a client that left costs no (further) engine request
+      if (job.gone.gone) return { kind: 'client-gone', endpoint: undefined };
       const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));
       this.ledger.requestStarted(endpoint);
       job.adapter?.requestStarted(endpoint);
@@ -75,6 +82,8 @@ export class Forwarder {
             ...(job.adapterMissing ? { adapterMissing: job.adapterMissing } : {}),
             headersTimeoutMs: this.timeouts.headersMs,
             idleTimeoutMs: this.timeouts.idleMs,
+            gone: job.gone,
+            ...(job.onFirstByte ? { onFirstByte: job.onFirstByte } : {}),
           },
           res,
           deadline,

@@ -7,24 +7,8 @@
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { BlockKey } from '../kv/block-key.js';
-import type { KvIndexView } from '../kv/types.js';
+import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource } from '../kv/types.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
-
-/** Why a request was routed without its KV match: a small fixed set, used as a metric label. */
-export const KV_FALLBACK_REASONS = ['no-prompt', 'tokenizer-error', 'tokenizer-timeout', 'too-short', 'no-match', 'overloaded'] as const;
-export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
-
-/** Where the request's block keys come from (the tokenizer and the block size); never throws. */
-export interface KvKeySource {
-  keys(request: RouteRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason>;
-}
-
-/** What each decision tells metrics. */
-export interface KvDecisionObserver {
-  /** a pick by KV match: the chosen endpoint holds `matched` of the request's `blocks` leading blocks */
-  matched(model: string, matched: number, blocks: number): void;
-  fallback(model: string, reason: KvFallbackReason): void;
-}
 
 export interface KvAwareOptions {
   readonly index: KvIndexView;

@@ -26,6 +26,12 @@ export interface DemandSnapshot {
   /** router processes summed into it */
   readonly workers: number;
   readonly models: Readonly<Record<string, ModelDemandSnapshot>>;
+  /**
+   * the instance is shutting down: its held requests are being answered and it takes no new ones. Peers count it
+   * until it holds nothing and has nothing in flight, then drop it at once (not after the grace period). Absent from
+   * routers that predate it.
+   */
+  readonly stopping?: boolean;
 }
 
 /** A snapshot and when this process received it (on this process's clock). */
@@ -69,6 +75,7 @@ const snapshotSchema = z.object({
   at: z.number().finite(),
   workers: z.number().int().positive(),
   models: z.record(z.string().min(1).max(512), modelSchema),
+  stopping: z.boolean().optional(),
 });
 
 /** Reads a snapshot another process sent (a peer's /demand): anything malformed is refused, never half-counted. */
@@ -100,6 +107,23 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
     }
   }
   return { instance, at, workers, models };
+}
+
+/**
+ * A snapshot's counters without its gauges: what a process that is gone (or has not answered for the grace period)
+ * still contributes, so that arrivals never go backwards while its held and in-flight requests stop counting.
+ */
+export function countersOnly(s: DemandSnapshot): DemandSnapshot {
+  const models: Record<string, ModelDemandSnapshot> = {};
+  for (const [model, d] of Object.entries(s.models)) models[model] = { ...d, held: 0, inFlight: 0, oldestHeldAt: null };
+  return { instance: s.instance, at: s.at, workers: s.workers, models };
+}
+
+/** Held plus in flight over every model: what a stopping instance must answer before it stops counting. */
+export function pending(s: DemandSnapshot): number {
+  let n = 0;
+  for (const d of Object.values(s.models)) n += d.held + d.inFlight;
+  return n;
 }
 
 /** Snapshots received within `maxAgeMs`: an instance that stopped answering counts with what it last said until then. */

@@ -17,7 +17,25 @@ export interface DemandView {
   system(): Promise<SystemDemand>;
 }
 
-export const DEMAND_TOPICS = { instance: 'demand:instance', system: 'demand:system', local: 'demand:local' } as const;
+/** Concurrent and back-to-back questions about the system within this long share one round of peer requests, ms. */
+export const SYSTEM_SHARE_MS = 250;
+
+/**
+ * The longest a replica's primary waits for its workers' parts (cluster IPC): well inside the time a peer gives the
+ * replica to answer (--scaler-peer-timeout-ms), so that one slow worker (counted with its last part) does not make the
+ * whole replica look dead to its peers.
+ */
+export function workerGatherMs(peerTimeoutMs: number): number {
+  return Math.max(1, Math.floor(peerTimeoutMs / 4));
+}
+
+export const DEMAND_TOPICS = {
+  instance: 'demand:instance',
+  system: 'demand:system',
+  local: 'demand:local',
+  /** a peer's notice (POST /demand), handed to the primary */
+  notice: 'demand:notice',
+} as const;
 
 export interface AggregateDemandOptions {
   readonly instance: string;
@@ -25,12 +43,17 @@ export interface AggregateDemandOptions {
   readonly locals: () => Promise<ReceivedSnapshot[]>;
   readonly peers: PeerDemand | undefined;
   readonly graceMs: number;
+  /** true once this instance is shutting down: its snapshots say `stopping` */
+  readonly stopping?: () => boolean;
+  /** how long one round of peer requests answers later questions too (SYSTEM_SHARE_MS) */
+  readonly shareMs?: number;
   readonly now?: () => number;
 }
 
 /** The view computed here: in a single router process, or in the primary of --workers. */
 export class AggregateDemand implements DemandView {
   private inflight: Promise<SystemDemand> | undefined;
+  private recent: { at: number; value: SystemDemand } | undefined;
   private readonly now: () => number;
 
   constructor(private readonly opts: AggregateDemandOptions) {
@@ -39,19 +62,45 @@ export class AggregateDemand implements DemandView {
 
   async instance(): Promise<DemandSnapshot> {
     const locals = await this.opts.locals();
-    return mergeWorkers(
+    const s = mergeWorkers(
       this.opts.instance,
       this.now(),
       locals.map((r) => r.snapshot),
     );
+    return this.opts.stopping?.() ? { ...s, stopping: true } : s;
   }
 
-  /** Concurrent callers (several KEDA streams on one tick) share one round of peer requests. */
+  /**
+   * Concurrent callers (several KEDA streams on one tick) share one round of peer requests, and, when there are
+   * peers, so do callers within SYSTEM_SHARE_MS of its end (KEDA asks once per ScaledObject, back to back): the peers
+   * are not asked once per model.
+   */
   system(): Promise<SystemDemand> {
-    this.inflight ??= this.compute().finally(() => {
-      this.inflight = undefined;
-    });
+    const shareMs = this.opts.shareMs ?? SYSTEM_SHARE_MS;
+    // with no peers there is nothing to spare (this instance's own part is cheap): every answer is fresh
+    if (this.opts.peers && this.recent && this.now() - this.recent.at < shareMs) return Promise.resolve(this.recent.value);
+    this.inflight ??= this.compute()
+      .then((value) => {
+        this.recent = { at: this.now(), value };
+        return value;
+      })
+      .finally(() => {
+        this.inflight = undefined;
+      });
     return this.inflight;
+  }
+
+  /** A peer's notice (POST /demand). */
+  async notice(snapshot: DemandSnapshot): Promise<void> {
+    this.opts.peers?.notice(snapshot);
+  }
+
+  /** Tells the peers this instance is leaving, with its last snapshot; call once it has answered its requests. */
+  async farewell(): Promise<void> {
+    if (!this.opts.peers) return;
+    const s = await this.instance();
+    // a parsed snapshot has at least one process; an instance whose workers are all gone still speaks for itself
+    await this.opts.peers.farewell({ ...s, workers: Math.max(1, s.workers), stopping: true });
   }
 
   private async compute(): Promise<SystemDemand> {
@@ -83,5 +132,9 @@ export class RemoteDemand implements DemandView {
 
   async system(): Promise<SystemDemand> {
     return (await this.link.ask(DEMAND_TOPICS.system, this.timeoutMs)) as SystemDemand;
+  }
+
+  async notice(snapshot: DemandSnapshot): Promise<void> {
+    await this.link.ask(DEMAND_TOPICS.notice, this.timeoutMs, snapshot);
   }
 }

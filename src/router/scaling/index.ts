@@ -1,18 +1,40 @@
 // Scale from zero: the hold queue, demand per model, learned cold-start times and the KEDA scaler, wired together.
+import { readFileSync } from 'node:fs';
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { ScalingConfig } from '../config/config.js';
+import { StartupError } from '../core/startup-error.js';
 import type { Logger } from '../util/log.js';
 import { ColdStartLearner, type ColdStart } from './cold-start.js';
 import { DemandTracker, type WakeAlarm } from './demand.js';
 import type { DemandSnapshot } from './demand-snapshot.js';
 import type { DemandView } from './demand-view.js';
 import { HoldQueue } from './hold-queue.js';
-import { KedaScaler, type ModelLookup } from './keda.js';
+import { KedaScaler, type KedaTls, type ModelLookup } from './keda.js';
 
 /** What scaling reports as it happens (the operator's timeline, metrics). */
 export interface ScalingObservers {
   readonly coldStart?: (c: ColdStart) => void;
   readonly wakeAlarm?: (a: WakeAlarm) => void;
+  /** the KEDA scaler answered a call with an error (gRPC method, status name) */
+  readonly kedaError?: (method: string, code: string) => void;
+}
+
+function readPem(path: string, flag: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new StartupError(`${flag} ${path}: ${(err as Error).message}`);
+  }
+}
+
+/** The KEDA scaler's TLS files, read once at startup. */
+export function loadKedaTls(cfg: ScalingConfig['kedaTls']): KedaTls | undefined {
+  if (!cfg) return undefined;
+  return {
+    cert: readPem(cfg.certFile, '--keda-tls-cert'),
+    key: readPem(cfg.keyFile, '--keda-tls-key'),
+    ...(cfg.caFile === undefined ? {} : { ca: readPem(cfg.caFile, '--keda-tls-ca') }),
+  };
 }
 
 export class Scaling {
@@ -29,7 +51,7 @@ export class Scaling {
     private readonly log: Logger,
     /** the first request started waiting for a model (its endpoints should be probed now) */
     onWaiting?: (model: string) => void,
-    observers: ScalingObservers = {},
+    private readonly observers: ScalingObservers = {},
   ) {
     this.hold = new HoldQueue(catalog, {
       onWaiting,
@@ -88,8 +110,11 @@ export class Scaling {
         if (r.kind !== 'unknown') return { kind: 'known', model: r.model };
         return synced() ? { kind: 'unknown' } : { kind: 'not-synced' };
       };
-      this.keda = new KedaScaler({ lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs }, this.log);
-      await this.keda.start(host, this.config.kedaScalerPort);
+      this.keda = new KedaScaler(
+        { lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs, onError: this.observers.kedaError },
+        this.log,
+      );
+      await this.keda.start(host, this.config.kedaScalerPort, loadKedaTls(this.config.kedaTls));
     }
   }
 

@@ -25,6 +25,15 @@ export interface ScalerView {
   /** demand per model over every router process and replica */
   totals(): Promise<Readonly<Record<string, ModelTotals>>>;
   readonly graceMs: number;
+  /** a call was answered with an error (the metric llm_router_keda_scaler_errors_total) */
+  readonly onError?: (method: string, code: string) => void;
+}
+
+/** TLS for the scaler's port (PEM contents): with `ca`, clients must present a certificate it signed (mTLS). */
+export interface KedaTls {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca?: string;
 }
 
 interface ScaledObjectRef {
@@ -84,15 +93,15 @@ export class KedaScaler {
     const def = protoLoader.loadSync(PROTO, { keepCase: true, longs: Number, defaults: true });
     const pkg = grpc.loadPackageDefinition(def) as unknown as { externalscaler: { ExternalScaler: { service: grpc.ServiceDefinition } } };
     const unary =
-      <Req, Res>(answer: (req: Req) => Promise<Res>) =>
+      <Req, Res>(method: string, answer: (req: Req) => Promise<Res>) =>
       (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>): void => {
         answer(call.request).then(
           (res) => cb(null, res),
-          (err: unknown) => cb(this.grpcError(err)),
+          (err: unknown) => cb(this.grpcError(method, err)),
         );
       };
     this.server.addService(pkg.externalscaler.ExternalScaler.service, {
-      IsActive: unary(async (ref: ScaledObjectRef) => {
+      IsActive: unary('IsActive', async (ref: ScaledObjectRef) => {
         const s = this.scaled(ref);
         return { result: isActive((await this.view.totals())[s.model], this.view.graceMs) };
       }),
@@ -102,7 +111,7 @@ export class KedaScaler {
           s = this.scaled(call.request);
         } catch (err) {
           // grpc-js sends an error status on a server stream through its 'error' event
-          call.emit('error', this.grpcError(err));
+          call.emit('error', this.grpcError('StreamIsActive', err));
           return;
         }
         let last: boolean | undefined;
@@ -118,11 +127,11 @@ export class KedaScaler {
         call.on('close', () => this.streams.delete(call));
         this.view.totals().then(push, () => undefined);
       },
-      GetMetricSpec: unary(async (ref: ScaledObjectRef) => {
+      GetMetricSpec: unary('GetMetricSpec', async (ref: ScaledObjectRef) => {
         const s = this.scaled(ref);
         return { metricSpecs: [{ metricName: metricNameFor(s.model), targetSize: Math.ceil(s.target), targetSizeFloat: s.target }] };
       }),
-      GetMetrics: unary(async (req: { scaledObjectRef?: ScaledObjectRef; metricName?: string }) => {
+      GetMetrics: unary('GetMetrics', async (req: { scaledObjectRef?: ScaledObjectRef; metricName?: string }) => {
         const s = this.scaled(req.scaledObjectRef);
         const value = load((await this.view.totals())[s.model]);
         return { metricValues: [{ metricName: req.metricName || metricNameFor(s.model), metricValue: value, metricValueFloat: value }] };
@@ -150,16 +159,25 @@ export class KedaScaler {
     return { model: found.model, target };
   }
 
-  private grpcError(err: unknown): Error & { code: grpc.status; details: string } {
+  private grpcError(method: string, err: unknown): Error & { code: grpc.status; details: string } {
+    const code = err instanceof ScalerError ? err.code : grpc.status.UNAVAILABLE;
+    this.view.onError?.(method, grpc.status[code] ?? String(code));
     if (err instanceof ScalerError) return Object.assign(new Error(err.message), { code: err.code, details: err.message });
     const message = err instanceof Error ? err.message : String(err);
     this.log.warn({ error: message }, 'KEDA scaler could not compute demand');
     return Object.assign(new Error(message), { code: grpc.status.UNAVAILABLE, details: `demand is not available: ${message}` });
   }
 
-  async start(host: string, port: number): Promise<void> {
+  async start(host: string, port: number, tls?: KedaTls): Promise<void> {
+    const credentials = tls
+      ? grpc.ServerCredentials.createSsl(
+          tls.ca === undefined ? null : Buffer.from(tls.ca),
+          [{ private_key: Buffer.from(tls.key), cert_chain: Buffer.from(tls.cert) }],
+          tls.ca !== undefined,
+        )
+      : grpc.ServerCredentials.createInsecure();
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, credentials, (err, bound) =>
         // grpc-js says "No address added out of total 1 resolved" whatever the cause; a port taken is the usual one
         err
           ? reject(
@@ -181,7 +199,11 @@ export class KedaScaler {
       );
     }, this.pushIntervalMs);
     this.timer.unref();
-    this.log.info({ port: this.port }, 'KEDA external scaler listening (gRPC externalscaler.ExternalScaler)');
+    this.log.info(
+      // the port last: tests and tools read it right before the message
+      { tls: tls === undefined ? 'off' : tls.ca === undefined ? 'on' : 'mutual', port: this.port },
+      'KEDA external scaler listening (gRPC externalscaler.ExternalScaler)',
+    );
   }
 
   async stop(): Promise<void> {

@@ -1,9 +1,14 @@
 // The other router replicas' demand, read from their GET /demand: KEDA dials one replica, and that replica must answer
-// for all of them. A peer that does not answer counts with its last snapshot until that is older than the grace
-// period, so a replica that dies (or a slow network) never turns an active model inactive by itself.
+// for all of them. Snapshots are kept per instance (the id every replica puts in its answer), not per URL: one
+// instance reached by two URLs counts once, and a replica restarted at the same address is a new instance.
+// A peer that does not answer counts with its last snapshot until that is older than the grace period, so a replica
+// that dies (or a slow network) never turns an active model inactive by itself. A peer that stops cleanly says so (its
+// /demand answers carry `stopping`, and it sends a last notice, POST /demand, when it has answered everything): it is
+// dropped as soon as it holds nothing and has nothing in flight.
 import { request } from 'undici';
+import type { PeerStatus } from '../metrics/scaler-metrics.js';
 import type { Logger } from '../util/log.js';
-import { parseSnapshot, withinAge, type ReceivedSnapshot } from './demand-snapshot.js';
+import { parseSnapshot, pending, type DemandSnapshot, type ReceivedSnapshot } from './demand-snapshot.js';
 
 /** Where the peers are: admin base URLs (http://10.0.0.7:9090). May include this router itself. */
 export interface PeerList {
@@ -27,16 +32,28 @@ export interface PeerDemandOptions {
   readonly maxAgeMs: number;
   /** sent to peers whose /demand sits behind API keys (no --admin-port): replicas share their keys */
   readonly authorization?: () => string | undefined;
+  /** a URL that answered with this router's own id is asked again after this long (a Service URL may move), ms */
+  readonly selfRecheckMs?: number;
   readonly now?: () => number;
 }
 
 /** A peer's answer is small; anything larger is not a snapshot. */
 const MAX_BYTES = 4 * 1024 * 1024;
+const SELF_RECHECK_MS = 60_000;
+
+interface UrlState {
+  up: boolean;
+  lastOkAt: number | undefined;
+  /** the URL answered with this router's id: skipped until then */
+  selfUntil: number | undefined;
+}
 
 export class PeerDemand {
-  /** by URL: a replica restarted at the same address replaces its old snapshot at once */
+  /** by instance id: the newest snapshot of each, whichever URL brought it */
   private readonly last = new Map<string, ReceivedSnapshot>();
-  private readonly selfUrls = new Set<string>();
+  /** instances that stopped cleanly, and when they said so: a late answer from them does not bring them back */
+  private readonly departed = new Map<string, number>();
+  private readonly byUrl = new Map<string, UrlState>();
   /** URLs whose last poll failed, so a peer's trouble is logged once, not every poll */
   private readonly failing = new Set<string>();
   private readonly now: () => number;
@@ -53,16 +70,100 @@ export class PeerDemand {
     this.peers.stop();
   }
 
-  /** Asks every peer now; returns the snapshots that count (fresh ones, and recent ones of peers that did not answer). */
+  /** Asks every peer now; returns the snapshots that count, one per instance (fresh ones, and recent ones of peers that did not answer). */
   async poll(): Promise<ReceivedSnapshot[]> {
-    const urls = this.peers.urls().filter((u) => !this.selfUrls.has(u));
+    const start = this.now();
+    const urls = this.peers.urls().filter((u) => {
+      const until = this.byUrl.get(u)?.selfUntil;
+      return until === undefined || start >= until;
+    });
     await Promise.all(urls.map((u) => this.fetchOne(u)));
     const now = this.now();
-    for (const [url, r] of this.last) if (now - r.receivedAt > this.opts.maxAgeMs) this.last.delete(url);
-    return withinAge([...this.last.values()], now, this.opts.maxAgeMs);
+    for (const [instance, r] of this.last) if (now - r.receivedAt > this.opts.maxAgeMs) this.last.delete(instance);
+    for (const [instance, at] of this.departed) if (now - at > this.opts.maxAgeMs) this.departed.delete(instance);
+    const listed = new Set(this.peers.urls());
+    for (const url of this.byUrl.keys()) if (!listed.has(url)) this.byUrl.delete(url);
+    for (const url of this.failing) if (!listed.has(url)) this.failing.delete(url);
+    return [...this.last.values()];
+  }
+
+  /** A peer's notice (POST /demand): usually its last word as it stops. */
+  notice(snapshot: DemandSnapshot): void {
+    if (snapshot.instance === this.opts.self) return;
+    this.take(snapshot, this.now(), false);
+  }
+
+  /** Tells every peer this instance is leaving, with its last snapshot (stopping, held and in flight answered). */
+  async farewell(snapshot: DemandSnapshot): Promise<void> {
+    const body = JSON.stringify(snapshot);
+    const urls = this.peers.urls().filter((u) => this.byUrl.get(u)?.selfUntil === undefined);
+    await Promise.all(
+      urls.map(async (url) => {
+        try {
+          const auth = this.opts.authorization?.();
+          const res = await request(`${url}/demand`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+            body,
+            headersTimeout: this.opts.timeoutMs,
+            bodyTimeout: this.opts.timeoutMs,
+            signal: AbortSignal.timeout(this.opts.timeoutMs),
+          });
+          await res.body.dump();
+        } catch {
+          // a peer that does not hear it counts this instance's last snapshot for the grace period, as before
+        }
+      }),
+    );
+  }
+
+  /** Each listed peer URL (this router's own excluded): up, and how old its last snapshot is. */
+  status(): PeerStatus[] {
+    const now = this.now();
+    const out: PeerStatus[] = [];
+    for (const url of this.peers.urls()) {
+      const s = this.byUrl.get(url);
+      if (s?.selfUntil !== undefined) continue;
+      out.push({
+        url,
+        up: s?.up ?? false,
+        ageSeconds: s?.lastOkAt === undefined ? undefined : Math.max(0, now - s.lastOkAt) / 1000,
+      });
+    }
+    return out;
+  }
+
+  /** `asked`: the answer to this router's own GET (a notice is only what its sender says of itself) */
+  private take(snapshot: DemandSnapshot, now: number, asked: boolean): void {
+    if (this.departed.has(snapshot.instance)) {
+      // a late or second-hand word from an instance that left does not bring it back; only the instance itself,
+      // asked and not stopping, does (so a notice claiming another's id cannot drop it for longer than one poll)
+      if (snapshot.stopping || !asked) return;
+      this.departed.delete(snapshot.instance);
+    }
+    if (snapshot.stopping && pending(snapshot) === 0) {
+      // it stopped cleanly and has answered everything: it no longer needs an engine
+      this.last.delete(snapshot.instance);
+      this.departed.set(snapshot.instance, now);
+      return;
+    }
+    const prev = this.last.get(snapshot.instance);
+    // two URLs to one instance: its own clock orders its answers
+    if (prev && prev.snapshot.at > snapshot.at) return;
+    this.last.set(snapshot.instance, { snapshot, receivedAt: now });
+  }
+
+  private state(url: string): UrlState {
+    let s = this.byUrl.get(url);
+    if (!s) {
+      s = { up: false, lastOkAt: undefined, selfUntil: undefined };
+      this.byUrl.set(url, s);
+    }
+    return s;
   }
 
   private async fetchOne(url: string): Promise<void> {
+    const state = this.state(url);
     try {
       const auth = this.opts.authorization?.();
       const res = await request(`${url}/demand`, {
@@ -81,14 +182,20 @@ export class PeerDemand {
       if (res.statusCode !== 200) throw new Error(`GET /demand answered ${res.statusCode}`);
       const snapshot = parseSnapshot(JSON.parse(Buffer.concat(chunks).toString('utf8')));
       if (!snapshot) throw new Error('GET /demand answered something that is not a demand snapshot');
+      const now = this.now();
       if (snapshot.instance === this.opts.self) {
-        this.selfUrls.add(url);
-        this.last.delete(url);
+        // this router itself (a Service URL, or its own address listed): asked again later, since it may move
+        state.selfUntil = now + (this.opts.selfRecheckMs ?? SELF_RECHECK_MS);
+        state.up = true;
         return;
       }
-      this.last.set(url, { snapshot, receivedAt: this.now() });
+      state.selfUntil = undefined;
+      state.up = true;
+      state.lastOkAt = now;
+      this.take(snapshot, now, true);
       if (this.failing.delete(url)) this.log.info({ peer: url }, 'router peer answers again');
     } catch (err) {
+      state.up = false;
       if (!this.failing.has(url)) {
         this.failing.add(url);
         this.log.warn(

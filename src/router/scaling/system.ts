@@ -1,6 +1,7 @@
 // Builds the demand view of a router instance from its configuration: its own processes plus, for the KEDA scaler,
 // the peer replicas (--scaler-peers, --scaler-peer-selector). Used by a single router process and by the primary of
 // --workers alike, so both answer the same way.
+import { readFileSync, statSync } from 'node:fs';
 import type { RouterConfig } from '../config/config.js';
 import { loadKubeConfig, resolveNamespace } from '../discovery/kubernetes/source.js';
 import type { Logger } from '../util/log.js';
@@ -43,6 +44,36 @@ function peerList(config: RouterConfig, log: Logger): PeerList | undefined {
 }
 
 /**
+ * The Authorization a replica shows its peers: the API keys are shared by the replicas, and a peer's /demand sits
+ * behind them when it has no admin port (the admin port ignores it). Any configured key does: the first of --api-key
+ * (flag or env), else the first of --api-keys-file, re-read when the file changes.
+ */
+export function peerAuthorization(security: RouterConfig['security']): () => string | undefined {
+  const fixed = security.apiKeys[0];
+  if (fixed) return () => `Bearer ${fixed}`;
+  const file = security.apiKeysFile;
+  if (!file) return () => undefined;
+  let stamp = '';
+  let key: string | undefined;
+  return () => {
+    try {
+      const st = statSync(file);
+      const now = `${st.mtimeMs}:${st.size}:${st.ino}`;
+      if (now !== stamp) {
+        stamp = now;
+        key = readFileSync(file, 'utf8')
+          .split(/\r?\n/)
+          .map((l) => l.trim())
+          .find((l) => l.length > 0 && !l.startsWith('#'));
+      }
+    } catch {
+      // the file is gone for a moment (a Secret being updated): the key read last still works
+    }
+    return key === undefined ? undefined : `Bearer ${key}`;
+  };
+}
+
+/**
  * The instance's demand view. Peers are asked only when the KEDA scaler runs (nothing else needs the system's sum).
  * `locals` gives this instance's process snapshots.
  */
@@ -51,10 +82,11 @@ export function instanceDemand(
   instance: string,
   locals: () => Promise<ReceivedSnapshot[]>,
   log: Logger,
-): { view: AggregateDemand; stop: () => void } {
+  /** true once the instance is shutting down */
+  stopping: () => boolean = () => false,
+): { view: AggregateDemand; peers: PeerDemand | undefined; stop: () => Promise<void> } {
   const s = config.scaling;
   const list = s.kedaScalerPort !== undefined ? peerList(config, log) : undefined;
-  const key = config.security.apiKeys[0];
   const peers = list
     ? new PeerDemand(
         list,
@@ -62,11 +94,20 @@ export function instanceDemand(
           self: instance,
           timeoutMs: s.peerTimeoutMs,
           maxAgeMs: s.graceMs,
-          // a peer's /demand is behind the replicas' shared API keys when there is no admin port
-          authorization: () => (config.security.adminPort === undefined && key ? `Bearer ${key}` : undefined),
+          // a peer may have no admin port even when this one has: the key is shown whenever one is configured
+          authorization: peerAuthorization(config.security),
         },
         log,
       )
     : undefined;
-  return { view: new AggregateDemand({ instance, locals, peers, graceMs: s.graceMs }), stop: () => peers?.stop() };
+  const view = new AggregateDemand({ instance, locals, peers, graceMs: s.graceMs, stopping });
+  return {
+    view,
+    peers,
+    // the last word: the peers drop this instance at once instead of counting its last snapshot for the grace period
+    stop: async () => {
+      await view.farewell().catch(() => undefined);
+      peers?.stop();
+    },
+  };
 }

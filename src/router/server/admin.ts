@@ -5,6 +5,7 @@ import type { Endpoint, EndpointState, EngineLoad } from '../core/endpoint.js';
 import { isFresh, lastErrorIsPast } from '../core/endpoint.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import type { EndpointRole } from '../core/pd.js';
+import type { KvEndpointStatus } from '../kv/subscriber.js';
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
@@ -86,7 +87,6 @@ function loadView(load: EngineLoad | undefined, now: number, statsIntervalMs: nu
 
 /** One endpoint as GET /engines shows it (its fields are documented in docs/operations.md, "GET /engines"). */
 export function endpointView(e: Endpoint, now: number, statsIntervalMs: number): EndpointView {
-  const iso = (ms: number): string => new Date(ms).toISOString();
   return {
     id: e.id,
     url: e.url,
@@ -111,10 +111,42 @@ export function endpointView(e: Endpoint, now: number, statsIntervalMs: number):
   };
 }
 
-export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000): void {
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** What /engines shows of an endpoint's KV-cache event stream (kvaware). */
+export interface KvStatusSource {
+  statusOf(endpointId: string): KvEndpointStatus | undefined;
+}
+
+function kvEventsView(s: KvEndpointStatus | undefined): Record<string, unknown> | null {
+  if (s === undefined) return null;
+  return {
+    connected: s.connected,
+    ranks: s.ranks.map((r) => ({
+      url: r.url,
+      replayUrl: r.replayUrl ?? null,
+      connected: r.connected,
+      lastSeq: r.lastSeq ?? null,
+      lastEventAt: r.lastEventAt === undefined ? null : iso(r.lastEventAt),
+    })),
+    blocks: s.blocks,
+    gaps: s.gaps,
+    replays: s.replays,
+    rebuilds: s.rebuilds,
+    restarts: s.restarts,
+    malformed: s.malformed,
+    lastEventAt: s.lastEventAt === undefined ? null : iso(s.lastEventAt),
+    lastError: s.lastError ?? null,
+  };
+}
+
+export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000, kv?: KvStatusSource): void {
   const now = Date.now();
   sendJson(res, 200, {
-    endpoints: catalog.endpoints().map((e) => endpointView(e, now, statsIntervalMs)),
+    endpoints: catalog.endpoints().map((e) => ({
+      ...endpointView(e, now, statsIntervalMs),
+      ...(kv ? { kvEvents: kvEventsView(kv.statusOf(e.id)) } : {}),
+    })),
     models: catalog.models(),
   });
 }

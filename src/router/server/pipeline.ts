@@ -22,6 +22,7 @@ import type { AdapterManager } from '../adapters/manager.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
+import { ClientGone } from '../core/client-gone.js';
 
 /** Paths routed by the JSON body's `model`. */
 export const INFERENCE_PATHS: readonly string[] = [
@@ -116,6 +117,18 @@ const ADAPTER_404_PATHS = new Set(['/v1/chat/completions', '/v1/completions', '/
 class InferenceRecord {
   private readonly started = performance.now();
   readonly requestId: string;
+  /**
+   * The client left: made here, at admission, from the answer's sink (already fired when that sink is closed), and
+   * subscribed to by every stage that waits (sync wait, hold, adapter load, P/D, the engine attempt).
+   */
+  readonly gone: ClientGone;
+  private firstByteSeen = false;
+  /** the first body byte goes to the client now: llm_router_time_to_first_byte_seconds */
+  readonly onFirstByte = (): void => {
+    if (this.firstByteSeen) return;
+    this.firstByteSeen = true;
+    this.deps.metrics.firstByte(this.metricModel, (performance.now() - this.started) / 1000);
+  };
   /** the canonical model for metrics: '' until the body named one, UNKNOWN_MODEL_LABEL for names no source knows */
   metricModel = '';
   /** the model name the access log gives when it is not metricModel: the name a 404 was for, made loggable */
@@ -133,10 +146,12 @@ class InferenceRecord {
   ) {
     this.requestId = requestIdOf(req);
     this.writtenBefore = req.socket.bytesWritten;
+    this.gone = new ClientGone(res);
   }
 
   /** Answers with one of the router's own errors, and ends the request. */
   answer(err: RouterError): void {
+    if (!this.res.destroyed && !this.res.headersSent) this.onFirstByte();
     sendError(this.res, err, { 'x-request-id': this.requestId });
     this.finish(err.status, err.code);
   }
@@ -170,6 +185,12 @@ function admit(r: InferenceRecord, source: IncomingMessage | Buffer): boolean {
   const admitted = r.deps.admit(r.req);
   if (typeof admitted === 'function') {
     r.release = admitted;
+    // a client that left before its request got here: the slot goes back at once
+    if (r.gone.gone) {
+      if (!Buffer.isBuffer(source)) source.resume();
+      r.finish(499);
+      return false;
+    }
     return true;
   }
   if (!Buffer.isBuffer(source)) source.resume();
@@ -212,7 +233,14 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
   let resolution = catalog.resolve(requested);
   if (resolution.kind === 'unknown' && !sync.complete) {
     // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
-    if (!(await sync.whenSynced(r.deps.syncWaitMs))) {
+    const client = r.gone.race();
+    const synced = await Promise.race([sync.whenSynced(r.deps.syncWaitMs, client.gone), client.gone]);
+    client.cancel();
+    if (synced === 'gone') {
+      r.finish(499);
+      return undefined;
+    }
+    if (!synced) {
       r.answer(errors.discoveryNotSynced(requested));
       return undefined;
     }
@@ -238,6 +266,11 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
   const { scaling, catalog } = r.deps;
   const model = scaledModel(resolution);
   let current: Resolution = resolution;
+  if (r.gone.gone) {
+    // it left during an earlier stage: it neither waits nor counts as held
+    r.finish(499);
+    return undefined;
+  }
   if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(model)) && scaling.hold.waitMs(model) > 0) {
     let held: ReturnType<typeof scaling.hold.hold>;
     try {
@@ -250,9 +283,9 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
       throw err;
     }
     const leave = (): void => held.abort();
-    r.res.once('close', leave);
+    r.gone.on(leave);
     const outcome = await held.outcome;
-    r.res.off('close', leave);
+    r.gone.off(leave);
     if (outcome === 'aborted') {
       r.finish(499);
       return undefined;
@@ -272,16 +305,6 @@ function candidatesOf(deps: InferenceDeps, model: string): () => readonly Endpoi
   };
 }
 
-/** Resolves once the client has closed its connection; `cancel` stops listening. */
-function clientGone(res: ResponseSink): { gone: Promise<'gone'>; cancel: () => void } {
-  let leave: () => void = () => undefined;
-  const gone = new Promise<'gone'>((resolve) => {
-    leave = () => resolve('gone');
-    res.once('close', leave);
-  });
-  return { gone, cancel: () => res.off('close', leave) };
-}
-
 /**
  * Stage adapter: a ready endpoint of the adapter's base must hold it; when none does it is loaded first, and this
  * request waits for that load (with every other request for it). The answer: the adapter's resolution now.
@@ -294,7 +317,7 @@ async function loadAdapter(
   const { deps } = r;
   const route = target.adapter;
   if (route === undefined) return { ready: target, waited: false };
-  const client = clientGone(r.res);
+  const client = r.gone.race();
   const prepared = await Promise.race([deps.adapters.prepare(route, target.pd?.protocol), client.gone]);
   client.cancel();
   if (prepared === 'gone') {
@@ -379,6 +402,8 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           body,
           rawHeaders: req.rawHeaders,
           requestId: r.requestId,
+          gone: r.gone,
+          onFirstByte: r.onFirstByte,
           candidates: candidatesOf(deps, model),
           prefill: target.pd.prefill,
           ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
@@ -400,6 +425,8 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
         }),
         body,
         requestId: r.requestId,
+        gone: r.gone,
+        onFirstByte: r.onFirstByte,
         ...adapterJob,
       },
       r.res,

@@ -7,7 +7,7 @@ import cluster, { type Worker } from 'node:cluster';
 const TAG = 'llm-router';
 
 type Message =
-  | { tag: typeof TAG; kind: 'ask'; id: number; topic: string }
+  | { tag: typeof TAG; kind: 'ask'; id: number; topic: string; value?: unknown }
   | { tag: typeof TAG; kind: 'answer'; id: number; value?: unknown; error?: string }
   | { tag: typeof TAG; kind: 'gather'; id: number; topic: string }
   | { tag: typeof TAG; kind: 'part'; id: number; value?: unknown; error?: string }
@@ -25,13 +25,24 @@ export class ClusterHub {
   private nextId = 0;
   private readonly pending = new Map<number, { parts: Map<number, unknown>; waiting: Set<number>; done: () => void }>();
   private readonly onMessage = (worker: Worker, m: unknown): void => this.receive(worker, m);
+  /** a worker that died will not answer: the gathers waiting for it end without it, at once */
+  private readonly onExit = (worker: Worker): void => {
+    for (const p of [...this.pending.values()]) if (p.waiting.delete(worker.id) && p.waiting.size === 0) p.done();
+  };
 
-  constructor(private readonly questions: Readonly<Record<string, () => Promise<unknown>>>) {
+  constructor(
+    /** what workers may ask, each given the value the worker sent with its question (if any) */
+    private readonly questions: Readonly<Record<string, (value: unknown) => Promise<unknown>>>,
+    /** a gather ended without some worker's part (it did not answer within the time given) */
+    private readonly onMissed: (topic: string, missing: number) => void = () => undefined,
+  ) {
     cluster.on('message', this.onMessage);
+    cluster.on('exit', this.onExit);
   }
 
   stop(): void {
     cluster.off('message', this.onMessage);
+    cluster.off('exit', this.onExit);
     for (const p of this.pending.values()) p.done();
   }
 
@@ -46,7 +57,10 @@ export class ClusterHub {
         this.pending.delete(id);
         resolve(parts);
       };
-      const timer = setTimeout(done, timeoutMs);
+      const timer = setTimeout(() => {
+        if (waiting.size > 0) this.onMissed(topic, waiting.size);
+        done();
+      }, timeoutMs);
       this.pending.set(id, { parts, waiting, done });
       for (const w of Object.values(cluster.workers ?? {})) {
         if (!w?.isConnected()) continue;
@@ -75,7 +89,7 @@ export class ClusterHub {
         if (worker.isConnected()) worker.send({ tag: TAG, kind: 'answer', id: m.id, ...r } satisfies Message);
       };
       if (!question) return reply({ error: `no such question: ${m.topic}` });
-      question().then(
+      question(m.value).then(
         (value) => reply({ value }),
         (err: unknown) => reply({ error: errorText(err) }),
       );
@@ -111,7 +125,7 @@ export class WorkerLink {
     this.relayed.set(topic, handler);
   }
 
-  ask(topic: string, timeoutMs: number): Promise<unknown> {
+  ask(topic: string, timeoutMs: number, value?: unknown): Promise<unknown> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -128,7 +142,7 @@ export class WorkerLink {
           reject(e);
         },
       });
-      process.send?.({ tag: TAG, kind: 'ask', id, topic } satisfies Message);
+      process.send?.({ tag: TAG, kind: 'ask', id, topic, ...(value === undefined ? {} : { value }) } satisfies Message);
     });
   }
 

@@ -21,6 +21,17 @@ const LINT_FLAGS = [
     help: "the router's --k8s-label-selector (default: read from an llm-router Deployment in the input, else not checked)",
   },
   { name: 'model-label', kind: 'string', default: 'model', help: "the router's --k8s-model-label" },
+  {
+    name: 'routing-logic',
+    kind: 'string',
+    help: "the router's --routing-logic (default: read from an llm-router Deployment in the input: its args, LLM_ROUTER_ROUTING_LOGIC, its --config ConfigMap); kvaware checks the engines' KV-cache events",
+  },
+  {
+    name: 'kv-events-port',
+    kind: 'int',
+    min: 1,
+    help: "the router's --kv-events-port: where it subscribes on pods without llm-router/kv-events-port (default: the input's router's, else 5557)",
+  },
   { name: 'list-rules', kind: 'boolean', help: 'print the rules with their severity and exit' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ] as const satisfies readonly FlagSpec[];
@@ -54,6 +65,8 @@ export async function runLint(argv: string[]): Promise<void> {
       ...(expected !== undefined ? { expectedLoadSeconds: expected } : {}),
       ...(selector !== undefined ? { selector } : {}),
       modelLabel: flags['model-label'],
+      ...(flags['routing-logic'] !== undefined ? { routingLogic: flags['routing-logic'] } : {}),
+      ...(flags['kv-events-port'] !== undefined ? { kvEventsPort: flags['kv-events-port'] } : {}),
     });
     const summary = summarise(findings, loaded.objects.length, loaded.files.length);
     process.stdout.write(flags.format === 'json' ? formatJson(findings, summary) : formatText(findings, summary));

@@ -22,6 +22,7 @@ import {
 import { matches, parseSelector, type Requirement } from './selector.js';
 import { checkPdEngine, checkPdModels, type PdWorkload, type Report } from './pd-rules.js';
 import { checkLoraEngine, checkLoraNames, type LoraWorkload } from './lora-rules.js';
+import { checkKvEngine, DEFAULT_KV_EVENTS_PORT, routerContainers, routerSetting, subscribedPort } from './kv-rules.js';
 
 export type Severity = 'error' | 'warning';
 
@@ -110,6 +111,18 @@ export const RULES: readonly RuleInfo[] = [
     severity: 'error',
     summary: 'an llm-router/lora-adapters entry that is not NAME=PATH, or an adapter named like a model (the model wins)',
   },
+  {
+    id: 'kvaware-no-kv-events',
+    severity: 'warning',
+    summary:
+      'a router with --routing-logic kvaware in front of an engine that publishes no KV-cache events (no --kv-events-config with enable_kv_cache_events, TGI) or publishes them on another port than the router subscribes to',
+  },
+  {
+    id: 'kvaware-prefix-caching-off',
+    severity: 'warning',
+    summary:
+      'a router with --routing-logic kvaware in front of an engine with prefix caching off (vLLM --no-enable-prefix-caching, SGLang --disable-radix-cache)',
+  },
 ];
 
 const SEVERITY = new Map(RULES.map((r) => [r.id, r.severity]));
@@ -134,6 +147,10 @@ export interface LintOptions {
   readonly selector?: string;
   /** the router's --k8s-model-label (default model) */
   readonly modelLabel?: string;
+  /** the router's --routing-logic; when absent, taken from an llm-router Deployment in the input (its args, env, config) */
+  readonly routingLogic?: string;
+  /** the router's --kv-events-port (default 5557, or the input's router's) */
+  readonly kvEventsPort?: number;
 }
 
 const EXPECTED_LOAD_ANNOTATION = 'llm-router/expected-load-seconds';
@@ -161,8 +178,34 @@ function httpPath(p: ProbeSpec): string | undefined {
   return raw === undefined ? undefined : (raw.split('?')[0] as string).replace(/\/+$/, '') || '/';
 }
 
+interface RouterView {
+  readonly selector?: Requirement[];
+  readonly selectorText?: string;
+  readonly namespace?: string;
+  /** the router routes with --routing-logic kvaware */
+  readonly kvaware?: boolean;
+  /** where it subscribes to KV-cache events on a pod without llm-router/kv-events-port */
+  readonly kvEventsPort?: number;
+}
+
+/** The router's selector, namespace and routing, from the options or an llm-router Deployment in the input. */
+function routerView(objects: readonly LoadedObject[], opts: LintOptions): RouterView {
+  const view = selectorView(objects, opts);
+  let logic = opts.routingLogic;
+  let port = opts.kvEventsPort;
+  if (logic === undefined || port === undefined) {
+    const found = objects.flatMap(({ object }) => routerContainers(object).map((r) => ({ object, ...r })))[0];
+    if (found) {
+      logic ??= routerSetting(objects, found.object, found.template, found.container, 'routing-logic');
+      const p = Number(routerSetting(objects, found.object, found.template, found.container, 'kv-events-port'));
+      if (port === undefined && Number.isInteger(p) && p > 0) port = p;
+    }
+  }
+  return { ...view, kvaware: logic === 'kvaware', kvEventsPort: port ?? DEFAULT_KV_EVENTS_PORT };
+}
+
 /** The router's selector and namespace, from the options or an llm-router Deployment in the input. */
-function routerView(
+function selectorView(
   objects: readonly LoadedObject[],
   opts: LintOptions,
 ): { selector?: Requirement[]; selectorText?: string; namespace?: string } {
@@ -392,7 +435,7 @@ function checkModelName(ctx: Context, engine: ContainerSpec): void {
   }
 }
 
-function checkSelector(ctx: Context, engine: ContainerSpec, router: ReturnType<typeof routerView>): void {
+function checkSelector(ctx: Context, engine: ContainerSpec, router: RouterView): void {
   if (!router.selector) return;
   const name = engine.name ?? '(unnamed)';
   const ns = ctx.object.metadata?.namespace;
@@ -460,6 +503,15 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
           // the router reads adapters from the workloads it watches only
           const lora = pd && WORKLOAD_KINDS.has(object.kind ?? '') ? checkLoraEngine(object, c, kind, pd.models, toReport) : undefined;
           if (lora) loraWorkloads.push(lora);
+          // the KV-cache rules apply to the engines a kvaware router routes to: those its selector matches
+          const ns = object.metadata?.namespace;
+          const seen =
+            (!router.namespace || !ns || ns === router.namespace) &&
+            (!router.selector || matches(router.selector, template.metadata?.labels));
+          if (router.kvaware && seen) {
+            const port = subscribedPort(template, router.kvEventsPort ?? DEFAULT_KV_EVENTS_PORT);
+            checkKvEngine(template, c, kind, port, toReport);
+          }
           first = false;
         }
       }

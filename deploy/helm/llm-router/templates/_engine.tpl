@@ -120,6 +120,33 @@ annotation cannot carry.
 {{- $maxLoras := int (ternary $lora.maxLoras $loraDefaults.maxLoras (hasKey $lora "maxLoras")) -}}
 {{- $maxLoraRank := int (ternary $lora.maxLoraRank $loraDefaults.maxLoraRank (hasKey $lora "maxLoraRank")) -}}
 {{- if and $adapters (lt $maxLoras 1) -}}{{- fail (printf "engines[%s].lora.maxLoras must be 1 or more (adapters an engine runs at once)" $e.name) -}}{{- end -}}
+{{- $userArgs := concat $d.extraArgs (default (list) $e.args) -}}
+{{- $blockSize := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "blockSize")) -}}
+{{- /* kvaware: the engine publishes its KV-cache events; the router subscribes to them (one port per data-parallel rank) */ -}}
+{{- $kvaware := eq (include "llm-router.routingLogic" $root) "kvaware" -}}
+{{- $dp := int (include "llm-router.dataParallelSize" $userArgs) -}}
+{{- $kv := dict -}}
+{{- $kvConfig := "" -}}
+{{- if $kvaware -}}
+{{- if eq $kind "tgi" -}}
+{{- fail (printf "engines[%s]: routing.logic kvaware routes on the engines' KV-cache events, which TGI does not publish; use vllm or sglang, or another routing.logic" $e.name) -}}
+{{- end -}}
+{{- range $a := $userArgs -}}
+{{- $a = toString $a -}}
+{{- range $f := list "--kv-events-config" "--no-enable-prefix-caching" "--disable-radix-cache" -}}
+{{- if or (eq $a $f) (hasPrefix (printf "%s=" $f) $a) -}}
+{{- fail (printf "engines[%s]: %s in the engine's args under routing.logic kvaware: the chart sets the KV-event config (routing.kvEvents) and needs prefix caching on" $e.name $f) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $kv = include "llm-router.kvEventPorts" (dict "root" $root "dp" $dp) | fromYaml -}}
+{{- range $taken := list $enginePort $probePort $routerPort -}}
+{{- if or (and (le (int $kv.port) $taken) (lt $taken (add (int $kv.port) $dp))) (and (le (int $kv.replay) $taken) (lt $taken (add (int $kv.replay) $dp))) -}}
+{{- fail (printf "engines[%s]: port %d is both a KV-event port (routing.kvEvents) and the engine's, the probe sidecar's or the routing sidecar's" $e.name $taken) -}}
+{{- end -}}
+{{- end -}}
+{{- $kvConfig = printf "{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\",\"endpoint\":\"tcp://*:%d\",\"replay_endpoint\":\"tcp://*:%d\",\"topic\":\"\"}" (int $kv.port) (int $kv.replay) -}}
+{{- end -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -168,6 +195,15 @@ spec:
         {{- if $behindSidecar }}
         # and where it probes: the engine itself, not the sidecar in front of it
         llm-router/probe-port: {{ $enginePort | quote }}
+        {{- end }}
+        {{- if $kvaware }}
+        # where the router subscribes to the engine's KV-cache events (routing.logic kvaware) and asks for a replay
+        llm-router/kv-events-port: {{ $kv.port | quote }}
+        llm-router/kv-events-replay-port: {{ $kv.replay | quote }}
+        {{- if gt $dp 1 }}
+        # one publisher per data-parallel rank, on consecutive ports
+        llm-router/kv-events-dp-size: {{ $dp | quote }}
+        {{- end }}
         {{- end }}
     spec:
       terminationGracePeriodSeconds: {{ int $d.terminationGracePeriodSeconds }}
@@ -221,6 +257,16 @@ spec:
             - --kv-transfer-config
             - {{ $d.pd.kvTransferConfig | quote }}
             {{- end }}
+            {{- if gt $blockSize 0 }}
+            - --block-size
+            - {{ $blockSize | quote }}
+            {{- end }}
+            {{- if $kvaware }}
+            # routing.logic kvaware: the prefix cache on, and the KV-cache events the router routes on
+            - --enable-prefix-caching
+            - --kv-events-config
+            - {{ $kvConfig | quote }}
+            {{- end }}
             {{- if $adapters }}
             - --enable-lora
             - --max-loras
@@ -245,6 +291,15 @@ spec:
             - --tp
             - {{ $gpus | quote }}
             {{- end }}
+            {{- if gt $blockSize 0 }}
+            - --page-size
+            - {{ $blockSize | quote }}
+            {{- end }}
+            {{- if $kvaware }}
+            # routing.logic kvaware: the KV-cache events the router routes on (SGLang's radix cache is on by default)
+            - --kv-events-config
+            - {{ $kvConfig | quote }}
+            {{- end }}
             {{- if $adapters }}
             # runtime loads need LoRA on, and (no adapters given at start) the rank and target modules to size for
             - --enable-lora
@@ -267,7 +322,7 @@ spec:
             - {{ $gpus | quote }}
             {{- end }}
           {{- end }}
-            {{- range (concat $d.extraArgs (default (list) $e.args)) }}
+            {{- range $userArgs }}
             - {{ . | quote }}
             {{- end }}
           {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) (and $adapters (eq $kind "vllm")) }}
@@ -293,6 +348,16 @@ spec:
             - name: engine
               containerPort: {{ $enginePort }}
               protocol: TCP
+            {{- if $kvaware }}
+            {{- range $r := until $dp }}
+            - name: {{ ternary "kv-events" (printf "kv-events-%d" $r) (eq $dp 1) }}
+              containerPort: {{ add (int $kv.port) $r }}
+              protocol: TCP
+            - name: {{ ternary "kv-replay" (printf "kv-replay-%d" $r) (eq $dp 1) }}
+              containerPort: {{ add (int $kv.replay) $r }}
+              protocol: TCP
+            {{- end }}
+            {{- end }}
           # liveness: the process answers; it starts only after the startup probe passed, so loading is never killed
           livenessProbe:
             httpGet:
@@ -412,4 +477,54 @@ spec:
             sizeLimit: {{ $weights.sizeLimit }}
           {{- end }}
         {{- end }}
+{{- end -}}
+
+{{/*
+dict root dp -> YAML {port, replay}: the first KV-event publisher port and the first replay port of an engine with
+dp data-parallel ranks (rank r publishes on port + r and replays on replay + r, as vLLM and SGLang offset them).
+routing.kvEvents.replayPort empty: port + dp, the next free port.
+*/}}
+{{- define "llm-router.kvEventPorts" -}}
+{{- $kv := .root.Values.routing.kvEvents -}}
+{{- $dp := int .dp -}}
+{{- $port := int $kv.port -}}
+{{- $replay := add $port $dp -}}
+{{- if not (or (kindIs "invalid" $kv.replayPort) (eq (toString $kv.replayPort) "")) -}}{{- $replay = int $kv.replayPort -}}{{- end -}}
+{{- if or (lt $port 1) (gt (add $port $dp -1) 65535) (lt $replay 1) (gt (add $replay $dp -1) 65535) -}}
+{{- fail (printf "routing.kvEvents.port (%v) and replayPort (%v) must be port numbers" $kv.port $kv.replayPort) -}}
+{{- end -}}
+{{- if and (lt $port (add $replay $dp)) (lt $replay (add $port $dp)) -}}
+{{- fail (printf "routing.kvEvents: the publisher ports %d-%d and the replay ports %d-%d overlap (one per data-parallel rank); set replayPort to %d or more, or leave it empty" $port (add $port $dp -1) $replay (add $replay $dp -1) (add $port $dp)) -}}
+{{- end -}}
+port: {{ $port }}
+replay: {{ $replay }}
+{{- end -}}
+
+{{/* list of engine args -> the data-parallel size they set (vLLM --data-parallel-size/-dp, SGLang --dp-size/--dp), else 1 */}}
+{{- define "llm-router.dataParallelSize" -}}
+{{- $args := . -}}
+{{- $dp := 1 -}}
+{{- $flags := list "--data-parallel-size" "-dp" "--dp-size" "--dp" -}}
+{{- range $i, $a := $args -}}
+{{- $a = toString $a -}}
+{{- if and (has $a $flags) (lt (add1 $i) (len $args)) }}{{ $dp = int (index $args (add1 $i)) }}{{ end -}}
+{{- range $f := $flags -}}
+{{- if hasPrefix (printf "%s=" $f) $a }}{{ $dp = int (trimPrefix (printf "%s=" $f) $a) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- max $dp 1 -}}
+{{- end -}}
+
+{{/* dict root engine role -> YAML {engine, router, dp, kvPort, kvReplay}: where the engine listens, where the router sends its traffic, its KV-event ports */}}
+{{- define "llm-router.enginePorts" -}}
+{{- $d := .root.Values.engineDefaults -}}
+{{- $behindSidecar := and (eq .role "decode") (eq $d.pd.protocol "llm-d-sidecar") -}}
+{{- $engine := ternary (int $d.pd.decodeEnginePort) (int $d.port) $behindSidecar -}}
+{{- $dp := int (include "llm-router.dataParallelSize" (concat $d.extraArgs (default (list) .engine.args))) -}}
+{{- $kv := include "llm-router.kvEventPorts" (dict "root" .root "dp" $dp) | fromYaml -}}
+engine: {{ $engine }}
+router: {{ ternary (int $d.pd.routingSidecar.port) $engine $behindSidecar }}
+dp: {{ $dp }}
+kvPort: {{ $kv.port }}
+kvReplay: {{ $kv.replay }}
 {{- end -}}

@@ -75,3 +75,83 @@ app.kubernetes.io/component: router
 {{- end -}}
 {{- join "," $terms -}}
 {{- end -}}
+
+{{/*
+The router's --routing-logic, which the engines are rendered from (kvaware: KV-cache events). routing.logic when set;
+a routing-logic that router.config, router.env or router.extraArgs also sets must then agree with it. Empty (values
+files from before routing.logic): what the router reads from those, flags winning as in the router, else roundrobin.
+*/}}
+{{- define "llm-router.routingLogic" -}}
+{{- $given := toString (default "" .Values.routing.logic) -}}
+{{- /* [where, value], lowest precedence first: config file, env, flags */ -}}
+{{- $elsewhere := list -}}
+{{- range $key, $value := .Values.router.config -}}
+{{- if eq (kebabcase $key) "routing-logic" }}{{ $elsewhere = append $elsewhere (list (printf "router.config.%s" $key) $value) }}{{ end -}}
+{{- end -}}
+{{- range .Values.router.env -}}
+{{- if and (eq .name "LLM_ROUTER_ROUTING_LOGIC") (hasKey . "value") }}{{ $elsewhere = append $elsewhere (list "router.env LLM_ROUTER_ROUTING_LOGIC" .value) }}{{ end -}}
+{{- end -}}
+{{- $args := .Values.router.extraArgs -}}
+{{- range $i, $arg := $args -}}
+{{- if and (eq (toString $arg) "--routing-logic") (lt (add1 $i) (len $args)) }}{{ $elsewhere = append $elsewhere (list "router.extraArgs --routing-logic" (index $args (add1 $i))) }}{{ end -}}
+{{- if hasPrefix "--routing-logic=" (toString $arg) }}{{ $elsewhere = append $elsewhere (list "router.extraArgs --routing-logic" (trimPrefix "--routing-logic=" (toString $arg))) }}{{ end -}}
+{{- end -}}
+{{- $logic := $given -}}
+{{- if $given -}}
+{{- range $elsewhere -}}
+{{- if ne (toString (index . 1)) $given -}}
+{{- fail (printf "%s is %v but routing.logic is %s: set routing.logic only (the engines are rendered from it)" (index . 0) (index . 1) $given) -}}
+{{- end -}}
+{{- end -}}
+{{- else if $elsewhere -}}
+{{- $logic = toString (index (last $elsewhere) 1) -}}
+{{- else -}}
+{{- $logic = "roundrobin" -}}
+{{- end -}}
+{{- $valid := list "roundrobin" "least-load" "session" "prefixaware" "kvaware" -}}
+{{- if not (has $logic $valid) -}}
+{{- fail (printf "routing.logic must be one of %s, not %q" (join ", " $valid) $logic) -}}
+{{- end -}}
+{{- $logic -}}
+{{- end -}}
+
+{{/* router.adminPort as a number, 0 when unset */}}
+{{- define "llm-router.adminPort" -}}
+{{- $p := .Values.router.adminPort -}}
+{{- if or (kindIs "invalid" $p) (eq (toString $p) "") -}}0{{- else -}}
+{{- $n := int $p -}}
+{{- if or (lt $n 1) (gt $n 65535) -}}{{- fail (printf "router.adminPort must be a port number (1-65535), not %v" $p) -}}{{- end -}}
+{{- if eq $n (int .Values.router.port) -}}{{- fail (printf "router.adminPort (%d) must differ from router.port" $n) -}}{{- end -}}
+{{- if and .Values.keda.enabled (eq .Values.keda.flavour "external-push") (eq $n (int .Values.keda.scalerPort)) -}}
+{{- fail (printf "router.adminPort (%d) must differ from keda.scalerPort" $n) -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}
+{{- end -}}
+
+{{/* router.workers as a number (at least 1) */}}
+{{- define "llm-router.workers" -}}
+{{- $w := 1 -}}
+{{- if not (or (kindIs "invalid" .Values.router.workers) (eq (toString .Values.router.workers) "")) }}{{ $w = int .Values.router.workers }}{{ end -}}
+{{- if lt $w 1 -}}{{- fail (printf "router.workers must be 1 or more, not %v" .Values.router.workers) -}}{{- end -}}
+{{- $w -}}
+{{- end -}}
+
+{{/*
+The router container's resources: router.resources, with requests.cpu = workers x cpuPerWorker unless
+router.resources.requests.cpu is set. cpuPerWorker in millicores ("500m") or cores ("1", "0.5").
+*/}}
+{{- define "llm-router.routerResources" -}}
+{{- $r := deepCopy (default (dict) .Values.router.resources) -}}
+{{- $requests := default (dict) $r.requests -}}
+{{- if not $requests.cpu -}}
+{{- $per := toString .Values.router.cpuPerWorker -}}
+{{- $milli := 0 -}}
+{{- if hasSuffix "m" $per -}}{{- $milli = int (trimSuffix "m" $per) -}}{{- else -}}{{- $milli = int (mulf (float64 $per) 1000) -}}{{- end -}}
+{{- if lt $milli 1 -}}{{- fail (printf "router.cpuPerWorker must be a CPU quantity such as 500m or 1, not %q" $per) -}}{{- end -}}
+{{- $total := mul $milli (int (include "llm-router.workers" .)) -}}
+{{- $_ := set $requests "cpu" (ternary (toString (div $total 1000)) (printf "%dm" $total) (eq (mod $total 1000) 0)) -}}
+{{- $_ = set $r "requests" $requests -}}
+{{- end -}}
+{{- toYaml $r -}}
+{{- end -}}

@@ -48,8 +48,9 @@ function onBodyTimeout(conn: Conn): void {
   const req = conn.req;
   if (!conn.bodyArmed || req === undefined) return;
   if (req.paused) {
-    // the handler holds the reading back; silence is not the server's
-    conn.bodyTimer?.refresh();
+    // the handler held the reading back for the whole body timeout: its own reader (the router's client) took no byte
+    // for that long. Silence that is not the server's, so it gets a code of its own (attempt.ts: the client is gone).
+    conn.fail(req, new H1ClientError(`the reader took no data for ${req.opts.bodyTimeout} ms`, 'LLM_ROUTER_CLIENT_STALLED'));
     return;
   }
   conn.fail(req, new H1ClientError(`body timeout (${req.opts.bodyTimeout} ms without data)`, 'UND_ERR_BODY_TIMEOUT'));

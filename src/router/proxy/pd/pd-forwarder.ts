@@ -5,6 +5,7 @@
 import type { PdConfig, TimeoutConfig } from '../../config/config.js';
 import type { Endpoint } from '../../core/endpoint.js';
 import type { ResponseSink } from '../../core/exchange.js';
+import { ClientGone } from '../../core/client-gone.js';
 import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
 import type { AdapterLedger, MissingAdapterAnswer } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
@@ -43,6 +44,10 @@ export interface PdJob {
   /** the client's headers, flat; filtered per call (src/router/proxy/headers.ts) */
   readonly rawHeaders: readonly string[];
   readonly requestId: string;
+  /** the request's "client gone" signal: it ends the prefill call and the decode attempt */
+  readonly gone: ClientGone;
+  /** called once, when the first body byte goes to the client */
+  readonly onFirstByte?: () => void;
   /** the decode side now (decode and both endpoints); called again before each failover */
   readonly candidates: () => readonly Endpoint[];
   /** the ready prefill endpoints */
@@ -80,15 +85,16 @@ export class PdForwarder {
   ) {}
 
   async forward(job: PdJob, res: ResponseSink): Promise<ForwardResult> {
+    if (job.gone.gone) return { kind: 'client-gone', endpoint: undefined };
     const decode = this.policies.decode.pick(job.candidates(), job.route);
     if (decode === undefined)
       return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready decode endpoint', endpoint: undefined };
     // other paths (embeddings, tokenize, ...) have no prefill half
-    if (!PD_PATHS.has(job.path)) return this.decodeHop(job, decode, job.body, undefined, res);
+    if (!PD_PATHS.has(job.path)) return this.decodeHop(job, decode, job.body, undefined, res, res);
     // the KV transfer of a P/D model is the router's to name: a client's own would point an engine at any host
     const body = withoutKvTransferParams(job.body);
     // a `both` endpoint serves whole requests
-    if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res);
+    if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res, res);
     const canSkip = allowsDecodeOnly(job.protocol);
     if (job.prefill.length > 0 && this.policies.prefill.prepare !== undefined) await this.policies.prefill.prepare(job.prefill, job.route);
     const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
@@ -110,9 +116,9 @@ export class PdForwarder {
       decode,
       prefill,
       bootstrapPort: prefill.bootstrapPort ?? this.opts.pd.sglangBootstrapPort,
-      callPrefill: (b, onStatus) => this.prefillHop(job, prefill, b, res, onStatus),
+      callPrefill: (b, onStatus) => this.prefillHop(job, prefill, b, onStatus),
       judgePrefill: (outcome, expectKv) => this.judge(job, prefill, outcome, expectKv),
-      forwardDecode: (b, extra, sink) => this.decodeHop(job, decode, b, extra, sink ?? res),
+      forwardDecode: (b, extra, sink) => this.decodeHop(job, decode, b, extra, sink ?? res, res),
       decodeOnly: (reason) => this.decodeOnly(job, body, decode, reason, res),
       passBack: (verdict) => this.passBack(job, prefill, verdict.answer, res),
     };
@@ -121,7 +127,7 @@ export class PdForwarder {
   /** The request to the decode endpoint alone, counted as a decode-only fallback. */
   private decodeOnly(job: PdJob, body: Buffer, decode: Endpoint, reason: DecodeOnlyReason, res: ResponseSink): Promise<ForwardResult> {
     this.observer.decodeOnly(job.model, reason);
-    return this.decodeHop(job, decode, body, undefined, res);
+    return this.decodeHop(job, decode, body, undefined, res, res);
   }
 
   private headers(job: PdJob, length: number, extra: readonly string[] | undefined): string[] {
@@ -141,6 +147,7 @@ export class PdForwarder {
     body: Buffer,
     extra: readonly string[] | undefined,
     sink: ResponseSink,
+    res: ResponseSink,
   ): Promise<ForwardResult> {
     const started = performance.now();
     try {
@@ -153,6 +160,10 @@ export class PdForwarder {
           headers: this.headers(job, body.length, extra),
           body,
           requestId: job.requestId,
+          // the client's own signal, or the one of the sink the decode answer is held in (sglang's gate, which its
+          // cancel fires too)
+          gone: sink === res ? job.gone : new ClientGone(sink),
+          ...(job.onFirstByte ? { onFirstByte: job.onFirstByte } : {}),
           first: decode,
           ...(job.adapter ? { adapter: job.adapter, adapterMissing: job.adapterMissing ?? VLLM_MISSING } : {}),
         },
@@ -163,7 +174,7 @@ export class PdForwarder {
     }
   }
 
-  private prefillHop(job: PdJob, prefill: Endpoint, body: Buffer, res: ResponseSink, onStatus?: (status: number) => void): EngineCall {
+  private prefillHop(job: PdJob, prefill: Endpoint, body: Buffer, onStatus?: (status: number) => void): EngineCall {
     const started = performance.now();
     const t = this.opts.timeouts;
     this.ledger.requestStarted(prefill);
@@ -178,9 +189,9 @@ export class PdForwarder {
       ...(onStatus ? { onStatus } : {}),
     });
     const leave = (): void => call.abort();
-    res.once('close', leave);
+    job.gone.on(leave);
     void call.done.then(() => {
-      res.off('close', leave);
+      job.gone.off(leave);
       this.ledger.requestEnded(prefill);
       job.adapter?.requestEnded(prefill);
       this.observer.call(job.model, 'prefill', (performance.now() - started) / 1000);
@@ -228,6 +239,7 @@ export class PdForwarder {
     if (res.destroyed || res.headersSent) return { kind: 'client-gone', endpoint: prefill };
     const head = downstreamResponseHeaders(answer.headers, job.requestId);
     head.headers.push('content-length', String(answer.body.length));
+    if (answer.body.length > 0) job.onFirstByte?.();
     res.writeHead(answer.status, head.headers);
     res.end(answer.body);
     return { kind: 'answered', status: answer.status, endpoint: prefill };

@@ -40,6 +40,8 @@ const RECONNECT_MS = 2_000;
 
 export class EventStream {
   private readonly clients = new Set<ServerResponse>();
+  /** streams admitted and not yet in `clients` (their first state is being computed): they count against the cap */
+  private reserved = 0;
   private lastState = '';
   private tick: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -76,7 +78,9 @@ export class EventStream {
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (this.stopped) return sendError(res, errors.shuttingDown());
-    if (this.clients.size >= this.opts.maxClients) return sendError(res, errors.tooManyStreams(this.opts.maxClients));
+    // the slot is taken here, before any await: connects that arrive together cannot pass the cap between the check
+    // and the stream's start
+    if (this.clients.size + this.reserved >= this.opts.maxClients) return sendError(res, errors.tooManyStreams(this.opts.maxClients));
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
@@ -87,7 +91,13 @@ export class EventStream {
       res.end();
       return;
     }
-    const state = await this.source.state(false);
+    this.reserved++;
+    let state: DashboardState;
+    try {
+      state = await this.source.state(false);
+    } finally {
+      this.reserved--;
+    }
     if (res.destroyed || this.stopped) return;
     const snapshot = { state, timeline: this.timeline.recent(this.opts.snapshotEvents) };
     res.write(`retry: ${RECONNECT_MS}\n\n`);

@@ -1,0 +1,124 @@
+// KV-cache-aware routing assembled: the engines' event streams followed for every endpoint that names one (the catalog
+// says which, level-triggered: every catalog change reconciles the whole set), the request tokenizer, and the key
+// source the kvaware policy asks for each request's block keys.
+import type { ModelCatalog } from '../catalog/catalog.js';
+import type { KvConfig } from '../config/kv-config.js';
+import type { EngineTls } from '../config/engine-tls.js';
+import type { Endpoint } from '../core/endpoint.js';
+import { blockKeys, type BlockKey } from '../kv/block-key.js';
+import { KvEvents } from '../kv/kv-events.js';
+import { RequestTokenizer } from '../kv/request-tokens.js';
+import type { KvEndpointStatus, KvSource } from '../kv/subscriber.js';
+import type { KvMetrics, KvStreamView } from '../metrics/kv-metrics.js';
+import type { KvFallbackReason, KvKeySource, KvRequest } from '../kv/types.js';
+import type { Logger } from '../util/log.js';
+
+export interface KvRoutingOptions {
+  readonly kv: KvConfig;
+  readonly engineApiKey: string | undefined;
+  readonly engineTls: EngineTls | undefined;
+}
+
+export class KvRouting implements KvKeySource, KvStreamView {
+  readonly events: KvEvents;
+  private readonly tokenizer: RequestTokenizer;
+  private unsubscribe: (() => void) | undefined;
+  private reconcileQueued = false;
+  /** which ready endpoint answers the next engine-mode /tokenize: spread over the model's endpoints */
+  private nextTarget = 0;
+
+  constructor(
+    private readonly catalog: ModelCatalog,
+    private readonly opts: KvRoutingOptions,
+    private readonly metrics: KvMetrics,
+    log: Logger,
+  ) {
+    this.events = new KvEvents({ log, defaultCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
+    this.tokenizer = new RequestTokenizer({
+      mode: opts.kv.tokenizer,
+      models: Object.fromEntries(opts.kv.tokenizers),
+      timeoutMs: opts.kv.tokenizerTimeoutMs,
+      ...(opts.engineApiKey ? { apiKey: opts.engineApiKey } : {}),
+      ...(opts.engineTls ? { tls: opts.engineTls } : {}),
+    });
+  }
+
+  start(): void {
+    this.unsubscribe = this.catalog.onChange(() => this.queueReconcile());
+    this.reconcile();
+    // a tokenizer directory loads now, so a missing or broken one is said at start-up, not on the first request
+    const dirs = new Set([this.opts.kv.tokenizer, ...this.opts.kv.tokenizers.values()].filter((m) => m !== 'engine' && m !== 'off'));
+    for (const dir of dirs) void this.tokenizer.preload(dir);
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe?.();
+    await Promise.all([this.events.close(), this.tokenizer.close()]);
+  }
+
+  /** The kvaware policy's question: this request's block keys, or why there are none. */
+  async keys(request: KvRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason> {
+    const started = performance.now();
+    const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
+    const outcome = await this.tokenizer.tokenize(request.model, request.body, target);
+    if (outcome.fallback !== undefined) return outcome.fallback;
+    const source = outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source;
+    this.metrics.tokenized(source, (performance.now() - started) / 1000);
+    const adapter = this.catalog.model(request.model)?.adapter;
+    return blockKeys(outcome.tokens, this.blockSizeOf(candidates), adapter ? request.model : undefined);
+  }
+
+  /** GET /engines: the endpoint's event stream, when it has one. */
+  statusOf(endpointId: string): KvEndpointStatus | undefined {
+    return this.events.statusOf(endpointId);
+  }
+
+  counters(): ReturnType<KvEvents['counters']> {
+    return this.events.counters();
+  }
+
+  blocks(): number {
+    return this.events.kvIndex.stats().total;
+  }
+
+  endpoints(): { followed: number; connected: number } {
+    const all = this.events.status();
+    return { followed: all.length, connected: all.filter((s) => s.connected).length };
+  }
+
+  /** The engines' block size: what their events or metrics said, else --kv-block-size. */
+  private blockSizeOf(candidates: readonly Endpoint[]): number {
+    for (const e of candidates) {
+      const size = this.events.index.blockSize(e.id) ?? e.cacheConfig?.blockSize;
+      if (size !== undefined) return size;
+    }
+    return this.opts.kv.blockSize;
+  }
+
+  private queueReconcile(): void {
+    if (this.reconcileQueued) return;
+    this.reconcileQueued = true;
+    setImmediate(() => {
+      this.reconcileQueued = false;
+      this.reconcile();
+    });
+  }
+
+  /** Every endpoint that names an event stream is followed, whatever its state: its cache outlives a failed probe. */
+  private reconcile(): void {
+    const sources: KvSource[] = [];
+    for (const e of this.catalog.endpoints()) {
+      if (e.kvEvents === undefined) continue;
+      const capacity = e.cacheConfig?.numGpuBlocks;
+      sources.push({
+        endpointId: e.id,
+        eventsUrls: e.kvEvents.eventsUrls,
+        replayUrls: e.kvEvents.replayUrls,
+        ...(capacity !== undefined ? { capacity } : {}),
+      });
+      if (e.cacheConfig?.blockSize !== undefined && this.events.index.blockSize(e.id) === undefined)
+        this.events.kvIndex.setBlockSize(e.id, e.cacheConfig.blockSize);
+    }
+    this.events.reconcile(sources);
+  }
+}

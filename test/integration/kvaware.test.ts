@@ -1,0 +1,115 @@
+// kvaware end to end: two simulators publishing their prefix caches' KV-cache events, two router replicas following
+// them. A prompt cached on B goes to B through either replica, 10 of 10 times; once B has evicted it and A holds it,
+// both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { call, FAST_PROBES, type Running, startRouter, startSim } from '../support/router.js';
+import { stopAll } from '../support/process.js';
+import { eventually } from '../support/within.js';
+
+const MODEL = 'kv-model';
+
+function words(seed: string, n: number): string {
+  return Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
+}
+
+/** the simulator's announced KV-cache event endpoints */
+function kvEndpoints(sim: Running): { events: string; replay: string } {
+  const m = /sim kv-events on (tcp:\/\/\S+) replay (tcp:\/\/\S+)\n/.exec(sim.proc.output());
+  if (!m) throw new Error(`no kv-events line in:\n${sim.proc.output()}`);
+  return { events: m[1] as string, replay: m[2] as string };
+}
+
+async function complete(base: string, prompt: string): Promise<string> {
+  const res = await call(`${base}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt, max_tokens: 1 }) });
+  assert.equal(res.status, 200, res.text);
+  return String(res.headers['x-sim-engine']);
+}
+
+interface EngineView {
+  readonly url: string;
+  readonly kvEvents: { readonly connected: boolean; readonly blocks: number } | null;
+}
+
+async function blocksOn(router: Running): Promise<Map<string, number>> {
+  const res = await call(`${router.url}/engines`);
+  const body = res.json<{ endpoints: EngineView[] }>();
+  return new Map(body.endpoints.map((e) => [e.url, e.kvEvents?.connected ? e.kvEvents.blocks : -1]));
+}
+
+describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }, () => {
+  let a: Running;
+  let b: Running;
+  const routers: Running[] = [];
+
+  before(async () => {
+    // 64 blocks of 16 tokens each: a 300-token prompt is 18 blocks, four others push it out
+    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '64'];
+    a = await startSim([...simArgs, '--id', 'A']);
+    b = await startSim([...simArgs, '--id', 'B']);
+    const ka = kvEndpoints(a);
+    const kb = kvEndpoints(b);
+    for (let i = 0; i < 2; i++)
+      routers.push(
+        await startRouter([
+          ...FAST_PROBES,
+          '--routing-logic',
+          'kvaware',
+          '--static-backends',
+          `${a.url},${b.url}`,
+          '--static-models',
+          `${MODEL},${MODEL}`,
+          '--static-backend-kv-events',
+          `${ka.events},${kb.events}`,
+          '--static-backend-kv-replay',
+          `${ka.replay},${kb.replay}`,
+        ]),
+      );
+    for (const r of routers)
+      await eventually(
+        'both engines ready and their event streams connected',
+        () => blocksOn(r),
+        (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
+      );
+  });
+  after(stopAll);
+
+  test('a prompt cached on B goes to B through each replica, 10 of 10; after B evicts it and A holds it, to A', async () => {
+    const shared = words('doc', 300);
+    assert.equal(await complete(b.url, shared), 'B');
+    for (const r of routers)
+      await eventually(
+        "B's stored blocks indexed",
+        () => blocksOn(r),
+        (m) => (m.get(b.url) ?? 0) >= 18 && m.get(a.url) === 0,
+      );
+    for (const r of routers)
+      for (let i = 0; i < 10; i++) assert.equal(await complete(r.url, `${shared} question ${i} ${words('tail', 20)}`), 'B', `request ${i}`);
+
+    // B's cache fills with other prompts: the shared prefix is evicted (BlockRemoved); A then caches it
+    for (let i = 0; i < 5; i++) await complete(b.url, words(`other${i}x`, 300));
+    assert.equal(await complete(a.url, shared), 'A');
+    for (const r of routers)
+      await eventually(
+        'the eviction on B and the store on A indexed',
+        () => blocksOn(r),
+        (m) => (m.get(a.url) ?? 0) >= 18,
+      );
+    for (const r of routers) for (let i = 0; i < 10; i++) assert.equal(await complete(r.url, `${shared} again ${i}`), 'A', `request ${i}`);
+
+    const metrics = (await call(`${routers[0]?.url}/metrics`)).text;
+    assert.match(metrics, /llm_router_kv_events_total\{type="BlockStored"\} [1-9]/);
+    assert.match(metrics, /llm_router_kv_events_total\{type="BlockRemoved"\} [1-9]/);
+    assert.match(metrics, /llm_router_kvaware_matched_ratio_count [1-9]/);
+  });
+
+  test('a request whose tokenizer fails is routed by prefixaware and answered, counted as a fallback', async () => {
+    // a prompt of many strings is a batch: it has no one token list, so kvaware cannot match it
+    const res = await call(`${routers[0]?.url}/v1/completions`, {
+      body: JSON.stringify({ model: MODEL, prompt: ['one', 'two'], max_tokens: 1 }),
+    });
+    assert.equal(res.status, 200, res.text);
+    const metrics = (await call(`${routers[0]?.url}/metrics`)).text;
+    assert.match(metrics, /llm_router_kvaware_fallback_total\{reason="unsupported-body"\} [1-9]/);
+  });
+});
