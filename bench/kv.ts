@@ -169,6 +169,8 @@ export interface ReplayResult {
   readonly seconds: number;
   /** the routers' RSS growth over the replay, MB (summed over replicas) */
   readonly routerRssGrowthMb: number;
+  /** the largest router's RSS after the replay, MB */
+  readonly routerRssMb: number;
   /** the engines published KV-cache events (kvaware had something to read) */
   readonly kvEvents: boolean;
   /** the router's kvaware counters from /metrics (first replica), name{labels} -> value */
@@ -269,7 +271,8 @@ async function replay(
     }
     await Promise.all(pending);
     const seconds = (performance.now() - t0) / 1000;
-    const rssAfter = routers.reduce((n, r) => n + usageOf(r.child.pid as number).rssBytes, 0);
+    const rssEach = routers.map((r) => usageOf(r.child.pid as number).rssBytes);
+    const rssAfter = rssEach.reduce((a, b) => a + b, 0);
     const counters = await Promise.all(engines.list.map(prefixCounters));
     const queries = counters.reduce((n, c) => n + c.queries, 0);
     const hits = counters.reduce((n, c) => n + c.hits, 0);
@@ -287,6 +290,7 @@ async function replay(
       maxEngineShare: total > 0 ? Math.max(...served) / total : Number.NaN,
       seconds,
       routerRssGrowthMb: (rssAfter - rssBefore) / 2 ** 20,
+      routerRssMb: Math.max(...rssEach) / 2 ** 20,
       kvEvents: engines.list.every(publishesEvents),
       kvMetrics: policy === 'kvaware' ? await kvMetricsOf(routers[0] as RouterProc) : {},
       firstError,
@@ -566,7 +570,7 @@ export function renderKv(r: KvBenchResult): string {
       'TTFT p50 ms',
       'TTFT p90 ms',
       'busiest engine',
-      'router RSS growth MB',
+      'router RSS MB (growth)',
       'failed',
     ];
     const rows = r.replays.map((x) => {
@@ -580,7 +584,7 @@ export function renderKv(r: KvBenchResult): string {
         ms(x.ttftP50Ms),
         ms(x.ttftP90Ms),
         pct(x.maxEngineShare),
-        ms(x.routerRssGrowthMb, 1),
+        `${ms(x.routerRssMb, 0)} (${x.routerRssGrowthMb >= 0 ? '+' : ''}${ms(x.routerRssGrowthMb, 0)})`,
         String(x.failed),
       ];
     });

@@ -150,6 +150,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
     maxEngineShare: share,
     seconds: 1,
     routerRssGrowthMb: 1,
+    routerRssMb: 80,
     kvEvents: true,
     kvMetrics: {},
     firstError: undefined,
