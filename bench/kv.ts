@@ -626,8 +626,9 @@ export function renderKv(r: KvBenchResult): string {
   for (const t of targets) lines.push(`| ${t.target} | ${t.value} | ${t.met === undefined ? 'not measured' : t.met ? 'pass' : 'FAIL'} |`);
   const kv = r.replays.find((x) => x.policy === 'kvaware');
   if (kv && Object.keys(kv.kvMetrics).length > 0) {
-    lines.push('', `kvaware x${kv.replicas}, the router's KV counters:`);
+    lines.push('', `kvaware x${kv.replicas}, the router's KV counters (zeros left out):`);
     for (const [k, v] of Object.entries(kv.kvMetrics)) {
+      if (v === 0) continue;
       // a histogram's mean beside its sum: the time to get a request's token ids, by source
       const count = k.includes('_seconds_sum') ? kv.kvMetrics[k.replace('_seconds_sum', '_seconds_count')] : undefined;
       lines.push(`  ${k} ${v}${count ? `  (mean ${((v / count) * 1000).toFixed(2)} ms)` : ''}`);
