@@ -174,6 +174,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
       prefillMsPerToken: 1,
       itlMs: 1,
       maxNumSeqs: 1,
+      tokenizerDir: undefined,
     },
     machine: { cpus: 2, loadAverage: 1 },
     workload: {
@@ -199,6 +200,25 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
   assert.equal(met('kvaware x2: no engine'), false);
   assert.equal(met('kvaware: two replicas'), false);
   assert.equal(met('router-added'), undefined);
+  assert.equal(
+    kvTargets({
+      ...result,
+      latency: [
+        {
+          policy: 'kvaware',
+          tokenizer: 'in-process',
+          tokens: 12_000,
+          requests: 1,
+          directP50Ms: 5,
+          routerP50Ms: 6,
+          addedP50Ms: 1,
+          routerCpuMsPerRequest: 1,
+          failed: 0,
+        },
+      ],
+    }).find((x) => x.target.startsWith('router-added'))?.met,
+    true,
+  );
   assert.equal(met('1M indexed'), true);
   const text = renderKv(result);
   assert.match(text, /\| kvaware \| 2 \| 40\.0 % \| 0\.80x \| 2\.00x \|/);
