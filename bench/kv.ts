@@ -20,7 +20,8 @@ import { pathToFileURL } from 'node:url';
 import { Agent, request } from 'undici';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
 import { HfSimTokenizer } from '../src/tools/sim/hf-sim-tokenizer.js';
-import { WordTokenizer } from '../src/tools/sim/tokenizer.js';
+import { type SimTokenizer, WordTokenizer } from '../src/tools/sim/tokenizer.js';
+import { type ChatMessageLike, conversation } from '../test/support/conversations.js';
 import { matchCost, memoryPerMillion } from './kv-index.js';
 import { usageOf } from './procs.js';
 import {
@@ -315,6 +316,8 @@ export interface AddedLatency {
   readonly policy: string;
   /** kvaware's token ids: the engine's /tokenize, or the router's in-process tokenizer (`--tokenizer DIR`) */
   readonly tokenizer: 'engine' | 'in-process';
+  /** prompt: a completion never seen before; turn: the next turn of a conversation whose turn before was routed */
+  readonly shape: 'prompt' | 'turn';
   readonly tokens: number;
   readonly requests: number;
   readonly directP50Ms: number;
@@ -327,16 +330,22 @@ export interface AddedLatency {
 }
 
 /**
- * Sequential non-streaming requests of about `tokens` tokens of distinct words each (no cache hit anywhere, no prefill
- * charged, one output token), in pairs: one straight to an engine, one through the router; the router's part is the
- * difference. With `tokenizerDir` the router tokenizes in process (`--tokenizer DIR`) and the engines with the same
- * tokenizer; else kvaware asks an engine's /tokenize.
+ * Sequential non-streaming requests of about `latencyTokens` tokens each (no prefill charged, one output token), in
+ * pairs: one straight to an engine, one through the router; the router's part is the difference.
+ *  - shape `prompt`: a completion of distinct words, never seen before (nothing cached anywhere: the worst case);
+ *  - shape `turn`: the next turn of one growing chat conversation (test/support/conversations.ts, as bench/tokenize.ts
+ *    uses), the router having routed the turn before (what its token caches are for).
+ * With `tokenizerDir` the router tokenizes in process (`--tokenizer DIR`) and the engines with the same tokenizer;
+ * else kvaware asks an engine's /tokenize.
  */
-async function measureAddedLatency(policy: string, o: KvBenchOptions, tokenizerDir?: string): Promise<AddedLatency> {
+async function measureAddedLatency(
+  policy: string,
+  o: KvBenchOptions,
+  tokenizerDir: string | undefined,
+  shape: 'prompt' | 'turn',
+): Promise<AddedLatency> {
   const tokenizer = tokenizerDir !== undefined ? await HfSimTokenizer.load(tokenizerDir) : new WordTokenizer();
-  const sample = Array.from({ length: 1000 }, (_, j) => `q0t${j}`).join(' ');
-  // words per prompt for about `latencyTokens` tokens (the word-level tokenizer: one each)
-  const wordsPerPrompt = Math.max(1, Math.round((o.latencyTokens * 1000) / tokenizer.encode(sample).length));
+  const bodies = latencyBodies(tokenizer, o, shape);
   const engines = await startEngines(o, 1024, {
     ttftMs: 0,
     prefillMsPerToken: 0,
@@ -345,22 +354,13 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions, tokenizerD
   });
   let router: RouterProc | undefined;
   const dispatcher = new Agent({ connections: 2, pipelining: 1 });
+  const path = shape === 'prompt' ? '/v1/completions' : '/v1/chat/completions';
   try {
     router = await startRouter(policy, engines.list, routerArgs(policy, engines, o, tokenizerDir ?? 'engine'), MODEL);
     const target = router;
-    let tokens = 0;
-    const post = async (url: string, n: number): Promise<number | undefined> => {
-      const words: string[] = [];
-      for (let j = 0; j < wordsPerPrompt; j++) words.push(`q${n}t${j}`);
-      if (tokens === 0) tokens = tokenizer.encode(words.join(' ')).length;
-      const body = JSON.stringify({ model: MODEL, prompt: words.join(' '), max_tokens: 1 });
+    const post = async (url: string, body: string): Promise<number | undefined> => {
       const t0 = performance.now();
-      const res = await request(`${url}/v1/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-        dispatcher,
-      });
+      const res = await request(`${url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body, dispatcher });
       await res.body.text();
       return res.statusCode === 200 ? performance.now() - t0 : undefined;
     };
@@ -368,17 +368,18 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions, tokenizerD
     const routed: number[] = [];
     const added: number[] = [];
     let failed = 0;
-    // warm-up: connections, JIT, the router's tokenizer client
-    for (let w = 0; w < 3; w++) {
-      await post((engines.list[0] as SimEngine).url, -1 - w);
-      await post(target.url, -10 - w);
+    // warm-up: connections, JIT, the router's tokenizer client (and, for turns, the turns before the first measured)
+    for (const body of bodies.warmup) {
+      await post((engines.list[0] as SimEngine).url, body);
+      await post(target.url, body);
     }
     const cpuBefore = usageOf(target.child.pid as number).cpuSeconds;
-    for (let i = 0; i < o.latencyRequests; i++) {
+    for (const [i, body] of bodies.measured.entries()) {
+      const engine = (engines.list[i % ENGINES] as SimEngine).url;
       // alternate which goes first, so that neither always follows the other's GC
-      const a = i % 2 === 0 ? await post((engines.list[i % ENGINES] as SimEngine).url, 2 * i) : undefined;
-      const b = await post(target.url, 2 * i + 1);
-      const c = i % 2 === 1 ? await post((engines.list[i % ENGINES] as SimEngine).url, 2 * i) : a;
+      const a = i % 2 === 0 ? await post(engine, body) : undefined;
+      const b = await post(target.url, body);
+      const c = i % 2 === 1 ? await post(engine, body) : a;
       if (c === undefined || b === undefined) {
         failed++;
         continue;
@@ -392,12 +393,13 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions, tokenizerD
     return {
       policy,
       tokenizer: tokenizerDir !== undefined ? 'in-process' : 'engine',
-      tokens,
-      requests: o.latencyRequests,
+      shape,
+      tokens: bodies.tokens,
+      requests: bodies.measured.length,
       directP50Ms: percentile(sorted(direct), 50),
       routerP50Ms: percentile(sorted(routed), 50),
       addedP50Ms: percentile(sorted(added), 50),
-      routerCpuMsPerRequest: (cpu * 1000) / Math.max(1, o.latencyRequests),
+      routerCpuMsPerRequest: (cpu * 1000) / Math.max(1, bodies.measured.length),
       failed,
     };
   } finally {
@@ -405,6 +407,51 @@ async function measureAddedLatency(policy: string, o: KvBenchOptions, tokenizerD
     await dispatcher.close();
     await Promise.all(engines.list.map((e) => e.close()));
   }
+}
+
+/** The request bodies of one added-latency measurement, and the prompt tokens of the first measured one. */
+function latencyBodies(
+  tokenizer: SimTokenizer,
+  o: KvBenchOptions,
+  shape: 'prompt' | 'turn',
+): { warmup: string[]; measured: string[]; tokens: number } {
+  if (shape === 'prompt') {
+    const words = (n: number, count: number): string => Array.from({ length: count }, (_, j) => `q${n}t${j}`).join(' ');
+    // words for about latencyTokens tokens: one each with the word-level tokenizer, more with a subword one
+    let count = o.latencyTokens;
+    count = Math.max(1, Math.round((count * o.latencyTokens) / tokenizer.encode(words(1, count)).length));
+    const body = (n: number): string => JSON.stringify({ model: MODEL, prompt: words(n, count), max_tokens: 1 });
+    return {
+      warmup: [1_000_001, 1_000_002, 1_000_003].map(body),
+      measured: Array.from({ length: o.latencyRequests }, (_, i) => body(i)),
+      tokens: tokenizer.encode(words(0, count)).length,
+    };
+  }
+  const all = conversation(1, 400, 250);
+  const users = all.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  const upTo = (u: number): ChatMessageLike[] => all.slice(0, (users[u] as number) + 1);
+  const tokensOf = (u: number): number => tokenizer.encodeBody({ messages: upTo(u) }).length;
+  // the first user turn at which the conversation holds latencyTokens tokens (binary search: prompts only grow)
+  let lo = 0;
+  let hi = users.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (tokensOf(mid) >= o.latencyTokens) hi = mid;
+    else lo = mid + 1;
+  }
+  const first = Math.max(3, lo);
+  const body = (u: number): string => JSON.stringify({ model: MODEL, messages: upTo(Math.min(u, users.length - 1)), max_tokens: 1 });
+  return {
+    warmup: [first - 3, first - 2, first - 1].map(body),
+    measured: Array.from({ length: o.latencyRequests }, (_, i) => body(first + i)),
+    tokens: tokensOf(first),
+  };
+}
+
+export function latencyLabel(l: Pick<AddedLatency, 'policy' | 'tokenizer' | 'shape'>): string {
+  const what = l.shape === 'prompt' ? 'a prompt never seen' : 'the next turn of a conversation';
+  if (l.policy !== 'kvaware') return `${l.policy}, ${what}`;
+  return `kvaware, ${l.tokenizer === 'engine' ? "engine's /tokenize" : 'in-process tokenizer'}, ${what}`;
 }
 
 // ---- the index's memory and match cost (bench/kv-index.ts) ----
@@ -485,15 +532,21 @@ export async function runKv(o: KvBenchOptions, log: (line: string) => void = () 
   }
   const latency: AddedLatency[] = [];
   if (o.only.has('latency')) {
-    const runs: Array<[string, string | undefined]> = [
-      ['prefixaware', undefined],
-      ['kvaware', undefined],
-      ...(o.tokenizerDir !== undefined ? [['kvaware', o.tokenizerDir] as [string, string]] : []),
+    const runs: Array<[string, string | undefined, 'prompt' | 'turn']> = [
+      ['prefixaware', undefined, 'prompt'],
+      ['kvaware', undefined, 'prompt'],
+      ['kvaware', undefined, 'turn'],
+      ...(o.tokenizerDir !== undefined
+        ? [['kvaware', o.tokenizerDir, 'prompt'] as const, ['kvaware', o.tokenizerDir, 'turn'] as const].map(
+            (x) => [...x] as [string, string, 'prompt' | 'turn'],
+          )
+        : []),
     ];
-    for (const [policy, dir] of runs.filter(([p]) => o.policies.includes(p))) {
-      const l = await measureAddedLatency(policy, o, dir);
+    for (const [policy, dir, shape] of runs.filter(([p]) => o.policies.includes(p))) {
+      const l = await measureAddedLatency(policy, o, dir, shape);
       log(
-        `${policy}${l.tokenizer === 'in-process' ? ' (in-process tokenizer)' : ''}: a ${l.tokens}-token turn, direct p50 ${l.directP50Ms.toFixed(2)} ms, through the router p50 ${l.routerP50Ms.toFixed(2)} ms, added p50 ${l.addedP50Ms.toFixed(2)} ms, router CPU ${l.routerCpuMsPerRequest.toFixed(2)} ms/request`,
+        `${latencyLabel(l)}: ${l.tokens} tokens, direct p50 ${l.directP50Ms.toFixed(2)} ms, through the router p50 ${l.routerP50Ms.toFixed(2)} ms, ` +
+          `added p50 ${l.addedP50Ms.toFixed(2)} ms, router CPU ${l.routerCpuMsPerRequest.toFixed(2)} ms/request`,
       );
       latency.push(l);
     }
@@ -566,7 +619,7 @@ export function kvTargets(r: Pick<KvBenchResult, 'workload' | 'replays' | 'laten
   if (kvLatency.length === 0) out.push({ target: 'router-added p50 <= 2 ms for a 12k-token turn (kvaware)', value: '-', met: undefined });
   for (const lat of kvLatency) {
     out.push({
-      target: `router-added p50 <= 2 ms for a ${lat.tokens}-token turn (kvaware, ${lat.tokenizer === 'engine' ? "engine's /tokenize" : 'in-process tokenizer'})`,
+      target: `router-added p50 <= 2 ms, ${lat.tokens} tokens (${latencyLabel(lat)})`,
       value: `${ms(lat.addedP50Ms, 2)} ms`,
       met: lat.addedP50Ms <= 2,
     });
@@ -623,7 +676,7 @@ export function renderKv(r: KvBenchResult): string {
   }
   if (r.latency.length > 0) {
     const header = [
-      'policy',
+      'policy, request',
       'prompt tokens',
       'direct p50 ms',
       'through the router p50 ms',
@@ -632,7 +685,7 @@ export function renderKv(r: KvBenchResult): string {
       'failed',
     ];
     const rows = r.latency.map((l) => [
-      l.policy === 'kvaware' ? `kvaware, ${l.tokenizer === 'engine' ? "engine's /tokenize" : 'in-process tokenizer'}` : l.policy,
+      latencyLabel(l),
       String(l.tokens),
       ms(l.directP50Ms, 2),
       ms(l.routerP50Ms, 2),

@@ -207,6 +207,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
         {
           policy: 'kvaware',
           tokenizer: 'in-process',
+          shape: 'turn',
           tokens: 12_000,
           requests: 1,
           directP50Ms: 5,
