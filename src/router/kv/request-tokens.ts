@@ -26,6 +26,7 @@ export const TOKENIZE_FALLBACKS = [
   'no-endpoint',
   'timeout',
   'engine-error',
+  'backoff',
   'tokenizer-error',
 ] as const;
 export type TokenizeFallback = (typeof TOKENIZE_FALLBACKS)[number];
@@ -56,6 +57,13 @@ export interface RequestTokenizerOptions {
   readonly models?: Readonly<Record<string, TokenizerMode>>;
   /** engine mode: how long to wait for /tokenize (default 250 ms) */
   readonly timeoutMs?: number;
+  /**
+   * engine mode: after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default
+   * 5 s; 0: always ask), so a stalled /tokenize costs one timeout per interval rather than one per request
+   */
+  readonly backoffMs?: number;
+  /** the clock for backoff (default Date.now) */
+  readonly now?: () => number;
   /** prompts longer than this many characters are not tokenized (default 2 Mi) */
   readonly maxPromptChars?: number;
   /** bytes each cache may hold: engine answers, and each tokenizer's pieces (default 64 MiB) */
@@ -128,6 +136,7 @@ function charsOf(value: unknown): number {
 }
 
 const DEFAULT_TIMEOUT_MS = 250;
+const DEFAULT_BACKOFF_MS = 5_000;
 const DEFAULT_MAX_PROMPT_CHARS = 2 * 1024 * 1024;
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
@@ -142,6 +151,10 @@ export class RequestTokenizer {
   private readonly agent: Agent | undefined;
   private readonly answers: ByteLru<Uint32Array>;
   private readonly inFlight = new Map<string, Promise<TokenizeOutcome>>();
+  /** endpoint URL -> until when it is not asked */
+  private readonly backoff = new Map<string, number>();
+  private readonly backoffMs: number;
+  private readonly now: () => number;
   private readonly encoders = new Map<string, Promise<SegmentedEncoder | undefined>>();
 
   constructor(private readonly opts: RequestTokenizerOptions = {}) {
@@ -149,6 +162,8 @@ export class RequestTokenizer {
     this.maxPromptChars = opts.maxPromptChars ?? DEFAULT_MAX_PROMPT_CHARS;
     this.cacheBytes = opts.cacheBytes ?? DEFAULT_CACHE_BYTES;
     this.tokenizePath = opts.tokenizePath ?? '/tokenize';
+    this.backoffMs = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
+    this.now = opts.now ?? Date.now;
     this.answers = new ByteLru<Uint32Array>(this.cacheBytes, (v) => v.byteLength);
     if (opts.post) this.post = opts.post;
     else {
@@ -229,6 +244,11 @@ export class RequestTokenizer {
     const hit = this.answers.get(key);
     if (hit) return Promise.resolve({ tokens: hit, source: 'engine', cached: true });
     if (!target) return Promise.resolve({ fallback: 'no-endpoint' });
+    const until = this.backoff.get(target.url);
+    if (until !== undefined) {
+      if (this.now() < until) return Promise.resolve({ fallback: 'backoff' });
+      this.backoff.delete(target.url);
+    }
     let pending = this.inFlight.get(key);
     if (!pending) {
       pending = this.ask(target, payload, key).finally(() => this.inFlight.delete(key));
@@ -246,16 +266,25 @@ export class RequestTokenizer {
     }, this.timeoutMs);
     try {
       const res = await this.post(target.url + this.tokenizePath, payload, ac.signal);
+      if (res.status >= 500) this.backOff(target);
       if (res.status !== 200) return { fallback: 'engine-error' };
       const tokens = tokensOfAnswer(res.text);
       if (!tokens) return { fallback: 'engine-error' };
       this.answers.set(key, tokens);
       return { tokens, source: 'engine', cached: false };
     } catch {
+      this.backOff(target);
       return { fallback: timedOut ? 'timeout' : 'engine-error' };
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  private backOff(target: TokenizeTarget): void {
+    if (this.backoffMs <= 0) return;
+    // bounded: endpoints come and go; an old entry is dropped when it is next read or when the map grows large
+    if (this.backoff.size >= 4096) this.backoff.clear();
+    this.backoff.set(target.url, this.now() + this.backoffMs);
   }
 }
 
