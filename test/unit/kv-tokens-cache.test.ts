@@ -7,7 +7,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { HfTokenizer } from '../../src/router/kv/hf-tokenizer.js';
+import { RequestTokenizer } from '../../src/router/kv/request-tokens.js';
 import { SegmentedEncoder } from '../../src/router/kv/token-cache.js';
+import { conversation } from '../support/conversations.js';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'tokenizer');
 const hf = await HfTokenizer.load(DIR);
@@ -37,4 +39,45 @@ test('cached pieces joined equal a whole tokenization, for any text and any exte
     { numRuns: 400, seed: 20261202 },
   );
   assert.ok(reused > 100, `only ${reused} encodings reused a piece`);
+});
+
+test('sliced (asynchronous) encoding equals a whole tokenization too, whatever the slice size', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  await fc.assert(
+    fc.asyncProperty(text, text, fc.boolean(), fc.integer({ min: 1, max: 64 }), async (base, more, special, slice) => {
+      for (const t of [base, base + more]) {
+        const { ids } = await enc.encodeAsync(t, special, slice);
+        assert.deepEqual(Array.from(ids), hf.encode(t, special), JSON.stringify(t));
+      }
+    }),
+    { numRuns: 200, seed: 20261203 },
+  );
+});
+
+test('path mode serves the event loop while it tokenizes a long new conversation, and reuses it the next turn', async () => {
+  const rt = new RequestTokenizer({ mode: DIR, sliceChars: 2048 });
+  const messages = conversation(77, 12, 120);
+  const body = { model: 'm', messages };
+  let done = false;
+  let turnsOfLoop = 0;
+  const spin = (): void => {
+    if (done) return;
+    turnsOfLoop++;
+    setImmediate(spin);
+  };
+  const pending = rt.tokenize('m', body).finally(() => {
+    done = true;
+  });
+  setImmediate(spin);
+  const out = await pending;
+  const whole = hf.encode(hf.renderChat(messages), false);
+  assert.ok(whole.length > 3000, `${whole.length} tokens`);
+  assert.deepEqual(Array.from(out.tokens ?? []), whole);
+  assert.equal(out.cached, false);
+  // a 40 KB text in slices of 2 KB: the loop turned between them
+  assert.ok(turnsOfLoop >= 5, `the event loop turned ${turnsOfLoop} times`);
+  const next = [...messages, { role: 'user', content: 'And then?' }];
+  const again = await rt.tokenize('m', { model: 'm', messages: next });
+  assert.equal(again.cached, true);
+  assert.deepEqual(Array.from(again.tokens ?? []), hf.encode(hf.renderChat(next), false));
 });
