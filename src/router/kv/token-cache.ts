@@ -91,7 +91,7 @@ export class SegmentedEncoder {
     this.boundaryIds = new Set(tokenizer.boundaryTokens.values());
   }
 
-  /** How the last `encode` went. */
+  /** How the last encoding to finish went. */
   get stats(): EncodeStats {
     return this.lastStats;
   }
@@ -116,7 +116,7 @@ export class SegmentedEncoder {
   /**
    * The same ids, tokenizing what is not cached in slices of about `sliceChars` (whole pieces), the event loop served
    * between slices: a long new conversation does not hold up every other request of this process for its whole
-   * tokenization. Its own stats come back with the ids (`stats` is for `encode`).
+   * tokenization. Its own stats come back with the ids (`stats` are those of whichever encoding finished last).
    */
   async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192): Promise<EncodeResult> {
     const steps = this.steps(text, addSpecialTokens, sliceChars);
@@ -125,6 +125,7 @@ export class SegmentedEncoder {
       await new Promise<void>((resolve) => setImmediate(resolve));
       r = steps.next();
     }
+    this.lastStats = { reusedChars: r.value.reusedChars, encodedChars: text.length - r.value.reusedChars };
     return r.value;
   }
 
