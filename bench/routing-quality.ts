@@ -21,7 +21,8 @@ import { forEachSample } from '../src/router/health/engine-stats.js';
 import type { createPolicy as CreatePolicy } from '../src/router/routing/index.js';
 import type { RouteRequest } from '../src/router/routing/policy.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
-import { PrefixCache, promptBlocks, renderPrompt } from '../src/tools/sim/prefix-cache.js';
+import { blockIds, PrefixCache } from '../src/tools/sim/prefix-cache.js';
+import { WordTokenizer } from '../src/tools/sim/tokenizer.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST_CLI = path.join(root, 'dist', 'cli', 'main.js');
@@ -163,11 +164,15 @@ function messagesFor(c: Conversation, turn: number): unknown[] {
 export function idealHitRate(workload: Workload): number {
   const cache = new PrefixCache(Number.MAX_SAFE_INTEGER);
   const blockTokens = ENGINE.prefixBlockTokens ?? 16;
+  // the engine's own tokenization: its tokenizer and chat template, blocks chained over the token ids
+  const tokenizer = new WordTokenizer();
   let queries = 0;
   let hits = 0;
   for (const c of workload.conversations) {
     for (let t = 0; t < c.turns.length; t++) {
-      const { tokens, blocks } = promptBlocks(renderPrompt({ messages: messagesFor(c, t) }), blockTokens);
+      const ids = tokenizer.encodeBody({ messages: messagesFor(c, t) });
+      const tokens = ids.length;
+      const blocks = blockIds(ids, blockTokens);
       queries += tokens;
       hits += Math.min(cache.lookup(blocks) * blockTokens, Math.max(0, tokens - 1));
     }

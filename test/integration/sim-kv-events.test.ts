@@ -179,8 +179,18 @@ test('map encoding, int hashes: blocks announced with /tokenize ids, chained acr
   assert.equal(await sim.stop(), 0);
 });
 
-test('array encoding, bytes hashes, a topic: the array-like batch with 32-byte hashes, chained by bytes', async () => {
-  const { sim, events } = await kvSim(['--kv-events-encoding', 'array', '--kv-events-hashes', 'bytes', '--kv-events-topic', 'kv@sim']);
+test('array encoding, bytes hashes, a topic: the array-like batch with 32-byte hashes, chained by bytes; LoRA chains', async () => {
+  const { sim, events } = await kvSim([
+    '--kv-events-encoding',
+    'array',
+    '--kv-events-hashes',
+    'bytes',
+    '--kv-events-topic',
+    'kv@sim',
+    '--enable-lora',
+    '--lora-modules',
+    'sql=/adapters/sql',
+  ]);
   const sub = await subscribe(sim, events, 'kv@sim');
   // the default block size is vLLM's 16
   const ids = await tokenize(sim, { prompt: words(40) });
@@ -212,6 +222,14 @@ test('array encoding, bytes hashes, a topic: the array-like batch with 32-byte h
   assert.deepEqual(Buffer.from(stored[2]), Buffer.from(hashes[1] as Uint8Array));
   assert.equal(stored[1].length, 1);
   assert.equal(stored[3].length, 16);
+  // the same prompt under a LoRA adapter is a chain of its own, named by the adapter
+  const lora = await call(`${sim.url}/v1/completions`, { body: JSON.stringify({ model: 'sql', prompt: words(40), max_tokens: 1 }) });
+  assert.equal(lora.status, 200);
+  const [, evs3] = (await sub.next()).batch as [number, unknown[][]];
+  const loraStored = evs3[0] as [string, Uint8Array[], unknown, number[], number, unknown, string, unknown];
+  assert.deepEqual([loraStored[0], loraStored[2], loraStored[5], loraStored[7], loraStored[1].length], ['BlockStored', null, 1, 'sql', 2]);
+  assert.deepEqual(loraStored[3], ids.slice(0, 32));
+  assert.notDeepEqual(Buffer.from(loraStored[1][0] as Uint8Array), Buffer.from(hashes[0] as Uint8Array));
   assert.equal(await sim.stop(), 0);
 });
 

@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { decode, Encoder } from '@msgpack/msgpack';
 import { EngineKvCache, hashAsInt, type KvCacheEvent } from '../../src/tools/sim/kv-cache.js';
 import { encodeBatch } from '../../src/tools/sim/kv-events.js';
+import { parseFlags, UsageError } from '../../src/router/config/flags.js';
+import { SIM_FLAGS, simOptionsFromFlags, simSettings } from '../../src/tools/sim/flags.js';
 
 const range = (n: number, from = 0): number[] => Array.from({ length: n }, (_, i) => from + i);
 
@@ -196,4 +198,40 @@ test('array encoding: array-like structs as vLLM <= 0.26 sends them; bytes hashe
     ],
     ['AllBlocksCleared'],
   ]);
+});
+
+test('sim flags: events are off without --kv-events-port; its settings and their defaults', () => {
+  const read = (argv: string[], env: Record<string, string> = {}) =>
+    simOptionsFromFlags(parseFlags(argv, SIM_FLAGS, { env, envPrefix: 'LLM_ROUTER_SIM_' }).values);
+  assert.equal(read([]).kvEvents, undefined);
+  assert.deepEqual(read(['--kv-events-port', '0']).kvEvents, { port: 0, encoding: 'map', hashes: 'int', topic: '', bufferSteps: 10000 });
+  assert.deepEqual(
+    read([
+      '--kv-events-port',
+      '5557',
+      '--kv-events-replay-port',
+      '5558',
+      '--kv-events-encoding',
+      'array',
+      '--kv-events-hashes',
+      'bytes',
+      '--kv-events-topic',
+      'kv',
+      '--kv-events-buffer-steps',
+      '5',
+    ]).kvEvents,
+    { port: 5557, replayPort: 5558, encoding: 'array', hashes: 'bytes', topic: 'kv', bufferSteps: 5 },
+  );
+  assert.equal(read([], { LLM_ROUTER_SIM_KV_EVENTS_PORT: '7000' }).kvEvents?.port, 7000);
+  assert.throws(() => read(['--kv-events-replay-port', '1']), UsageError);
+  assert.throws(() => read(['--kv-events-port', '1', '--kv-events-encoding', 'json']), UsageError);
+  // in process, a setting left out takes its flag's default
+  assert.deepEqual(simSettings({ kvEvents: { port: 0, hashes: 'bytes' } }).kvEvents, {
+    port: 0,
+    encoding: 'map',
+    hashes: 'bytes',
+    topic: '',
+    bufferSteps: 10000,
+  });
+  assert.equal(simSettings({}).kvEvents, undefined);
 });
