@@ -33,6 +33,7 @@ export type TokenizeFallback = (typeof TOKENIZE_FALLBACKS)[number];
 
 export type TokenizeOutcome =
   | {
+      /** shared with the caches: read them, never write to them */
       readonly tokens: Uint32Array;
       /** who computed them: the engine, the in-process tokenizer, or the request itself (a prompt of token ids) */
       readonly source: 'engine' | 'path' | 'request';
@@ -196,7 +197,10 @@ export class RequestTokenizer {
     return mode === 'engine' ? this.viaEngine(model, p, target) : this.inProcess(mode, p);
   }
 
-  /** Loads a tokenizer directory ahead of the first request (path mode loads on first use otherwise). */
+  /**
+   * Loads a tokenizer directory ahead of the first request (path mode loads on first use otherwise). A directory that
+   * does not load is not tried again: its models get `tokenizer-error` until the process restarts.
+   */
   async preload(dir: string): Promise<boolean> {
     return (await this.encoderFor(dir)) !== undefined;
   }
