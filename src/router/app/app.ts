@@ -26,13 +26,13 @@ import { WorkerLink } from '../util/ipc.js';
 import { METRICS_TOPICS } from '../metrics/metrics.js';
 import * as admin from '../server/admin.js';
 import { errors, sendError } from '../server/errors.js';
-import { presentedKey } from '../server/auth.js';
 import { handleInference, INFERENCE_PATHS, type InferenceDeps } from '../server/pipeline.js';
 import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
 import { listen, type PortSetting } from '../util/listen.js';
+import { ClientIdentity } from '../server/client-address.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import { Dashboard } from '../server/dashboard/index.js';
@@ -210,6 +210,7 @@ export class RouterApp {
     this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
     this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
     const buckets = sec.rateLimitRps > 0 ? new TokenBuckets(sec.rateLimitRps, sec.rateLimitBurst) : undefined;
+    const clients = new ClientIdentity(sec.trustedProxies, () => this.keys.enabled);
     const deps: InferenceDeps = {
       catalog: this.catalog,
       forwarder,
@@ -225,8 +226,8 @@ export class RouterApp {
       forwardClientAuth: config.forwardClientAuth,
       admit: (req) => {
         if (buckets) {
-          // per key when keys are in use, else per client address
-          const wait = buckets.take(presentedKey(req.headers) ?? req.socket.remoteAddress ?? '');
+          // per authenticated key when keys are in use, else per client address (never a key nobody checked)
+          const wait = buckets.take(clients.bucketKey(req));
           if (wait > 0) return errors.rateLimited(Math.max(1, Math.ceil(wait)));
         }
         return this.concurrency.acquire() ?? errors.overloaded();

@@ -341,6 +341,12 @@ export const ROUTER_FLAGS = [
   },
   { name: 'rate-limit-burst', kind: 'int', default: 0, min: 0, help: 'bucket size for --rate-limit-rps (0 = the rate rounded up)' },
   {
+    name: 'trusted-proxies',
+    kind: 'list',
+    default: [],
+    help: 'proxies (CIDR or address, comma separated) whose X-Forwarded-For names the client for --rate-limit-rps without keys: the right-most address not in the list is the client',
+  },
+  {
     name: 'max-concurrent-requests',
     kind: 'int',
     default: 0,
