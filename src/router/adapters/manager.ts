@@ -133,7 +133,7 @@ export class AdapterManager {
           u.lastUsed = this.now();
         },
         missing: (e) => {
-          this.log.info({ adapter: name, endpoint: e.url }, 'the engine answered 404 for an adapter it was thought to hold');
+          this.log.info({ adapter: name, endpoint: e.url }, 'the engine says it does not hold an adapter it was thought to hold');
           this.use(e, name).routerLoaded = false;
           this.catalog.adapterGone(e, name);
         },
