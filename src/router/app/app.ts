@@ -14,7 +14,7 @@ import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
-import { AdapterManager } from '../adapters/manager.js';
+import { ADAPTER_USE_TOPICS, AdapterManager, parseAdapterUses, type AdapterUses } from '../adapters/manager.js';
 import { EngineAdmin } from '../adapters/engine-admin.js';
 import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
@@ -105,6 +105,7 @@ export class RouterApp {
       const link = new WorkerLink({
         [DEMAND_TOPICS.local]: () => this.scaling.snapshot(`worker-${cluster.worker?.id ?? 0}`),
         [METRICS_TOPICS.local]: () => this.metrics.workerMetrics(),
+        [ADAPTER_USE_TOPICS.local]: () => this.adapters.localUses(),
       });
       this.link = link;
       const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
@@ -203,6 +204,7 @@ export class RouterApp {
         spillThreshold: config.lora.spillThreshold,
         cooldownMs: config.lora.loadCooldownMs,
         statsIntervalMs: config.engineStatsIntervalMs,
+        ...(this.link ? { otherWorkers: otherWorkersUses(this.link) } : {}),
       },
       log.child({ component: 'adapters' }),
     );
@@ -435,4 +437,14 @@ export class RouterApp {
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
+}
+
+/** Under --workers: the adapter use of every other worker, asked of the primary (which gathers each worker's part). */
+function otherWorkersUses(link: WorkerLink): () => Promise<readonly AdapterUses[]> {
+  const own = String(cluster.worker?.id ?? 0);
+  return async () => {
+    const all = await link.ask(ADAPTER_USE_TOPICS.all, 5_000);
+    const others = typeof all === 'object' && all !== null ? Object.entries(all).filter(([id]) => id !== own) : [];
+    return parseAdapterUses(Object.fromEntries(others));
+  };
 }

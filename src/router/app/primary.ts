@@ -10,6 +10,7 @@ import { DEMAND_TOPICS } from '../scaling/demand-view.js';
 import { instanceDemand } from '../scaling/system.js';
 import type { Logger } from '../util/log.js';
 import { ClusterHub } from '../util/ipc.js';
+import { ADAPTER_USE_TOPICS } from '../adapters/manager.js';
 
 /** A worker that dies this soon after its start is not restarted: it would only crash again (bad config, port taken). */
 const MIN_WORKER_LIFETIME_MS = 5_000;
@@ -38,6 +39,8 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
     [DEMAND_TOPICS.system]: () => demand.view.system(),
     [METRICS_TOPICS.combined]: async () =>
       aggregateExposition([...((await hub?.gather(METRICS_TOPICS.local, 5_000)) ?? new Map()).values()] as WorkerMetrics[]),
+    // every worker's adapter use, by worker id: a worker unloads nothing another one uses
+    [ADAPTER_USE_TOPICS.all]: async () => Object.fromEntries((await hub?.gather(ADAPTER_USE_TOPICS.local, 2_000)) ?? new Map()),
   });
 
   const fork = (): void => {
