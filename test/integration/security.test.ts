@@ -10,7 +10,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
-import { call, chat, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, simRequests, startRouter, startSim, waitModelStatus } from '../support/router.js';
 import { until } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
@@ -229,6 +229,25 @@ describe('security and limits', { timeout: 120_000 }, () => {
     // a trusted hop between is skipped
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1, 127.0.0.5' })).status, 429);
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.3, 127.0.0.5' })).status, 200);
+  });
+
+  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async () => {
+    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+    const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
+    const [strict, lax] = await Promise.all([startRouter(backends), startRouter([...backends, '--allow-client-kv-transfer-params'])]);
+    await Promise.all([waitModelStatus(strict.url, 'm', 'ready'), waitModelStatus(lax.url, 'm', 'ready')]);
+    const params = '{"do_remote_prefill":true,"remote_host":"10.9.9.9","remote_port":5600}';
+    // the member in the middle, once under an escaped name: every byte but that member is kept
+    const body = `{"model":"m", "kv_transfer_params":${params},"prompt":"x","kv\u005ftransfer_params":${params} ,"max_tokens":1}`;
+    const lastBody = async (): Promise<string> => (await simRequests(sim.url)).at(-1)?.body.toString() ?? '';
+    const sent = await call(`${strict.url}/v1/completions`, { body });
+    assert.equal(sent.status, 200, sent.text);
+    assert.equal(await lastBody(), '{"model":"m","prompt":"x" ,"max_tokens":1}');
+    const plain = '{"model":"m","prompt":"no params here", "max_tokens":1}';
+    assert.equal((await call(`${strict.url}/v1/completions`, { body: plain })).status, 200);
+    assert.equal(await lastBody(), plain, 'a body without them is forwarded as it came');
+    assert.equal((await call(`${lax.url}/v1/completions`, { body })).status, 200);
+    assert.equal(await lastBody(), body, 'allowed: the bytes as the client sent them');
   });
 
   test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {

@@ -226,6 +226,7 @@ export class RouterApp {
       syncWaitMs: config.syncWaitMs,
       engineAuthorization,
       forwardClientAuth: config.forwardClientAuth,
+      allowClientKvTransferParams: config.allowClientKvTransferParams,
       admit: (req) => {
         if (buckets) {
           // per authenticated key when keys are in use, else per client address (never a key nobody checked)

@@ -166,6 +166,8 @@ export interface RouterConfig {
   /** the engine client on the request path; only the benchmark sets it (env LLM_ROUTER_ENGINE_CLIENT=undici) */
   readonly engineClient: EngineClientKind;
   readonly forwardClientAuth: boolean;
+  /** a client's kv_transfer_params go to engines of models not served P/D (never to P/D ones: the router names those) */
+  readonly allowClientKvTransferParams: boolean;
   readonly security: SecurityConfig;
   readonly probe: ProbeConfig;
   readonly passiveFailureThreshold: number;
@@ -463,6 +465,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     maxConnectionsPerEngine: v['max-connections-per-engine'],
     engineClient,
     forwardClientAuth: v['forward-client-auth'],
+    allowClientKvTransferParams: v['allow-client-kv-transfer-params'],
     security: {
       apiKeys: v['api-key'],
       apiKeysFile: v['api-keys-file'] || undefined,

@@ -380,6 +380,12 @@ export const ROUTER_FLAGS = [
     default: false,
     help: "forward the client's Authorization header to engines (otherwise it is dropped and --engine-api-key is sent)",
   },
+  {
+    name: 'allow-client-kv-transfer-params',
+    kind: 'boolean',
+    default: false,
+    help: "pass a client's kv_transfer_params to engines of models not served P/D (otherwise removed: they name a host the engine connects to); P/D models always get the router's own",
+  },
   { name: 'probe-interval', kind: 'number', default: 1, min: 0.05, help: 'seconds between probes of an endpoint that is not ready yet' },
   {
     name: 'probe-wake-interval',

@@ -13,6 +13,7 @@ import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
+import { withoutKvTransferParams } from '../proxy/pd/bodies.js';
 import { loggable, type Logger } from '../util/log.js';
 import { similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
@@ -54,6 +55,8 @@ export interface InferenceDeps {
   readonly syncWaitMs: number;
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
+  /** --allow-client-kv-transfer-params: a client's kv_transfer_params reach engines of models not served P/D */
+  readonly allowClientKvTransferParams: boolean;
   /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
   readonly admit: (req: InboundRequest) => (() => void) | RouterError;
 }
@@ -358,7 +361,10 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const { deps, req } = r;
   // an adapter is named as its engines' kind needs (SGLang: BASE:ADAPTER); the client's answer keeps the engine's name
   const sent = target.adapter ? deps.adapters.engineModel(target.adapter) : target.model;
-  const body = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  const renamed = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  // kv_transfer_params name a host the engine connects to: a client's own go nowhere unless the operator allows them
+  const body =
+    !deps.allowClientKvTransferParams && Object.hasOwn(request.body, 'kv_transfer_params') ? withoutKvTransferParams(renamed) : renamed;
   const model = target.model;
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned
