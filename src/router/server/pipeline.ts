@@ -15,7 +15,7 @@ import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
 import { withoutKvTransferParams } from '../proxy/pd/bodies.js';
 import { loggable, type Logger } from '../util/log.js';
-import { similar } from '../util/suggest.js';
+import { nameIndexFor, similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
@@ -225,8 +225,17 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
     // metrics keep one label for every unknown name; the access log says which name it was
     r.metricModel = UNKNOWN_MODEL_LABEL;
     r.loggedModel = loggable(requested);
-    const known = catalog.models().map((m) => m.id);
-    r.answer(errors.modelNotFound(requested, similar(requested, known)));
+    // the names' index is kept until the declared names change: a 404 costs a bounded search, not a scan of them all
+    const views = catalog.models();
+    r.answer(
+      errors.modelNotFound(
+        requested,
+        similar(
+          requested,
+          nameIndexFor(views, () => views.map((m) => m.id)),
+        ),
+      ),
+    );
     return undefined;
   }
   r.metricModel = resolution.model;
