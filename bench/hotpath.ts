@@ -134,6 +134,7 @@ function inferenceDeps(): InferenceDeps {
     syncWaitMs: 0,
     engineAuthorization: undefined,
     forwardClientAuth: false,
+    allowClientKvTransferParams: false,
     admit: () => {
       inFlight++;
       return () => void inFlight--;

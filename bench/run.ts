@@ -1,6 +1,6 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
-// --only routing,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only routing,suggest,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
@@ -14,6 +14,7 @@ import { fetchOnce, freePort, killAllNow, startProc, stopAll, usageOf, waitUntil
 import { median, renderTable, type Row } from './report.js';
 import { measureRouting, type RoutingResult } from './routing.js';
 import { measureHotpath, type HotpathResult } from './hotpath.js';
+import { measureSuggest, type SuggestResult } from './suggest.js';
 import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { killRoutersNow, renderQualityTable, runRoutingQuality } from './routing-quality.js';
@@ -46,7 +47,7 @@ interface Options {
  * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min) and `kv` (KV-aware routing over a
  * trace, ~25 min; ~5 with --quick) on request or with --all
  */
-const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
+const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
 const EXTRA_PARTS = ['quality', 'soak', 'kv'];
 
 function parseOptions(argv: readonly string[]): Options {
@@ -218,6 +219,8 @@ interface Results {
   readonly routing: RoutingResult[];
   /** the router's own per-request CPU in process, no sockets (part `routing`) */
   readonly hotpath: HotpathResult | undefined;
+  /** a 404's "did you mean" among 10,000 declared models (part `suggest`) */
+  readonly suggest: SuggestResult | undefined;
   readonly passes: PassResult[];
   readonly streams: (StreamsResult & { routerPeakRssMb: number; routerIdleRssMb: number; routerCpuPercent: number }) | undefined;
   readonly routerRssAfterLoadMb: number | undefined;
@@ -440,6 +443,18 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
       met: x.nsPerOp <= 5_000,
     });
   }
+  if (r.suggest) {
+    const x = r.suggest;
+    const label = `404 "did you mean", ${x.names} declared models (bench/suggest.ts)`;
+    for (const [metric, us] of [
+      ['a one-edit typo, µs/404', x.typoUs],
+      ['two or three edits from thousands, µs/404', x.nearUs],
+      ['a name like none, µs/404', x.farUs],
+    ] as const)
+      rows.push({ scenario: label, metric, router: us, digits: 0, target: '<= 1000 µs', met: us <= 1_000 });
+    rows.push({ scenario: label, metric: 'every name compared (before the index), near misses, µs/404', router: x.scanNearUs, digits: 0 });
+    rows.push({ scenario: label, metric: 'index built once the names change, ms', router: x.buildMs, digits: 1 });
+  }
   if (r.pd) rows.push(...pdRows(r.pd));
   if (r.lora) rows.push(...loraRows(r.lora));
   if (r.hotpath) {
@@ -470,6 +485,12 @@ async function main(): Promise<void> {
     routing = measureRouting({ ops: o.quick ? 200_000 : 1_000_000, rounds: o.quick ? 3 : 5 });
     log('router logic per request, in process');
     hotpath = await measureHotpath({ requests: o.quick ? 20_000 : 100_000, rounds: o.quick ? 3 : 5 });
+  }
+
+  let suggest: SuggestResult | undefined;
+  if (o.only.has('suggest')) {
+    log('404 "did you mean" among 10,000 declared models');
+    suggest = measureSuggest({ names: 10_000, questions: o.quick ? 200 : 1_000, rounds: o.quick ? 3 : 5 });
   }
 
   // only the wrk passes need wrk and nginx (a run of other parts installs nothing)
@@ -620,6 +641,7 @@ async function main(): Promise<void> {
     options: { ...o, only: [...o.only], routerCli: CLI },
     routing,
     hotpath,
+    suggest,
     passes,
     streams,
     routerRssAfterLoadMb,

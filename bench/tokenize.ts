@@ -84,6 +84,8 @@ function record(xs: number[], wall: number): void {
   console.log(`path: render only               ${fmt(render)}`);
   console.log(`path: whole encode, no cache    ${fmt(whole)}`);
 
+  // one phase at a time over all conversations, as turns of many conversations interleave in a router: the garbage
+  // of one cold turn is collected along the way, not inside the next measured call
   const rt = new RequestTokenizer({ mode: DIR });
   await rt.preload(DIR);
   const first: number[] = [];
@@ -91,11 +93,13 @@ function record(xs: number[], wall: number): void {
   const tailChars: number[] = [];
   const short: number[] = [];
   let reusedAll = true;
-  for (let i = 0; i < SAMPLES; i++) {
-    const seed = 2000 + i;
+  const seeds = Array.from({ length: SAMPLES }, (_, i) => 2000 + i);
+  for (const seed of seeds) {
     const before = upToTurn(seed, turns - 2);
-    const now = upToTurn(seed, turns - 1);
     record(first, await timeIt(() => rt.tokenize(MODEL, { model: MODEL, messages: before })));
+  }
+  for (const seed of seeds) {
+    const now = upToTurn(seed, turns - 1);
     let cached = false;
     record(
       next,
@@ -106,9 +110,11 @@ function record(xs: number[], wall: number): void {
     );
     reusedAll &&= cached;
     tailChars.push((await rt.encoder(DIR))?.stats.encodedChars ?? 0);
-    // then a short exchange (a one-line answer and question) on top of the same conversation
+  }
+  // then a short exchange (a one-line answer and question) on top of each conversation
+  for (const seed of seeds) {
     const later = [
-      ...now,
+      ...upToTurn(seed, turns - 1),
       { role: 'assistant', content: 'Sure, here is the short answer you asked for.' },
       { role: 'user', content: 'Thanks! And what about tomorrow in Berlin?' },
     ];

@@ -67,6 +67,7 @@ const RULES: readonly [RegExp, Check][] = [
   ],
   [/^helm /, { kind: 'not-run', why: 'helm is not installable here; the chart is rendered by tools/chart-render in the tests' }],
   [/^kubectl apply/, { kind: 'not-run', why: 'needs a cluster' }],
+  [/^vllm serve /, { kind: 'not-run', why: 'an engine command: vLLM needs a GPU; the simulator plays it in the tests' }],
   [/^npm run --silent chart:render -- -f/, { kind: 'exits', code: 0 }],
   [/^npm run --silent chart:render \| llm-router lint -$/, { kind: 'exits', code: 0 }],
   [/^npx llm-router serve --service-discovery k8s/, { kind: 'serves', listening: 'llm-router listening', env: 'kube' }],

@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { request } from 'undici';
+import { Client, request } from 'undici';
 import { stopAll } from '../support/process.js';
 import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
@@ -399,6 +399,107 @@ function sglangRouter(sim: Running, ...extra: string[]): string[] {
     ...extra,
   ];
 }
+
+describe('LoRA adapters under --workers 2: an adapter in use on one worker', { timeout: 90_000 }, () => {
+  after(stopAll);
+
+  test('is never unloaded by another worker that needs its slot', async () => {
+    // one slot; a stream of x lasts ~4 s (40 tokens, 100 ms apart); other answers are one token
+    const sim = await startSim(['--model', 'cbase', '--id', 'sim-cross', ...lora(1), '--itl-ms', '100', '--output-tokens', '40']);
+    const router = await startRouter([
+      '--workers',
+      '2',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'cbase',
+      '--lora-adapters',
+      'cx@cbase=/adapters/cx,cy@cbase=/adapters/cy',
+      ...FAST_PROBES,
+    ]);
+    await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
+    await until('the engine ready on every worker', async () => {
+      for (let i = 0; i < 4; i++) if ((await models(router.url)).get('cbase')?.status !== 'ready') return false;
+      return true;
+    });
+    const short = (model: string) => JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 });
+    /** A connection of its own, and the worker it reached (named by the access line of a 404 sent on it). */
+    let probes = 0;
+    const pinned = async (): Promise<{ client: Client; worker: number }> => {
+      const client = new Client(router.url);
+      const id = `pin-${probes++}`;
+      const res = await client.request({
+        path: '/v1/chat/completions',
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-request-id': id },
+        body: short('no-such-model'),
+      });
+      await res.body.dump();
+      await router.proc.waitForOutput(`"requestId":"${id}"`);
+      const line = router.proc
+        .output()
+        .split('\n')
+        .find((l) => l.includes(`"requestId":"${id}"`)) as string;
+      return { client, worker: (JSON.parse(line) as { worker: number }).worker };
+    };
+    const on = async (worker: number): Promise<Client> => {
+      for (let i = 0; i < 12; i++) {
+        const p = await pinned();
+        if (p.worker === worker) return p.client;
+        await p.client.close();
+      }
+      throw new Error(`no connection reached worker ${worker}`);
+    };
+    const post = async (client: Client, body: string) => {
+      const res = await client.request({
+        path: '/v1/chat/completions',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      return { status: res.statusCode, text: await res.body.text() };
+    };
+
+    // worker L loads cx (it may unload it: it loaded it)
+    const first = await pinned();
+    const loader = first.worker;
+    const loaded = await post(first.client, short('cx'));
+    assert.equal(loaded.status, 200, loaded.text);
+    assert.deepEqual(await callsFor(sim, 'cx'), [{ op: 'load', name: 'cx', path: '/adapters/cx', status: 200 }]);
+    await first.client.close();
+
+    // the other worker streams on cx ...
+    const other = await on(loader === 1 ? 2 : 1);
+    await until('the other worker sees cx on the engine', async () => {
+      const r = await post(other, short('cx'));
+      return r.status === 200;
+    });
+    const streamRes = await other.request({
+      path: '/v1/chat/completions',
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'cx', messages: [{ role: 'user', content: 'a long one' }], stream: true }),
+    });
+    assert.equal(streamRes.statusCode, 200);
+    const streamed = streamRes.body.text();
+    await until('the stream running on the engine', async () => (await simStats(sim.url)).running === 1);
+
+    // ... while the loader needs the one slot for cy: cx is idle there, but not on the other worker
+    const loaderClient = await on(loader);
+    const second = await post(loaderClient, short('cy'));
+    assert.equal(second.status, 200, second.text);
+    // (the other worker may have asked for its own load of cx, answered 400 already loaded)
+    assert.deepEqual(
+      (await callsFor(sim, 'cx')).filter((c) => c.op === 'unload'),
+      [],
+      'cx was not unloaded while the other worker streamed on it',
+    );
+    assert.match(await streamed, /data: \[DONE\]/);
+    await Promise.all([other.close(), loaderClient.close()]);
+    await router.stop();
+    await sim.stop();
+  });
+});
 
 describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
   let sim: Running;

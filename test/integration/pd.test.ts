@@ -17,6 +17,7 @@ import {
   startRouter,
   startSim,
   waitModelStatus,
+  type Answer,
   type Running,
 } from '../support/router.js';
 import { until } from '../support/within.js';
@@ -371,6 +372,91 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
     }>();
     assert.deepEqual(engines.endpoints.map((e) => e.role).sort(), ['decode', 'prefill']);
     assert.deepEqual(engines.models.find((m) => m.id === MODEL)?.pd.missing, ['prefill']);
+  });
+});
+
+describe('P/D: sglang, two prefill endpoints', { timeout: 90_000 }, () => {
+  after(stopAll);
+
+  /**
+   * Two prefill engines (A, B) and a decode engine, as the given flavour. Only B's bootstrap port is the router's, so a
+   * request whose pair is A can only be served by failing over to B. Ready engines are probed every 30 s: the router
+   * learns what it is told only from the requests.
+   */
+  async function twoPrefills(simArgs: string[], routerArgs: string[]) {
+    const pdArgs = ['--model', 'pbase', '--pd-protocol', 'sglang', '--ttft-ms', '1', '--itl-ms', '1', ...simArgs];
+    const [a, b, decode] = await Promise.all([
+      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-a']),
+      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-b']),
+      startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+    ]);
+    const router = await startRouter([
+      '--static-backends',
+      `${a.url},${b.url},${decode.url}`,
+      '--static-models',
+      'pbase,pbase,pbase',
+      '--static-backend-roles',
+      'prefill,prefill,decode',
+      '--pd-protocol',
+      'sglang',
+      '--sglang-bootstrap-port',
+      String(b.port),
+      ...FAST_PROBES,
+      '--probe-ready-interval',
+      '30',
+      ...routerArgs,
+    ]);
+    await allReady(router.url, 3);
+    return { a, b, decode, router };
+  }
+
+  /** Requests for `model` until prefill A has been tried (the prefill policy picks at random among equals); every answer. */
+  async function untilATried(router: string, model: string, triedA: () => Promise<boolean>): Promise<Answer[]> {
+    const answers: Answer[] = [];
+    for (let i = 0; i < 12; i++) {
+      answers.push(await post(router, JSON.stringify({ model, messages: [{ role: 'user', content: `hi ${i}` }], max_tokens: 2 })));
+      if (answers.at(-1)?.status !== 200 || (await triedA())) return answers;
+    }
+    assert.fail('prefill A was never picked in 12 requests');
+  }
+
+  test('a prefill whose connection is refused: the pair is made again with the other prefill endpoint, not a 502', async () => {
+    const { a, b, decode, router } = await twoPrefills([], []);
+    await setFault(a.url, { mode: 'refuse' });
+    const failovers = () => metric(router.url, 'llm_router_failovers_total', { model: 'pbase' });
+    const answers = await untilATried(router.url, 'pbase', async () => (await failovers()) >= 1);
+    assert.deepEqual(
+      answers.map((r) => `${r.status} ${r.status === 200 ? '' : r.text}`.trim()),
+      answers.map(() => '200'),
+    );
+    assert.equal(answers.at(-1)?.headers['x-sim-engine'], 'decode-sim');
+    assert.ok((await metric(router.url, 'llm_router_pd_prefill_failures_total', { model: 'pbase', kind: 'connect' })) >= 1);
+    await Promise.all([a, b, decode, router].map((p) => p.stop()));
+  });
+
+  test('SGLang with LoRA: a prefill that answers 400 "not loaded" is learned and the other prefill endpoint serves it', async () => {
+    const lora = ['--engine-kind', 'sglang', '--enable-lora', '--max-loras', '4', '--lora-modules', 'pa=/adapters/pa'];
+    const { a, b, decode, router } = await twoPrefills(lora, ['--engine-kind', 'sglang', '--lora-adapters', 'pa@pbase=/adapters/pa']);
+    const holders = async (): Promise<number | undefined> =>
+      (await call(`${router.url}/v1/models`)).json<{ data: { id: string; loaded_endpoints?: number }[] }>().data.find((m) => m.id === 'pa')
+        ?.loaded_endpoints;
+    assert.equal(await holders(), 3, 'both prefill engines and the decode engine hold it');
+    // another replica unloads it from A behind this router's back
+    const unload = await call(`${a.url}/unload_lora_adapter`, { body: JSON.stringify({ lora_name: 'pa' }) });
+    assert.equal(unload.status, 200, unload.text);
+    const received = async (): Promise<number> => (await simStats(a.url)).received;
+    const before = await received();
+    const answers = await untilATried(router.url, 'pa', async () => (await received()) > before);
+    assert.deepEqual(
+      answers.map((r) => `${r.status} ${r.status === 200 ? '' : r.text}`.trim()),
+      answers.map(() => '200'),
+      'the 400 meant for the router never reached the client',
+    );
+    assert.equal(await holders(), 2, 'the router learned that A no longer holds it');
+    assert.ok((await metric(router.url, 'llm_router_pd_prefill_failures_total', { model: 'pa', kind: 'model-missing' })) >= 1);
+    const served = (await simRequests(b.url)).filter((r) => r.path === '/v1/chat/completions').at(-1);
+    assert.equal(JSON.parse(served?.body.toString() ?? '{}').model, 'pbase:pa', 'B prefilled it, by its SGLang name');
+    await Promise.all([a, b, decode, router].map((p) => p.stop()));
   });
 });
 

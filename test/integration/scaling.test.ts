@@ -185,6 +185,28 @@ describe('scale from zero', { timeout: 120_000 }, () => {
     await router.stop();
   });
 
+  test('an engine already up when the router starts is no cold start: scaled to 0, Retry-After is --retry-after and nothing is measured', async () => {
+    const sim = await startSim(['--model', 'restart-model']);
+    kube.create(deploymentOf('restart', 'restart-model', 1));
+    addReadyPod(kube, 'restart-1', 'restart-model', sim.port);
+    const router = await startK8sRouter(['--retry-after', '10']);
+    await waitModelStatus(router.url, 'restart-model', 'ready');
+    assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('restart-model') })).status, 200);
+
+    // the model is scaled to zero
+    kube.patch('deployments', 'default', 'restart', { spec: { replicas: 0 } });
+    kube.remove('pods', 'default', 'restart-1');
+    await waitModelStatus(router.url, 'restart-model', 'scaled-to-zero');
+    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('restart-model') });
+    assert.equal(res.status, 503);
+    assert.equal(res.headers['x-llm-router-model-state'], 'scaled-to-zero');
+    assert.equal(res.headers['retry-after'], '10', 'nothing was measured: the flag, not the ~0.1 s from discovery to first probe');
+    const text = (await call(`${router.url}/metrics`)).text;
+    assert.doesNotMatch(text, /^llm_router_model_cold_start_seconds_count\{model="restart-model"/m, 'no cold start observed');
+    await router.stop();
+    await sim.stop();
+  });
+
   test('stuck wake: demand with no endpoint for longer than the alarm time sets the gauge and logs once; an endpoint clears it', async () => {
     kube.create(deploymentOf('stuck', 'stuck-model', 0));
     const router = await startK8sRouter(['--wake-alarm-seconds', '0.5', '--log-level', 'info']);

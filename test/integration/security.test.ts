@@ -10,7 +10,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
-import { call, chat, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, simRequests, startRouter, startSim, waitModelStatus } from '../support/router.js';
 import { until } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
@@ -186,6 +186,68 @@ describe('security and limits', { timeout: 120_000 }, () => {
       200,
       'slots are given back',
     );
+  });
+
+  test('without keys the rate limit is per client address: made-up keys buy no bucket; X-Forwarded-For counts only from --trusted-proxies', async () => {
+    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+    const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
+    const router = await startRouter([...backends, '--rate-limit-rps', '2']);
+    await waitModelStatus(router.url, 'm', 'ready');
+    const ask = (url: string, headers: Record<string, string>) =>
+      call(`${url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers });
+    // 30 requests at once, each with a key nobody configured: one address, one bucket of 2
+    const madeUp = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => ask(router.url, i % 2 ? { authorization: `Bearer made-up-${i}` } : { 'x-api-key': `k${i}` })),
+    );
+    const limited = madeUp.filter((r) => r.status === 429).length;
+    assert.ok(limited >= 20, `${limited} of 30 answered 429`);
+    assert.equal(madeUp.filter((r) => r.status !== 429 && r.status !== 200).length, 0);
+
+    // X-Forwarded-For from an untrusted peer names nobody
+    const spoof = await Promise.all([1, 2, 3, 4].map((i) => ask(router.url, { 'x-forwarded-for': `10.9.0.${i}` })));
+    assert.ok(
+      spoof.some((r) => r.status === 429),
+      'the header did not make four clients of one',
+    );
+
+    // behind a trusted proxy (the test's own 127.0.0.1): the right-most untrusted address is the client
+    const proxied = await startRouter([
+      ...backends,
+      '--rate-limit-rps',
+      '0.2',
+      '--rate-limit-burst',
+      '1',
+      '--trusted-proxies',
+      '127.0.0.0/8,::1',
+    ]);
+    await waitModelStatus(proxied.url, 'm', 'ready');
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1' })).status, 200);
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.2' })).status, 200, 'another client, its own bucket');
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1' })).status, 429, 'the same client again');
+    // a client that makes up an entry on the left is still itself (the entry the proxy appended, on the right)
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.7.7.7, 10.0.0.2' })).status, 429);
+    // a trusted hop between is skipped
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1, 127.0.0.5' })).status, 429);
+    assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.3, 127.0.0.5' })).status, 200);
+  });
+
+  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async () => {
+    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+    const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
+    const [strict, lax] = await Promise.all([startRouter(backends), startRouter([...backends, '--allow-client-kv-transfer-params'])]);
+    await Promise.all([waitModelStatus(strict.url, 'm', 'ready'), waitModelStatus(lax.url, 'm', 'ready')]);
+    const params = '{"do_remote_prefill":true,"remote_host":"10.9.9.9","remote_port":5600}';
+    // the member in the middle, once under an escaped name: every byte but that member is kept
+    const body = `{"model":"m", "kv_transfer_params":${params},"prompt":"x","kv\u005ftransfer_params":${params} ,"max_tokens":1}`;
+    const lastBody = async (): Promise<string> => (await simRequests(sim.url)).at(-1)?.body.toString() ?? '';
+    const sent = await call(`${strict.url}/v1/completions`, { body });
+    assert.equal(sent.status, 200, sent.text);
+    assert.equal(await lastBody(), '{"model":"m","prompt":"x" ,"max_tokens":1}');
+    const plain = '{"model":"m","prompt":"no params here", "max_tokens":1}';
+    assert.equal((await call(`${strict.url}/v1/completions`, { body: plain })).status, 200);
+    assert.equal(await lastBody(), plain, 'a body without them is forwarded as it came');
+    assert.equal((await call(`${lax.url}/v1/completions`, { body })).status, 200);
+    assert.equal(await lastBody(), body, 'allowed: the bytes as the client sent them');
   });
 
   test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {

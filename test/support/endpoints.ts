@@ -21,6 +21,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     discoveredAt: 0,
     everReady: true,
     firstReadyAt: 0,
+    loadWatched: false,
     draining: false,
     lastProbe: undefined,
     lastError: undefined,

@@ -6,7 +6,10 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Tokenizer } from '@huggingface/tokenizers';
+import fc from 'fast-check';
 import { ChatTemplateError, contentFormat, HfTokenizer } from '../../src/router/kv/hf-tokenizer.js';
+import { conversation } from '../support/conversations.js';
 
 const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'tokenizer');
 const tokenizerJson = JSON.parse(readFileSync(path.join(DIR, 'tokenizer.json'), 'utf8')) as Record<string, unknown>;
@@ -148,4 +151,21 @@ test('a tokenizer whose pre-tokenizer treats the first section differently is no
   // the text after a special token tokenizes differently alone than in place
   assert.notDeepEqual(t.encode('a<|eot_id|>b', false), [...t.encode('a<|eot_id|>', false), ...t.encode('b', false)]);
   assert.equal(t.segmentable, false);
+});
+
+test("the speed-ups (byte-level pieces by table, the two-generation word cache) give the library's own ids", () => {
+  const plain = new Tokenizer(tokenizerJson, config);
+  const check = (text: string): void => {
+    for (const special of [false, true])
+      assert.deepEqual(tok.encode(text, special), plain.encode(text, { add_special_tokens: special }).ids, JSON.stringify(text));
+  };
+  for (let seed = 1; seed <= 40; seed++) check(tok.renderChat(conversation(seed, 3, 60)));
+  fc.assert(
+    fc.property(fc.string({ maxLength: 80, unit: 'binary' }), (s) => check(s)),
+    { numRuns: 300, seed: 7 },
+  );
+  fc.assert(
+    fc.property(fc.string({ maxLength: 80, unit: 'grapheme' }), (s) => check(s)),
+    { numRuns: 300, seed: 8 },
+  );
 });

@@ -144,7 +144,7 @@ test('engine mode caches answers by the prompt fields, and one call serves concu
 });
 
 test('engine mode: a slow engine is a timeout, an error status, bad JSON or a refused connection an engine-error; never a throw', async () => {
-  const rt = new RequestTokenizer({ timeoutMs: 100 });
+  const rt = new RequestTokenizer({ timeoutMs: 100, backoffMs: 0 });
   after(() => rt.close());
   const saved = engine.behave;
   after(() => {
@@ -178,6 +178,48 @@ test('engine mode: a slow engine is a timeout, an error status, bad JSON or a re
   assert.equal((await ask('500')).source, 'engine');
 });
 
+test('engine mode: an endpoint that timed out or failed is not asked again until its backoff has passed; a 4xx is no reason', async () => {
+  let now = 1_000_000;
+  const rt = new RequestTokenizer({ timeoutMs: 100, backoffMs: 5_000, now: () => now });
+  after(() => rt.close());
+  const saved = engine.behave;
+  after(() => {
+    engine.behave = saved;
+  });
+  const ask = (text: string) => rt.tokenize('m', { model: 'm', prompt: text }, { url: engine.url });
+  engine.bodies.length = 0;
+
+  engine.behave = (_b, res) => {
+    res.writeHead(400, { 'content-type': 'application/json' });
+    res.end('{"error":"bad request"}');
+  };
+  assert.deepEqual(await ask('refused'), { fallback: 'engine-error' });
+  assert.deepEqual(await ask('refused again'), { fallback: 'engine-error' });
+  assert.equal(engine.bodies.length, 2, 'a 4xx is about the request: the endpoint is still asked');
+
+  engine.behave = () => {}; // stalls
+  assert.deepEqual(await ask('stall'), { fallback: 'timeout' });
+  engine.behave = saved;
+  assert.deepEqual(await ask('meanwhile'), { fallback: 'backoff' });
+  assert.equal(engine.bodies.length, 3, 'not asked while backing off');
+  // another endpoint is asked as usual
+  const second = await fakeEngine();
+  after(() => second.close());
+  const other = await rt.tokenize('m', { model: 'm', prompt: 'elsewhere' }, { url: second.url });
+  assert.equal(other.source, 'engine');
+  assert.equal(second.bodies.length, 1);
+  now += 5_000;
+  assert.equal((await ask('later')).source, 'engine');
+
+  engine.behave = (_b, res) => {
+    res.writeHead(503);
+    res.end();
+  };
+  assert.deepEqual(await ask('503'), { fallback: 'engine-error' });
+  engine.behave = saved;
+  assert.deepEqual(await ask('after 503'), { fallback: 'backoff' });
+});
+
 test('fallback reasons: no prompt, unsupported bodies, too large, no endpoint, off; token-id prompts are their own tokens', async () => {
   const rt = new RequestTokenizer({
     models: { quiet: 'off' },
@@ -201,7 +243,17 @@ test('fallback reasons: no prompt, unsupported bodies, too large, no endpoint, o
   assert.deepEqual(Array.from(ids.tokens ?? []), [5, 6, 7]);
   // a batch of one prompt is that prompt
   assert.deepEqual(promptFields({ prompt: ['only'] }), { kind: 'prompt', fields: { prompt: 'only' }, chars: 4 });
-  for (const r of ['off', 'no-prompt', 'unsupported-body', 'too-large', 'no-endpoint', 'timeout', 'engine-error', 'tokenizer-error'])
+  for (const r of [
+    'off',
+    'no-prompt',
+    'unsupported-body',
+    'too-large',
+    'no-endpoint',
+    'timeout',
+    'engine-error',
+    'backoff',
+    'tokenizer-error',
+  ])
     assert.ok((TOKENIZE_FALLBACKS as readonly string[]).includes(r));
 });
 

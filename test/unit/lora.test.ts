@@ -19,7 +19,7 @@ import {
   sglangUnloadDone,
   unloadDone,
 } from '../../src/router/adapters/engine-apis.js';
-import { AdapterManager } from '../../src/router/adapters/manager.js';
+import { AdapterManager, parseAdapterUses, type AdapterUses } from '../../src/router/adapters/manager.js';
 import { chooseLoader, chooseVictim, shouldSpill, type LoaderFacts } from '../../src/router/adapters/placement.js';
 import { parseMaxLoras } from '../../src/router/health/engine-stats.js';
 import { listedAdapters, sglangListedAdapters } from '../../src/router/health/rules.js';
@@ -404,6 +404,88 @@ test('manager: an adapter another replica or worker loaded (400 already loaded) 
   await m.prepare(routeOf(c, 'next'), undefined);
   assert.deepEqual(admin.asked, ['load theirs on a', 'load mine on a', 'unload mine on a', 'load next on a']);
   assert.deepEqual([...ep(c, 'a').adapters.keys()].sort(), ['next', 'theirs']);
+  await m.stop();
+});
+
+test('manager under --workers: an adapter another worker streams on, or used last, is not unloaded; unasked workers: nothing unloaded', async () => {
+  const setup = () => {
+    const c = new ModelCatalog();
+    c.setEndpoints('static', [{ id: 'a', url: 'http://a:8000', models: ['m'] }]);
+    c.setAdapterDeclarations(
+      'lora-adapters',
+      ['x', 'y', 'z'].map((n) => ({ name: n, base: 'm', path: `/p/${n}` })),
+    );
+    c.setState(ep(c, 'a'), 'ready');
+    return c;
+  };
+  // another worker: a request on x at a now (its stream), y idle there
+  let others: AdapterUses[] = [
+    {
+      uses: [
+        { endpoint: 'http://a:8000', adapter: 'x', inFlight: 1, lastUsed: 0 },
+        { endpoint: 'http://a:8000', adapter: 'y', inFlight: 0, lastUsed: 0 },
+      ],
+    },
+  ];
+  const c = setup();
+  const admin = new FakeAdmin();
+  const m = new AdapterManager(
+    c,
+    admin,
+    quiet,
+    { defaultSlots: 2, spillThreshold: 0, cooldownMs: 60_000, statsIntervalMs: 1_000, otherWorkers: async () => others },
+    log,
+  );
+  await m.prepare(routeOf(c, 'x'), undefined);
+  await m.prepare(routeOf(c, 'y'), undefined);
+  // x is this worker's least recently used and idle here, but the other worker streams on it: y goes
+  await m.prepare(routeOf(c, 'z'), undefined);
+  assert.deepEqual(admin.asked, ['load x on a', 'load y on a', 'unload y on a', 'load z on a']);
+  assert.ok(ep(c, 'a').adapters.has('x'));
+  // the other worker used z last (after x): x goes, though z was this worker's last
+  others = [{ uses: [{ endpoint: 'http://a:8000', adapter: 'z', inFlight: 0, lastUsed: Date.now() + 60_000 }] }];
+  await m.prepare(routeOf(c, 'y'), undefined);
+  assert.deepEqual(admin.asked.slice(4), ['unload x on a', 'load y on a']);
+  await m.stop();
+
+  // the primary did not answer: whether another worker uses it is unknown, so nothing is unloaded
+  const c2 = setup();
+  const admin2 = new FakeAdmin();
+  const m2 = new AdapterManager(
+    c2,
+    admin2,
+    quiet,
+    {
+      defaultSlots: 1,
+      spillThreshold: 0,
+      cooldownMs: 60_000,
+      statsIntervalMs: 1_000,
+      otherWorkers: () => Promise.reject(new Error('no answer')),
+    },
+    log,
+  );
+  await m2.prepare(routeOf(c2, 'x'), undefined);
+  await m2.prepare(routeOf(c2, 'y'), undefined);
+  assert.deepEqual(admin2.asked, ['load x on a', 'load y on a']);
+  await m2.stop();
+});
+
+test('manager: its own use is what another worker is told (a request waiting for a load counts where the adapter is held)', async () => {
+  const c = new ModelCatalog();
+  c.setEndpoints('static', [{ id: 'a', url: 'http://a:8000', models: ['m'] }]);
+  c.setAdapterDeclarations('lora-adapters', [{ name: 'x', base: 'm', path: '/p/x' }]);
+  c.setState(ep(c, 'a'), 'ready');
+  const m = manager(c, new FakeAdmin(), { slots: 2 });
+  await m.prepare(routeOf(c, 'x'), undefined);
+  m.ledger('x').requestStarted(ep(c, 'a'));
+  const release = m.claim('x');
+  const uses = m.localUses().uses.map((u) => [u.endpoint, u.adapter, u.inFlight]);
+  assert.deepEqual(uses, [['http://a:8000', 'x', 2]]);
+  release();
+  assert.deepEqual(
+    parseAdapterUses({ 1: m.localUses(), 2: { uses: [{ endpoint: 1 }] }, 3: 'junk' }).map((p) => p.uses.length),
+    [1, 0],
+  );
   await m.stop();
 });
 

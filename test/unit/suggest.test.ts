@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { errors } from '../../src/router/server/errors.js';
-import { closest, editDistance, similar } from '../../src/router/util/suggest.js';
+import { closest, editDistance, NameIndex, nameIndexFor, similar } from '../../src/router/util/suggest.js';
 
 test('edit distance: insertions, deletions, substitutions, and a swap of neighbours as one edit', () => {
   assert.equal(editDistance('port', 'port'), 0);
@@ -59,4 +59,52 @@ test('did you mean: a swap, a missing letter and case are close; other names and
   assert.equal(errors.modelNotFound('demo-chta', ['demo-chat']).message, 'The model "demo-chta" does not exist. Did you mean "demo-chat"?');
   assert.equal(errors.modelNotFound('m', ['a', 'b', 'c']).message, 'The model "m" does not exist. Did you mean "a", "b" or "c"?');
   assert.equal(errors.modelNotFound('m').message, 'The model "m" does not exist.');
+});
+
+/** What `similar` answered before it had an index: every name compared, closest first, ties in the names' order. */
+function scanAll(name: string, names: readonly string[], most = 3): string[] {
+  if (name.length === 0 || name.length > 256) return [];
+  const wanted = name.toLowerCase();
+  const limit = Math.min(3, Math.max(1, Math.ceil(wanted.length / 3)));
+  return names
+    .map((n) => ({ n, d: reference(wanted, n.toLowerCase()) }))
+    .filter((x) => x.d <= limit)
+    .sort((x, y) => x.d - y.d)
+    .slice(0, most)
+    .map((x) => x.n);
+}
+
+test('the name index answers as comparing every name did (below its bound on compared names)', () => {
+  const word = fc.string({ unit: fc.constantFrom('a', 'B', 'b', 'c', '-', '1'), minLength: 0, maxLength: 9 });
+  fc.assert(
+    fc.property(fc.array(word, { maxLength: 60 }), word, fc.integer({ min: 1, max: 4 }), (names, name, most) => {
+      assert.deepEqual(new NameIndex(names).similar(name, most), scanAll(name, names, most));
+    }),
+    { numRuns: 3_000, seed: 23 },
+  );
+});
+
+test('the name index at 10,000 names: a typo is found among thousands of near names; an index is kept per name list', () => {
+  const names = Array.from({ length: 10_000 }, (_, i) => `org/model-${String(i).padStart(5, '0')}-instruct`);
+  const index = new NameIndex(names);
+  assert.deepEqual(index.similar('org/model-09998-instrcut', 1), ['org/model-09998-instruct'], 'a swap, with ~3,000 names two edits away');
+  assert.deepEqual(index.similar('ORG/MODEL-04321-INSTRUCT'), [
+    'org/model-04321-instruct',
+    'org/model-00321-instruct',
+    'org/model-01321-instruct',
+  ]);
+  assert.deepEqual(index.similar('org/model-0421-instruct', 1), ['org/model-00421-instruct'], 'a missing digit');
+  assert.deepEqual(index.similar('gpt-4o'), []);
+  const views = [{ id: 'a' }];
+  const first = nameIndexFor(views, () => views.map((v) => v.id));
+  assert.equal(
+    nameIndexFor(views, () => assert.fail('not asked again')),
+    first,
+  );
+  const same = [{ id: 'a' }];
+  assert.equal(
+    nameIndexFor(same, () => same.map((v) => v.id)),
+    first,
+    'the same names: the same index',
+  );
 });

@@ -23,6 +23,42 @@ export interface AdapterManagerOptions {
   /** --engine-stats-interval in ms: how old a scraped load may be */
   readonly statsIntervalMs: number;
   readonly now?: () => number;
+  /**
+   * Under --workers: what the other workers of this instance use now (asked of the primary before an unload). An
+   * adapter in use, or used more recently, in any of them is not this worker's to unload. It rejects when they could
+   * not be asked: then nothing is unloaded.
+   */
+  readonly otherWorkers?: () => Promise<readonly AdapterUses[]>;
+}
+
+/** The IPC topics of adapter use under --workers: each worker's part, and every worker's (the primary gathers). */
+export const ADAPTER_USE_TOPICS = { local: 'adapter-uses:local', all: 'adapter-uses:all' } as const;
+
+/** One process's use of the adapters on each endpoint (by URL): requests in it now, and when last used. */
+export interface AdapterUses {
+  readonly uses: readonly { readonly endpoint: string; readonly adapter: string; readonly inFlight: number; readonly lastUsed: number }[];
+}
+
+/** The parts of the primary's answer that look like AdapterUses (anything else is left out, never trusted). */
+export function parseAdapterUses(value: unknown): AdapterUses[] {
+  if (typeof value !== 'object' || value === null) return [];
+  const out: AdapterUses[] = [];
+  for (const part of Object.values(value as Record<string, unknown>)) {
+    const uses = (part as { uses?: unknown } | null)?.uses;
+    if (!Array.isArray(uses)) continue;
+    out.push({
+      uses: uses.filter(
+        (u): u is AdapterUses['uses'][number] =>
+          typeof u === 'object' &&
+          u !== null &&
+          typeof u.endpoint === 'string' &&
+          typeof u.adapter === 'string' &&
+          typeof u.inFlight === 'number' &&
+          typeof u.lastUsed === 'number',
+      ),
+    });
+  }
+  return out;
 }
 
 /** Whether a request for an adapter can go on, and if not, why. */
@@ -133,7 +169,7 @@ export class AdapterManager {
           u.lastUsed = this.now();
         },
         missing: (e) => {
-          this.log.info({ adapter: name, endpoint: e.url }, 'the engine answered 404 for an adapter it was thought to hold');
+          this.log.info({ adapter: name, endpoint: e.url }, 'the engine says it does not hold an adapter it was thought to hold');
           this.use(e, name).routerLoaded = false;
           this.catalog.adapterGone(e, name);
         },
@@ -157,6 +193,26 @@ export class AdapterManager {
       if (left > 0) this.claims.set(name, left);
       else this.claims.delete(name);
     };
+  }
+
+  /** This process's use of adapters (an adapter claimed by a request counts on every endpoint): another worker's part. */
+  localUses(): AdapterUses {
+    const uses: { endpoint: string; adapter: string; inFlight: number; lastUsed: number }[] = [];
+    const seen = new Set<string>();
+    for (const [e, byName] of this.uses) {
+      for (const [adapter, u] of byName) {
+        seen.add(`${e.url} ${adapter}`);
+        uses.push({ endpoint: e.url, adapter, inFlight: u.inFlight + (this.claims.get(adapter) ?? 0), lastUsed: u.lastUsed });
+      }
+    }
+    // a request waiting for a load has no endpoint yet: its adapter is in use wherever it is held
+    for (const [adapter, n] of this.claims) {
+      for (const e of this.catalog.endpoints()) {
+        if (e.adapters.has(adapter) && !seen.has(`${e.url} ${adapter}`))
+          uses.push({ endpoint: e.url, adapter, inFlight: n, lastUsed: this.now() });
+      }
+    }
+    return { uses };
   }
 
   /** The `model` a request for the adapter carries to its engines: the adapter's name, or what their kind needs. */
@@ -286,11 +342,26 @@ export class AdapterManager {
   }
 
   /**
-   * Unloads the least recently used idle adapter this router loaded on `e` (idle: no request for it in this router);
-   * with none, the engine holds one more than its slots, and swaps them itself.
+   * Unloads the least recently used idle adapter this router loaded on `e` (idle: no request for it in this process,
+   * nor, under --workers, in any other worker, which are asked first); with none, the engine holds one more than its
+   * slots, and swaps them itself.
    */
   private async evictOne(e: Endpoint): Promise<void> {
-    const victim = this.victimOn(e);
+    if (this.victimOn(e) === undefined) return;
+    let others: readonly AdapterUses[] = [];
+    if (this.opts.otherWorkers) {
+      try {
+        others = await this.opts.otherWorkers();
+      } catch (err) {
+        // whether another worker streams on it is unknown: the engine holds one more instead
+        this.log.warn(
+          { endpoint: e.url, detail: (err as Error).message },
+          'the other workers could not be asked which adapters they use; none unloaded',
+        );
+        return;
+      }
+    }
+    const victim = this.victimOn(e, others);
     if (victim === undefined) return;
     // routed nowhere from now on; it was idle, so no request of this router is using it
     this.use(e, victim).routerLoaded = false;
@@ -300,11 +371,21 @@ export class AdapterManager {
     this.observer.unloaded({ adapter: victim, endpoint: e.url, reason: 'evicted', ok: r.ok, detail: r.detail });
   }
 
-  private victimOn(e: Endpoint): string | undefined {
+  /** The adapter to unload on `e`: one this process loaded, idle here and in `others` (other workers), least recently used by any. */
+  private victimOn(e: Endpoint, others: readonly AdapterUses[] = []): string | undefined {
     const uses: AdapterUse[] = [];
     for (const [name, u] of this.uses.get(e) ?? []) {
-      if (u.routerLoaded && e.adapters.has(name))
-        uses.push({ name, inFlight: u.inFlight + (this.claims.get(name) ?? 0), lastUsed: u.lastUsed });
+      if (!u.routerLoaded || !e.adapters.has(name)) continue;
+      let inFlight = u.inFlight + (this.claims.get(name) ?? 0);
+      let lastUsed = u.lastUsed;
+      for (const part of others) {
+        for (const o of part.uses) {
+          if (o.endpoint !== e.url || o.adapter !== name) continue;
+          inFlight += o.inFlight;
+          lastUsed = Math.max(lastUsed, o.lastUsed);
+        }
+      }
+      uses.push({ name, inFlight, lastUsed });
     }
     return chooseVictim(uses);
   }

@@ -15,7 +15,7 @@ import { RouterMetrics } from '../metrics/metrics.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
-import { AdapterManager } from '../adapters/manager.js';
+import { ADAPTER_USE_TOPICS, AdapterManager, parseAdapterUses, type AdapterUses } from '../adapters/manager.js';
 import { EngineAdmin } from '../adapters/engine-admin.js';
 import { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
@@ -29,13 +29,13 @@ import { WorkerLink } from '../util/ipc.js';
 import { METRICS_TOPICS } from '../metrics/metrics.js';
 import * as admin from '../server/admin.js';
 import { errors, sendError } from '../server/errors.js';
-import { presentedKey } from '../server/auth.js';
 import { handleInference, INFERENCE_PATHS, type InferenceDeps } from '../server/pipeline.js';
 import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
 import { listen, type PortSetting } from '../util/listen.js';
+import { ClientIdentity } from '../server/client-address.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import { Dashboard } from '../server/dashboard/index.js';
@@ -112,6 +112,7 @@ export class RouterApp {
       const link = new WorkerLink({
         [DEMAND_TOPICS.local]: () => this.scaling.snapshot(`worker-${cluster.worker?.id ?? 0}`),
         [METRICS_TOPICS.local]: () => this.metrics.workerMetrics(),
+        [ADAPTER_USE_TOPICS.local]: () => this.adapters.localUses(),
       });
       this.link = link;
       const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
@@ -228,6 +229,7 @@ export class RouterApp {
         spillThreshold: config.lora.spillThreshold,
         cooldownMs: config.lora.loadCooldownMs,
         statsIntervalMs: config.engineStatsIntervalMs,
+        ...(this.link ? { otherWorkers: otherWorkersUses(this.link) } : {}),
       },
       log.child({ component: 'adapters' }),
     );
@@ -235,6 +237,7 @@ export class RouterApp {
     this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
     this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
     const buckets = sec.rateLimitRps > 0 ? new TokenBuckets(sec.rateLimitRps, sec.rateLimitBurst) : undefined;
+    const clients = new ClientIdentity(sec.trustedProxies, () => this.keys.enabled);
     const deps: InferenceDeps = {
       catalog: this.catalog,
       forwarder,
@@ -248,10 +251,11 @@ export class RouterApp {
       syncWaitMs: config.syncWaitMs,
       engineAuthorization,
       forwardClientAuth: config.forwardClientAuth,
+      allowClientKvTransferParams: config.allowClientKvTransferParams,
       admit: (req) => {
         if (buckets) {
-          // per key when keys are in use, else per client address
-          const wait = buckets.take(presentedKey(req.headers) ?? req.socket.remoteAddress ?? '');
+          // per authenticated key when keys are in use, else per client address (never a key nobody checked)
+          const wait = buckets.take(clients.bucketKey(req));
           if (wait > 0) return errors.rateLimited(Math.max(1, Math.ceil(wait)));
         }
         return this.concurrency.acquire() ?? errors.overloaded();
@@ -481,4 +485,14 @@ export class RouterApp {
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
+}
+
+/** Under --workers: the adapter use of every other worker, asked of the primary (which gathers each worker's part). */
+function otherWorkersUses(link: WorkerLink): () => Promise<readonly AdapterUses[]> {
+  const own = String(cluster.worker?.id ?? 0);
+  return async () => {
+    const all = await link.ask(ADAPTER_USE_TOPICS.all, 5_000);
+    const others = typeof all === 'object' && all !== null ? Object.entries(all).filter(([id]) => id !== own) : [];
+    return parseAdapterUses(Object.fromEntries(others));
+  };
 }

@@ -13,6 +13,7 @@ import { DEMAND_TOPICS, workerGatherMs } from '../scaling/demand-view.js';
 import { instanceDemand } from '../scaling/system.js';
 import type { Logger } from '../util/log.js';
 import { ClusterHub } from '../util/ipc.js';
+import { ADAPTER_USE_TOPICS } from '../adapters/manager.js';
 
 /** A worker that dies this soon after its start is not restarted: it would only crash again (bad config, port taken). */
 const MIN_WORKER_LIFETIME_MS = 5_000;
@@ -86,6 +87,8 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
         const silent = [...lastMetrics].filter(([id]) => !parts.has(id)).map(([, part]) => retainedCounters([part]));
         return aggregateExposition([...parts.values(), ...silent, retiredMetrics, (await registry.getMetricsAsJSON()) as WorkerMetrics]);
       },
+      // every worker's adapter use, by worker id: a worker unloads nothing another one uses
+      [ADAPTER_USE_TOPICS.all]: async () => Object.fromEntries((await hub?.gather(ADAPTER_USE_TOPICS.local, 2_000)) ?? new Map()),
     },
     (topic) => scalerMetrics.gatherMissed(topic),
   );

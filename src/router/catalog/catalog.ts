@@ -329,6 +329,7 @@ export class ModelCatalog implements InFlightLedger {
         discoveredAt: now,
         everReady: false,
         firstReadyAt: undefined,
+        loadWatched: false,
         draining: spec.draining === true,
         lastProbe: undefined,
         lastError: undefined,
@@ -376,7 +377,11 @@ export class ModelCatalog implements InFlightLedger {
 
   /** The prober's last look at an endpoint (shown in /engines; it does not move the state: setState does). */
   recordProbe(endpoint: Endpoint, record: ProbeRecord): void {
-    if (this.contains(endpoint)) own(endpoint).lastProbe = record;
+    if (!this.contains(endpoint)) return;
+    const owned = own(endpoint);
+    owned.lastProbe = record;
+    // seen not ready before its first readiness: the load that follows is one the router watched
+    if (!record.ok && !owned.everReady) owned.loadWatched = true;
   }
 
   /** The load an engine reported on its /metrics (least-load routing, /engines). */

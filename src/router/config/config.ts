@@ -1,5 +1,6 @@
 // Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseFlags, UsageError, type FlagSource } from './flags.js';
@@ -97,6 +98,32 @@ export interface ScalingConfig {
   readonly kedaTls: { readonly certFile: string; readonly keyFile: string; readonly caFile: string | undefined } | undefined;
 }
 
+/** an address block: 10.0.0.0/8, fd00::/8, or one address */
+export interface Cidr {
+  readonly address: string;
+  readonly prefix: number;
+  readonly family: 'ipv4' | 'ipv6';
+}
+
+export function parseCidr(text: string): Cidr | undefined {
+  const [address = '', prefixText, ...rest] = text.trim().split('/');
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return undefined;
+  const bits = version === 4 ? 32 : 128;
+  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return undefined;
+  const prefix = prefixText === undefined ? bits : Number(prefixText);
+  if (prefix > bits) return undefined;
+  return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
+}
+
+function trustedProxies(list: readonly string[]): Cidr[] {
+  return list.map((text) => {
+    const c = parseCidr(text);
+    if (!c) throw new UsageError(`--trusted-proxies: ${JSON.stringify(text)} is not an address or CIDR block (10.0.0.0/8, fd00::/8)`);
+    return c;
+  });
+}
+
 export interface SecurityConfig {
   readonly apiKeys: readonly string[];
   readonly apiKeysFile: string | undefined;
@@ -106,6 +133,8 @@ export interface SecurityConfig {
   /** 0 = no rate limit */
   readonly rateLimitRps: number;
   readonly rateLimitBurst: number;
+  /** peers whose X-Forwarded-For names the client (--trusted-proxies) */
+  readonly trustedProxies: readonly Cidr[];
   /** 0 = no limit */
   readonly maxConcurrentRequests: number;
   readonly clientTimeoutMs: number;
@@ -147,6 +176,8 @@ export interface RouterConfig {
   /** the engine client on the request path; only the benchmark sets it (env LLM_ROUTER_ENGINE_CLIENT=undici) */
   readonly engineClient: EngineClientKind;
   readonly forwardClientAuth: boolean;
+  /** a client's kv_transfer_params go to engines of models not served P/D (never to P/D ones: the router names those) */
+  readonly allowClientKvTransferParams: boolean;
   readonly security: SecurityConfig;
   readonly probe: ProbeConfig;
   readonly passiveFailureThreshold: number;
@@ -467,6 +498,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     maxConnectionsPerEngine: v['max-connections-per-engine'],
     engineClient,
     forwardClientAuth: v['forward-client-auth'],
+    allowClientKvTransferParams: v['allow-client-kv-transfer-params'],
     security: {
       apiKeys: v['api-key'],
       apiKeysFile: v['api-keys-file'] || undefined,
@@ -474,6 +506,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
       maxHeaderBytes: v['max-header-bytes'],
       rateLimitRps: v['rate-limit-rps'],
       rateLimitBurst: v['rate-limit-burst'] || Math.max(1, Math.ceil(v['rate-limit-rps'])),
+      trustedProxies: trustedProxies(v['trusted-proxies']),
       maxConcurrentRequests: v['max-concurrent-requests'],
       clientTimeoutMs: seconds(v['client-timeout']),
       drainMs: seconds(v['drain-seconds']),

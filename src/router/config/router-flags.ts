@@ -417,6 +417,12 @@ export const ROUTER_FLAGS = [
   },
   { name: 'rate-limit-burst', kind: 'int', default: 0, min: 0, help: 'bucket size for --rate-limit-rps (0 = the rate rounded up)' },
   {
+    name: 'trusted-proxies',
+    kind: 'list',
+    default: [],
+    help: 'proxies (CIDR or address, comma separated) whose X-Forwarded-For names the client for --rate-limit-rps without keys: the right-most address not in the list is the client',
+  },
+  {
     name: 'max-concurrent-requests',
     kind: 'int',
     default: 0,
@@ -449,6 +455,12 @@ export const ROUTER_FLAGS = [
     kind: 'boolean',
     default: false,
     help: "forward the client's Authorization header to engines (otherwise it is dropped and --engine-api-key is sent)",
+  },
+  {
+    name: 'allow-client-kv-transfer-params',
+    kind: 'boolean',
+    default: false,
+    help: "pass a client's kv_transfer_params to engines of models not served P/D (otherwise removed: they name a host the engine connects to); P/D models always get the router's own",
   },
   { name: 'probe-interval', kind: 'number', default: 1, min: 0.05, help: 'seconds between probes of an endpoint that is not ready yet' },
   {

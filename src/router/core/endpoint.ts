@@ -64,8 +64,14 @@ export interface Endpoint {
   readonly discoveredAt: number;
   /** true once the endpoint has been ready at least once */
   readonly everReady: boolean;
-  /** ms since epoch of its first readiness: firstReadyAt - discoveredAt is how long it took to load */
+  /** ms since epoch of its first readiness */
   readonly firstReadyAt: number | undefined;
+  /**
+   * true when a probe found it not ready (refusing, loading, failing) before its first readiness: only then did the
+   * router watch it load, and firstReadyAt - discoveredAt is a cold start. An engine ready at its first probe (already up
+   * when the router started or discovered it) is no cold start.
+   */
+  readonly loadWatched: boolean;
   readonly draining: boolean;
   readonly lastProbe: ProbeRecord | undefined;
   readonly lastError: string | undefined;

@@ -22,6 +22,15 @@ export interface MissingAdapterAnswer {
   readonly message?: RegExp;
 }
 
+/**
+ * Whether an engine's answer says it does not hold the adapter: the status of its kind, and its body matching when the
+ * kind needs that (SGLang). The plain path (src/router/proxy/attempt.ts) and a P/D prefill judge by this alone.
+ */
+export function saysAdapterMissing(missing: MissingAdapterAnswer, status: number, body: Buffer | undefined): boolean {
+  if (status !== missing.status) return false;
+  return missing.message === undefined || (body !== undefined && missing.message.test(body.toString('utf8')));
+}
+
 /** A name the router can give an engine and a client can send: no blanks, commas, `=` or `@`. */
 export function isAdapterName(name: string): boolean {
   return name.length > 0 && name.length <= 512 && !/[\s,=@]/.test(name);

@@ -58,6 +58,7 @@ export class HfTokenizer {
   ) {
     this.tokenizer = new Tokenizer(tokenizerJson, config);
     fasterByteLevel(this.tokenizer.pre_tokenizer);
+    fasterWordCache(this.tokenizer.model);
     this.templates = templates;
     for (const key of SPECIAL_TOKEN_KEYS) {
       const s = tokenString(config[key]);
@@ -204,6 +205,7 @@ type ByteLevelLike = {
   use_regex: boolean;
   pattern: RegExp;
   pre_tokenize_text(text: string, options?: unknown): string[];
+  pre_tokenize?: (text: string | string[], options?: unknown) => string[];
 };
 
 /**
@@ -242,7 +244,55 @@ function fasterByteLevel(node: unknown): void {
   };
   const samples = ['Hello world', ' a  b\n\n\tc', "it's 1234 naïve 東京 🙂", ''];
   for (const s of samples) if (JSON.stringify(faster(s)) !== JSON.stringify(original(s))) return;
+  const originalMany = bl.pre_tokenize?.bind(bl);
+  if (!originalMany) return;
   bl.pre_tokenize_text = faster;
+  // the library maps every piece to an array and flattens them all; one piece in, one (or, with the regex, some) out
+  const many = (text: string | string[]): string[] => {
+    if (!Array.isArray(text)) return faster(text);
+    if (!bl.use_regex && !bl.add_prefix_space) return text.map(piece);
+    const out: string[] = [];
+    for (const t of text) for (const p of faster(t)) out.push(p);
+    return out;
+  };
+  const pieces = [['Hello', ' world', '\n\n'], ['東京', ' 🙂'], []];
+  for (const p of pieces) if (JSON.stringify(many(p)) !== JSON.stringify(originalMany(p))) return;
+  bl.pre_tokenize = many;
+}
+
+/**
+ * The BPE model keeps each word's merges in a least-recently-used map that deletes and re-inserts the word on every
+ * hit; two generations of plain maps (the younger one, and the older one its words are promoted from) keep the same
+ * words for most texts at a fraction of the cost. Installed only on the shape this was written for.
+ */
+function fasterWordCache(model: unknown): void {
+  if ((typeof model !== 'object' && typeof model !== 'function') || model === null) return;
+  const m = model as { cache?: { capacity?: unknown; get?: unknown; put?: unknown; clear?: unknown } };
+  const c = m.cache;
+  if (!c || typeof c.capacity !== 'number' || typeof c.get !== 'function' || typeof c.put !== 'function' || typeof c.clear !== 'function')
+    return;
+  const capacity = Math.max(1, c.capacity);
+  let young = new Map<string, unknown>();
+  let old = new Map<string, unknown>();
+  const put = (key: string, value: unknown): void => {
+    young.set(key, value);
+    if (young.size >= capacity) {
+      old = young;
+      young = new Map();
+    }
+  };
+  const get = (key: string): unknown => {
+    const v = young.get(key);
+    if (v !== undefined) return v;
+    const o = old.get(key);
+    if (o !== undefined) put(key, o);
+    return o;
+  };
+  const clear = (): void => {
+    young = new Map();
+    old = new Map();
+  };
+  m.cache = { capacity, get, put, clear };
 }
 
 /** vLLM parses each message to {role, content, tool_calls?, tool_call_id?, name?} before rendering. */

@@ -26,12 +26,14 @@ export const TOKENIZE_FALLBACKS = [
   'no-endpoint',
   'timeout',
   'engine-error',
+  'backoff',
   'tokenizer-error',
 ] as const;
 export type TokenizeFallback = (typeof TOKENIZE_FALLBACKS)[number];
 
 export type TokenizeOutcome =
   | {
+      /** shared with the caches: read them, never write to them */
       readonly tokens: Uint32Array;
       /** who computed them: the engine, the in-process tokenizer, or the request itself (a prompt of token ids) */
       readonly source: 'engine' | 'path' | 'request';
@@ -56,6 +58,15 @@ export interface RequestTokenizerOptions {
   readonly models?: Readonly<Record<string, TokenizerMode>>;
   /** engine mode: how long to wait for /tokenize (default 250 ms) */
   readonly timeoutMs?: number;
+  /**
+   * engine mode: after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default
+   * 5 s; 0: always ask), so a stalled /tokenize costs one timeout per interval rather than one per request
+   */
+  readonly backoffMs?: number;
+  /** the clock for backoff (default Date.now) */
+  readonly now?: () => number;
+  /** path mode: characters tokenized between two turns of the event loop (default 8 Ki; about 2-5 ms of work) */
+  readonly sliceChars?: number;
   /** prompts longer than this many characters are not tokenized (default 2 Mi) */
   readonly maxPromptChars?: number;
   /** bytes each cache may hold: engine answers, and each tokenizer's pieces (default 64 MiB) */
@@ -128,6 +139,7 @@ function charsOf(value: unknown): number {
 }
 
 const DEFAULT_TIMEOUT_MS = 250;
+const DEFAULT_BACKOFF_MS = 5_000;
 const DEFAULT_MAX_PROMPT_CHARS = 2 * 1024 * 1024;
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
@@ -142,6 +154,11 @@ export class RequestTokenizer {
   private readonly agent: Agent | undefined;
   private readonly answers: ByteLru<Uint32Array>;
   private readonly inFlight = new Map<string, Promise<TokenizeOutcome>>();
+  /** endpoint URL -> until when it is not asked */
+  private readonly backoff = new Map<string, number>();
+  private readonly backoffMs: number;
+  private readonly now: () => number;
+  private readonly sliceChars: number;
   private readonly encoders = new Map<string, Promise<SegmentedEncoder | undefined>>();
 
   constructor(private readonly opts: RequestTokenizerOptions = {}) {
@@ -149,6 +166,9 @@ export class RequestTokenizer {
     this.maxPromptChars = opts.maxPromptChars ?? DEFAULT_MAX_PROMPT_CHARS;
     this.cacheBytes = opts.cacheBytes ?? DEFAULT_CACHE_BYTES;
     this.tokenizePath = opts.tokenizePath ?? '/tokenize';
+    this.backoffMs = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
+    this.now = opts.now ?? Date.now;
+    this.sliceChars = opts.sliceChars ?? 8192;
     this.answers = new ByteLru<Uint32Array>(this.cacheBytes, (v) => v.byteLength);
     if (opts.post) this.post = opts.post;
     else {
@@ -177,7 +197,10 @@ export class RequestTokenizer {
     return mode === 'engine' ? this.viaEngine(model, p, target) : this.inProcess(mode, p);
   }
 
-  /** Loads a tokenizer directory ahead of the first request (path mode loads on first use otherwise). */
+  /**
+   * Loads a tokenizer directory ahead of the first request (path mode loads on first use otherwise). A directory that
+   * does not load is not tried again: its models get `tokenizer-error` until the process restarts.
+   */
   async preload(dir: string): Promise<boolean> {
     return (await this.encoderFor(dir)) !== undefined;
   }
@@ -200,8 +223,10 @@ export class RequestTokenizer {
     const encoder = await this.encoderFor(dir);
     if (!encoder) return { fallback: 'tokenizer-error' };
     try {
-      const tokens = encodeInProcess(encoder, p);
-      return { tokens, source: 'path', cached: encoder.stats.reusedChars > 0 };
+      const { text, addSpecialTokens } = promptText(encoder.tokenizer, p);
+      // what is not cached is tokenized in slices, the event loop served between them
+      const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
+      return { tokens: ids, source: 'path', cached: reusedChars > 0 };
     } catch (err) {
       return { fallback: err instanceof ChatTemplateError ? 'unsupported-body' : 'tokenizer-error' };
     }
@@ -229,6 +254,11 @@ export class RequestTokenizer {
     const hit = this.answers.get(key);
     if (hit) return Promise.resolve({ tokens: hit, source: 'engine', cached: true });
     if (!target) return Promise.resolve({ fallback: 'no-endpoint' });
+    const until = this.backoff.get(target.url);
+    if (until !== undefined) {
+      if (this.now() < until) return Promise.resolve({ fallback: 'backoff' });
+      this.backoff.delete(target.url);
+    }
     let pending = this.inFlight.get(key);
     if (!pending) {
       pending = this.ask(target, payload, key).finally(() => this.inFlight.delete(key));
@@ -246,28 +276,41 @@ export class RequestTokenizer {
     }, this.timeoutMs);
     try {
       const res = await this.post(target.url + this.tokenizePath, payload, ac.signal);
+      if (res.status >= 500) this.backOff(target);
       if (res.status !== 200) return { fallback: 'engine-error' };
       const tokens = tokensOfAnswer(res.text);
       if (!tokens) return { fallback: 'engine-error' };
       this.answers.set(key, tokens);
       return { tokens, source: 'engine', cached: false };
     } catch {
+      this.backOff(target);
       return { fallback: timedOut ? 'timeout' : 'engine-error' };
     } finally {
       clearTimeout(timer);
     }
   }
+
+  private backOff(target: TokenizeTarget): void {
+    if (this.backoffMs <= 0) return;
+    // bounded: endpoints come and go; an old entry is dropped when it is next read or when the map grows large
+    if (this.backoff.size >= 4096) this.backoff.clear();
+    this.backoff.set(target.url, this.now() + this.backoffMs);
+  }
 }
 
 /**
- * A prompt's ids with an in-process tokenizer, as vLLM computes them: a chat rendered through the template (vLLM's
- * defaults: the generation prompt on, no added special tokens unless `add_special_tokens`), a prompt with the special
- * tokens added unless `add_special_tokens` is false. Throws ChatTemplateError for a chat the template cannot render.
+ * The text an in-process tokenizer tokenizes for a prompt, and whether with added special tokens, as vLLM does it: a
+ * chat rendered through the template (vLLM's defaults: the generation prompt on, no added special tokens unless
+ * `add_special_tokens`), a prompt with the special tokens added unless `add_special_tokens` is false. Throws
+ * ChatTemplateError for a chat the template cannot render.
  */
-export function encodeInProcess(encoder: SegmentedEncoder, p: PromptFields & { kind: 'chat' | 'prompt' }): Uint32Array {
+export function promptText(
+  tokenizer: HfTokenizer,
+  p: PromptFields & { kind: 'chat' | 'prompt' },
+): { text: string; addSpecialTokens: boolean } {
   const f = p.fields;
-  if (p.kind === 'prompt') return encoder.encode(f.prompt as string, f.add_special_tokens !== false);
-  const text = encoder.tokenizer.renderChat(f.messages as unknown[], {
+  if (p.kind === 'prompt') return { text: f.prompt as string, addSpecialTokens: f.add_special_tokens !== false };
+  const text = tokenizer.renderChat(f.messages as unknown[], {
     add_generation_prompt: optBool(f.add_generation_prompt),
     continue_final_message: optBool(f.continue_final_message),
     tools: Array.isArray(f.tools) ? f.tools : null,
@@ -275,7 +318,13 @@ export function encodeInProcess(encoder: SegmentedEncoder, p: PromptFields & { k
     chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
     chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
   });
-  return encoder.encode(text, f.add_special_tokens === true);
+  return { text, addSpecialTokens: f.add_special_tokens === true };
+}
+
+/** A prompt's ids with an in-process tokenizer, at once (see promptText). */
+export function encodeInProcess(encoder: SegmentedEncoder, p: PromptFields & { kind: 'chat' | 'prompt' }): Uint32Array {
+  const { text, addSpecialTokens } = promptText(encoder.tokenizer, p);
+  return encoder.encode(text, addSpecialTokens);
 }
 
 /** The `tokens` of a /tokenize answer, when they are all token ids. */

@@ -61,6 +61,12 @@ export class ByteLru<V> {
 /** A rough cost of a Map entry and its record beyond the key's characters and the value's own bytes. */
 const ENTRY_OVERHEAD = 96;
 
+export interface EncodeResult {
+  readonly ids: Uint32Array;
+  /** characters of the text whose ids came from the cache */
+  readonly reusedChars: number;
+}
+
 export interface EncodeStats {
   /** characters of the text whose ids came from the cache */
   readonly reusedChars: number;
@@ -85,7 +91,7 @@ export class SegmentedEncoder {
     this.boundaryIds = new Set(tokenizer.boundaryTokens.values());
   }
 
-  /** How the last `encode` went. */
+  /** How the last encoding to finish went. */
   get stats(): EncodeStats {
     return this.lastStats;
   }
@@ -98,13 +104,35 @@ export class SegmentedEncoder {
     return this.cache.size;
   }
 
-  /** The same ids as `tokenizer.encode(text, addSpecialTokens)`. */
+  /** The same ids as `tokenizer.encode(text, addSpecialTokens)`, at once. */
   encode(text: string, addSpecialTokens: boolean): Uint32Array {
-    const wrap = this.tokenizer.wrap;
-    if (!this.boundary || !wrap) {
-      this.lastStats = { reusedChars: 0, encodedChars: text.length };
-      return Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens));
+    const steps = this.steps(text, addSpecialTokens, Number.POSITIVE_INFINITY);
+    let r = steps.next();
+    while (!r.done) r = steps.next();
+    this.lastStats = { reusedChars: r.value.reusedChars, encodedChars: text.length - r.value.reusedChars };
+    return r.value.ids;
+  }
+
+  /**
+   * The same ids, tokenizing what is not cached in slices of about `sliceChars` (whole pieces), the event loop served
+   * between slices: a long new conversation does not hold up every other request of this process for its whole
+   * tokenization. Its own stats come back with the ids (`stats` are those of whichever encoding finished last).
+   */
+  async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192): Promise<EncodeResult> {
+    const steps = this.steps(text, addSpecialTokens, sliceChars);
+    let r = steps.next();
+    while (!r.done) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      r = steps.next();
     }
+    this.lastStats = { reusedChars: r.value.reusedChars, encodedChars: text.length - r.value.reusedChars };
+    return r.value;
+  }
+
+  /** The work of one encoding; it yields where it may pause (between slices of uncached pieces). */
+  private *steps(text: string, addSpecialTokens: boolean, sliceChars: number): Generator<void, EncodeResult, void> {
+    const wrap = this.tokenizer.wrap;
+    if (!this.boundary || !wrap) return { ids: Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens)), reusedChars: 0 };
     // where each piece ends (just after a boundary token), and the hash of the text up to there
     const ends: number[] = [];
     const keys: string[] = [];
@@ -118,20 +146,31 @@ export class SegmentedEncoder {
       ends.push(end);
       keys.push(hash.copy().digest('base64'));
     }
-    const pieces: Uint32Array[] = [];
-    let hit = 0;
-    for (; hit < keys.length; hit++) {
-      const ids = this.cache.get(keys[hit] as string);
+    const pieces: (Uint32Array | number[])[] = [];
+    let k = 0;
+    for (; k < keys.length; k++) {
+      const ids = this.cache.get(keys[k] as string);
       if (!ids) break;
       pieces.push(ids);
     }
-    const reused = hit > 0 ? (ends[hit - 1] as number) : 0;
-    const tail = this.tokenizer.encode(text.slice(reused), false);
-    this.storePieces(tail, ends, keys, hit, reused);
-    this.lastStats = { reusedChars: reused, encodedChars: text.length - reused };
+    const reusedChars = k > 0 ? (ends[k - 1] as number) : 0;
+    // the rest, whole pieces a slice at a time (each slice starts right after a boundary token), then what follows
+    // the last boundary token
+    let start = reusedChars;
+    while (k < keys.length) {
+      let j = k;
+      while (j + 1 < keys.length && (ends[j + 1] as number) - start <= sliceChars) j++;
+      const ids = this.tokenizer.encode(text.slice(start, ends[j]), false);
+      this.storePieces(ids, keys, k, j + 1);
+      pieces.push(ids);
+      start = ends[j] as number;
+      k = j + 1;
+      if (k < keys.length || start < text.length) yield;
+    }
+    if (start < text.length) pieces.push(this.tokenizer.encode(text.slice(start), false));
     const before = addSpecialTokens ? wrap.before : [];
     const after = addSpecialTokens ? wrap.after : [];
-    let n = before.length + tail.length + after.length;
+    let n = before.length + after.length;
     for (const p of pieces) n += p.length;
     const out = new Uint32Array(n);
     let at = 0;
@@ -140,22 +179,20 @@ export class SegmentedEncoder {
       out.set(p, at);
       at += p.length;
     }
-    for (const id of tail) out[at++] = id;
     for (const id of after) out[at++] = id;
-    return out;
+    return { ids: out, reusedChars };
   }
 
-  /** Cuts the ids of text[reused..] after each boundary id, piece k being the text up to ends[k], and keeps them. */
-  private storePieces(tail: readonly number[], ends: readonly number[], keys: readonly string[], first: number, reused: number): void {
-    if (first >= keys.length) return;
+  /** Cuts `ids` (the text of pieces first..last-1) after each boundary id and keeps each piece under its key. */
+  private storePieces(ids: readonly number[], keys: readonly string[], first: number, last: number): void {
     const cuts: number[] = [];
-    for (let i = 0; i < tail.length; i++) if (this.boundaryIds.has(tail[i] as number)) cuts.push(i + 1);
+    for (let i = 0; i < ids.length; i++) if (this.boundaryIds.has(ids[i] as number)) cuts.push(i + 1);
     // a boundary token's text inside a longer added token would break the one-to-one match: keep nothing then
-    if (cuts.length !== keys.length - first || (ends[first] as number) <= reused) return;
+    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return;
     let start = 0;
-    for (let k = first; k < keys.length; k++) {
+    for (let k = first; k < last; k++) {
       const end = cuts[k - first] as number;
-      this.cache.set(keys[k] as string, Uint32Array.from(tail.slice(start, end)));
+      this.cache.set(keys[k] as string, Uint32Array.from(ids.slice(start, end)));
       start = end;
     }
   }

@@ -285,7 +285,7 @@ export class RouterMetrics {
     // under --workers every worker measures the same cold starts with its own prober: the primary keeps one (max)
     this.coldStarts = new Histogram({
       name: 'llm_router_model_cold_start_seconds',
-      help: 'Measured cold starts per model: kind="load" from an endpoint discovered to ready, kind="wake" from the model leaving scaled-to-zero to its first ready endpoint',
+      help: 'Measured cold starts per model: kind="load" from an endpoint discovered to ready (one the router saw loading), kind="wake" from the model leaving scaled-to-zero to its first ready endpoint',
       labelNames: ['model', 'kind'],
       buckets: COLD_START_BUCKETS,
       aggregator: 'max',

@@ -5,7 +5,7 @@ import type { ResponseSink } from '../core/exchange.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
 import type { FailureKind } from '../core/forward.js';
-import type { MissingAdapterAnswer } from '../core/lora.js';
+import { saysAdapterMissing, type MissingAdapterAnswer } from '../core/lora.js';
 
 export type AttemptOutcome =
   /** the engine's whole response reached the client (any status) */
@@ -353,8 +353,8 @@ class AttemptHandler implements EngineHandler {
   onComplete(): void {
     if (this.settled) return;
     if (this.held !== undefined) {
-      const message = this.req.adapterMissing?.message;
-      if (message?.test(Buffer.concat(this.held).toString('utf8'))) this.discarding = true;
+      const missing = this.req.adapterMissing;
+      if (missing && saysAdapterMissing(missing, this.status, Buffer.concat(this.held))) this.discarding = true;
       else this.release();
     }
     if (this.discarding) {

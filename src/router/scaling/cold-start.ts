@@ -1,6 +1,7 @@
 // Learns how long each model takes to come up, so that Retry-After says how long the client should really wait.
-// Two measurements per model: an endpoint's load (discovered -> ready) and a wake from zero (the model leaving
-// scaled-to-zero -> its first ready endpoint, which includes the autoscaler and pod scheduling).
+// Two measurements per model: an endpoint's load (discovered -> ready, counted only when a probe saw it not ready
+// first: an engine already up when the router found it loaded nothing the router saw) and a wake from zero (the model
+// leaving scaled-to-zero -> its first ready endpoint, which includes the autoscaler and pod scheduling).
 import type { CatalogEvent, ModelCatalog } from '../catalog/catalog.js';
 import type { ModelState } from '../core/model.js';
 
@@ -102,8 +103,14 @@ export class ColdStartLearner {
   }
 
   private onEvent(e: CatalogEvent): void {
-    if (e.type === 'endpoint-state' && e.endpoint.state === 'ready' && e.endpoint.firstReadyAt === e.endpoint.since) {
-      // its first readiness: how long this model takes to load on an engine
+    if (
+      e.type === 'endpoint-state' &&
+      e.endpoint.state === 'ready' &&
+      e.endpoint.firstReadyAt === e.endpoint.since &&
+      e.endpoint.loadWatched
+    ) {
+      // its first readiness after the router saw it not ready: how long this model takes to load on an engine (one
+      // ready at its first probe was up before the router looked, and its discovery -> ready says nothing of a load)
       const loadMs = e.endpoint.since - e.endpoint.discoveredAt;
       for (const m of e.endpoint.models) {
         this.entry(m).loadMs = loadMs;

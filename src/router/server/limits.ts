@@ -1,6 +1,8 @@
-// Admission limits for inference requests: a token bucket per client key, and a cap on requests in flight.
+// Admission limits for inference requests: a token bucket per client (its API key, else its address), and a cap on
+// requests in flight.
 
 export class TokenBuckets {
+  /** in order of last use, oldest first (a Map keeps insertion order): evicting the least recently used is O(1) */
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
   constructor(
@@ -15,13 +17,15 @@ export class TokenBuckets {
     const now = this.now();
     let b = this.buckets.get(key);
     if (!b) {
-      if (this.buckets.size >= this.maxKeys) this.evictFull(now);
+      // the least recently used bucket goes: the one most likely to have refilled, so forgetting it costs the least
+      if (this.buckets.size >= this.maxKeys) this.buckets.delete(this.buckets.keys().next().value as string);
       b = { tokens: this.burst, at: now };
-      this.buckets.set(key, b);
     } else {
+      this.buckets.delete(key);
       b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.ratePerSecond);
       b.at = now;
     }
+    this.buckets.set(key, b);
     if (b.tokens >= 1) {
       b.tokens -= 1;
       return 0;
@@ -29,11 +33,9 @@ export class TokenBuckets {
     return (1 - b.tokens) / this.ratePerSecond;
   }
 
-  /** Forgets buckets that have refilled completely: they hold no information (memory stays bounded). */
-  private evictFull(now: number): void {
-    for (const [k, b] of this.buckets) {
-      if (b.tokens + ((now - b.at) / 1000) * this.ratePerSecond >= this.burst) this.buckets.delete(k);
-    }
+  /** buckets held now (at most maxKeys) */
+  get size(): number {
+    return this.buckets.size;
   }
 }
 

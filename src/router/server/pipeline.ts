@@ -13,8 +13,9 @@ import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel } from '../proxy/rewrite-model.js';
+import { withoutKvTransferParams } from '../proxy/pd/bodies.js';
 import { loggable, type Logger } from '../util/log.js';
-import { similar } from '../util/suggest.js';
+import { nameIndexFor, similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
 import type { Scaling } from '../scaling/index.js';
 import type { SyncTracker } from '../discovery/sync.js';
@@ -55,6 +56,8 @@ export interface InferenceDeps {
   readonly syncWaitMs: number;
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
+  /** --allow-client-kv-transfer-params: a client's kv_transfer_params reach engines of models not served P/D */
+  readonly allowClientKvTransferParams: boolean;
   /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
   readonly admit: (req: InboundRequest) => (() => void) | RouterError;
 }
@@ -250,8 +253,17 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
     // metrics keep one label for every unknown name; the access log says which name it was
     r.metricModel = UNKNOWN_MODEL_LABEL;
     r.loggedModel = loggable(requested);
-    const known = catalog.models().map((m) => m.id);
-    r.answer(errors.modelNotFound(requested, similar(requested, known)));
+    // the names' index is kept until the declared names change: a 404 costs a bounded search, not a scan of them all
+    const views = catalog.models();
+    r.answer(
+      errors.modelNotFound(
+        requested,
+        similar(
+          requested,
+          nameIndexFor(views, () => views.map((m) => m.id)),
+        ),
+      ),
+    );
     return undefined;
   }
   r.metricModel = resolution.model;
@@ -381,7 +393,10 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const { deps, req } = r;
   // an adapter is named as its engines' kind needs (SGLang: BASE:ADAPTER); the client's answer keeps the engine's name
   const sent = target.adapter ? deps.adapters.engineModel(target.adapter) : target.model;
-  const body = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  const renamed = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  // kv_transfer_params name a host the engine connects to: a client's own go nowhere unless the operator allows them
+  const body =
+    !deps.allowClientKvTransferParams && Object.hasOwn(request.body, 'kv_transfer_params') ? withoutKvTransferParams(renamed) : renamed;
   const model = target.model;
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned

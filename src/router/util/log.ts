@@ -6,14 +6,23 @@ export type { Logger };
 const LEVEL_NAMES: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 const SKIP = new Set(['level', 'time', 'msg', 'pid', 'hostname', 'name']);
 
+/** a value written bare would be misread: blanks, quotes, `=`, backslashes, control characters */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is looked for
+const NEEDS_QUOTES = /[\s"=\\\u0000-\u001f\u007f-\u009f\u2028\u2029]/;
+
+/**
+ * One record as one line. Every text in it may come from outside (an engine's error text, a model name): control
+ * characters are written as \uXXXX in the message and in every value, and a value that is not one bare word is
+ * quoted, so nothing can end the line early, forge another record or drive a terminal.
+ */
 function textLine(record: Record<string, unknown>): string {
   const time = new Date(typeof record.time === 'number' ? record.time : Date.now()).toISOString();
   const level = LEVEL_NAMES[record.level as number] ?? String(record.level);
-  let line = `${time} ${level.padEnd(5)} ${String(record.msg ?? '')}`;
+  let line = `${time} ${level.padEnd(5)} ${escapeControls(String(record.msg ?? ''))}`;
   for (const [k, v] of Object.entries(record)) {
     if (SKIP.has(k) || v === undefined) continue;
-    const s = typeof v === 'string' ? (/[\s"=]/.test(v) ? JSON.stringify(v) : v) : JSON.stringify(v);
-    line += ` ${k}=${s}`;
+    const s = typeof v === 'string' && !NEEDS_QUOTES.test(v) ? v : escapeControls(JSON.stringify(v) ?? String(v));
+    line += ` ${escapeControls(k)}=${s}`;
   }
   return line + '\n';
 }
@@ -60,5 +69,10 @@ export function loggable(text: string, maxChars = LOGGED_TEXT_CHARS): string {
   const cut = Array.from(text.slice(0, 2 * maxChars))
     .slice(0, maxChars)
     .join('');
-  return cut.replace(CONTROL_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return escapeControls(cut);
+}
+
+/** Control characters (C0, DEL, C1, the Unicode line and paragraph separators) written as \uXXXX. */
+function escapeControls(text: string): string {
+  return text.replace(CONTROL_CHARACTERS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }

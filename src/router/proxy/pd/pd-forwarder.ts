@@ -7,7 +7,7 @@ import type { Endpoint } from '../../core/endpoint.js';
 import type { ResponseSink } from '../../core/exchange.js';
 import { ClientGone } from '../../core/client-gone.js';
 import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
-import type { AdapterLedger, MissingAdapterAnswer } from '../../core/lora.js';
+import { saysAdapterMissing, type AdapterLedger, type MissingAdapterAnswer } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
 import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
@@ -108,7 +108,7 @@ export class PdForwarder {
     return RUNNERS[job.protocol](this.pair(job, body, decode, prefill, res));
   }
 
-  private pair(job: PdJob, body: Buffer, decode: Endpoint, prefill: Endpoint, res: ResponseSink): PdPair {
+  private pair(job: PdJob, body: Buffer, decode: Endpoint, prefill: Endpoint, res: ResponseSink, tried?: Set<Endpoint>): PdPair {
     return {
       sink: res,
       body,
@@ -121,6 +121,14 @@ export class PdForwarder {
       forwardDecode: (b, extra, sink) => this.decodeHop(job, decode, b, extra, sink ?? res, res),
       decodeOnly: (reason) => this.decodeOnly(job, body, decode, reason, res),
       passBack: (verdict) => this.passBack(job, prefill, verdict.answer, res),
+      otherPrefill: () => {
+        const exclude = tried ?? new Set<Endpoint>();
+        exclude.add(prefill);
+        const next = this.policies.prefill.pick(job.prefill, job.route, exclude);
+        if (next === undefined) return undefined;
+        this.health.failover(job.model);
+        return this.pair(job, body, decode, next, res, exclude);
+      },
     };
   }
 
@@ -202,16 +210,22 @@ export class PdForwarder {
   private judge(job: PdJob, prefill: Endpoint, outcome: CallOutcome, expectKv: boolean): PrefillVerdict {
     const model = job.model;
     if (outcome.kind === 'aborted') return { kind: 'client-gone' };
-    if (outcome.kind === 'answered' && outcome.status === 404 && job.adapter) {
+    if (
+      outcome.kind === 'answered' &&
+      job.adapter &&
+      saysAdapterMissing(job.adapterMissing ?? VLLM_MISSING, outcome.status, outcome.body)
+    ) {
       // the prefill engine does not hold the adapter (any more): it is learned, and the request goes on without it
       job.adapter.missing(prefill);
       this.observer.prefillFailed(model, 'model-missing');
-      return { kind: 'failed', detail: 'the prefill engine does not hold the adapter' };
+      return { kind: 'failed', detail: 'the prefill engine does not hold the adapter', elsewhere: true };
     }
     if (outcome.kind === 'failed') {
       this.health.failed(prefill, outcome.failure, outcome.detail);
       this.observer.prefillFailed(model, outcome.failure);
-      return { kind: 'failed', detail: outcome.detail };
+      // the outcomes the plain path fails over on before the first byte (attempt.ts): nothing was computed
+      const elsewhere = outcome.failure === 'connect' || outcome.failure === 'reset' || outcome.failure === 'other';
+      return { kind: 'failed', detail: outcome.detail, elsewhere };
     }
     const status = outcome.status;
     if (status >= 400 && status < 500) {
@@ -220,11 +234,12 @@ export class PdForwarder {
     }
     if (status >= 500 || status < 200 || status >= 300) {
       // an engine's own 503 is back-pressure or loading: it says nothing against the endpoint's health
-      if (status === 503) this.observer.prefillFailed(model, 'engine-busy');
-      else {
-        this.health.failed(prefill, 'engine-5xx', `prefill answered ${status}`);
-        this.observer.prefillFailed(model, 'engine-5xx');
+      if (status === 503) {
+        this.observer.prefillFailed(model, 'engine-busy');
+        return { kind: 'failed', detail: 'prefill answered 503', elsewhere: true };
       }
+      this.health.failed(prefill, 'engine-5xx', `prefill answered ${status}`);
+      this.observer.prefillFailed(model, 'engine-5xx');
       return { kind: 'failed', detail: `prefill answered ${status}` };
     }
     this.health.succeeded(prefill);

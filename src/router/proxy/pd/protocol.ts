@@ -12,8 +12,12 @@ export type PrefillVerdict =
   | { readonly kind: 'ok'; readonly answer: Extract<CallOutcome, { kind: 'answered' }> }
   /** a 4xx: the request itself is refused, and the client gets that answer */
   | { readonly kind: 'refused'; readonly answer: Extract<CallOutcome, { kind: 'answered' }> }
-  /** 5xx, a timeout, a refused connection, an answer that is not one */
-  | { readonly kind: 'failed'; readonly detail: string }
+  /**
+   * 5xx, a timeout, a refused connection, an answer that is not one; `elsewhere`: another prefill endpoint may well
+   * answer (the connection was refused or reset, the engine was busy or does not hold the adapter), as the plain path
+   * fails over on the same outcomes
+   */
+  | { readonly kind: 'failed'; readonly detail: string; readonly elsewhere?: boolean }
   | { readonly kind: 'client-gone' };
 
 export interface PdPair {
@@ -35,6 +39,8 @@ export interface PdPair {
   forwardDecode(body: Buffer, extraHeaders?: readonly string[], sink?: ResponseSink): Promise<ForwardResult>;
   /** The client's body to the decode side alone, counted as a decode-only fallback. */
   decodeOnly(reason: DecodeOnlyReason): Promise<ForwardResult>;
+  /** The same request paired with another ready prefill endpoint not tried yet for it (counted as a failover), if any. */
+  otherPrefill(): PdPair | undefined;
   /** Writes a refused prefill's answer to the client as it came. */
   passBack(verdict: Extract<PrefillVerdict, { kind: 'refused' }>): ForwardResult;
 }

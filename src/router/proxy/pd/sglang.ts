@@ -1,12 +1,14 @@
 // sglang: the same body, with the prefill's bootstrap address and a fresh room number, goes to the prefill and the
 // decode endpoint at once; the decode endpoint joins the room and receives the KV cache from the prefill. The client
 // gets the decode answer, held until the prefill has answered 2xx. A prefill that fails cancels the decode call: a
-// 4xx goes back to the client as it came, anything else is a 502 (SGLang's decode cannot run alone).
+// 4xx goes back to the client as it came; one that another prefill endpoint may answer (a refused connection, a busy
+// engine, an adapter it does not hold) makes the pair again with the next untried prefill endpoint (a new room);
+// anything else, or no prefill endpoint left, is a 502 (SGLang's decode cannot run alone).
 import { randomBytes } from 'node:crypto';
 import type { ForwardResult } from '../forwarder.js';
 import { bootstrapBody } from './bodies.js';
 import { GatedSink } from './gated-sink.js';
-import type { PdProtocolRunner } from './protocol.js';
+import type { PdPair, PdProtocolRunner } from './protocol.js';
 
 const ROOM_MASK = (1n << 63n) - 1n;
 
@@ -20,7 +22,20 @@ function bootstrapHost(url: string): string {
   return host.startsWith('[') ? host.slice(1, -1) : host;
 }
 
-export const runSglang: PdProtocolRunner = async (pair) => {
+export const runSglang: PdProtocolRunner = async (first) => {
+  let pair: PdPair | undefined = first;
+  let result: ForwardResult | undefined;
+  while (pair !== undefined) {
+    const run = await runPair(pair);
+    result = run.result;
+    // nothing reached the client and another prefill endpoint may answer: the pair is made again with it
+    if (!run.elsewhere || pair.sink.destroyed) return result;
+    pair = pair.otherPrefill();
+  }
+  return result as ForwardResult;
+};
+
+async function runPair(pair: PdPair): Promise<{ result: ForwardResult; elsewhere: boolean }> {
   const body = bootstrapBody(pair.body, bootstrapHost(pair.prefill.url), pair.bootstrapPort, bootstrapRoom());
   const gate = new GatedSink(pair.sink);
   try {
@@ -37,25 +52,23 @@ export const runSglang: PdProtocolRunner = async (pair) => {
       // the decode side could not be reached at all: the prefill would wait for a partner that never comes
       prefill.abort();
       await judged;
-      return decoded;
+      return { result: decoded, elsewhere: false };
     }
     const verdict = await judged;
     // the prefill answered 2xx and the decode answer has gone out: how the prefill's body ended changes nothing
-    if (gate.isOpen || verdict.kind === 'ok') return decoded;
+    if (gate.isOpen || verdict.kind === 'ok') return { result: decoded, elsewhere: false };
     switch (verdict.kind) {
       case 'client-gone':
-        return { kind: 'client-gone', endpoint: pair.prefill };
+        return { result: { kind: 'client-gone', endpoint: pair.prefill }, elsewhere: false };
       case 'refused':
-        return pair.passBack(verdict);
+        return { result: pair.passBack(verdict), elsewhere: false };
       case 'failed':
         return {
-          kind: 'unanswered',
-          failure: 'other',
-          detail: `prefill failed: ${verdict.detail}`,
-          endpoint: pair.prefill,
-        } satisfies ForwardResult;
+          result: { kind: 'unanswered', failure: 'other', detail: `prefill failed: ${verdict.detail}`, endpoint: pair.prefill },
+          elsewhere: verdict.elsewhere === true,
+        };
     }
   } finally {
     gate.release();
   }
-};
+}

@@ -1,0 +1,83 @@
+// The piece cache (src/router/kv/token-cache.ts) against whole tokenizations, on texts fast-check makes: fragments of
+// prose, whitespace, digits, non-Latin text and special tokens in any order, each text then extended (a next turn)
+// so that reuse happens, with and without the special tokens a prompt gets.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import fc from 'fast-check';
+import { HfTokenizer } from '../../src/router/kv/hf-tokenizer.js';
+import { RequestTokenizer } from '../../src/router/kv/request-tokens.js';
+import { SegmentedEncoder } from '../../src/router/kv/token-cache.js';
+import { conversation } from '../support/conversations.js';
+
+const DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'tokenizer');
+const hf = await HfTokenizer.load(DIR);
+
+const fragment = fc.oneof(
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom('<|eot_id|>', '<|start_header_id|>', '<|end_header_id|>', '<|begin_of_text|>', '<|python_tag|>'),
+  },
+  { weight: 3, arbitrary: fc.constantFrom('Hello', ' world', 'the', ' router', "'s", "n't", ' 1234', '56', '東京', ' 🙂', 'é', '.', '!') },
+  { weight: 2, arbitrary: fc.constantFrom(' ', '  ', '\n', '\n\n', '\t', ' \n ', '\r\n') },
+  { weight: 1, arbitrary: fc.string({ maxLength: 6 }) },
+  { weight: 1, arbitrary: fc.constantFrom('<|eot', '_id|>', '<|', '|>') },
+);
+const text = fc.array(fragment, { maxLength: 40 }).map((parts) => parts.join(''));
+
+test('cached pieces joined equal a whole tokenization, for any text and any extension of it', () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  let reused = 0;
+  fc.assert(
+    fc.property(text, text, fc.boolean(), (base, more, special) => {
+      for (const t of [base, base + more]) {
+        assert.deepEqual(Array.from(enc.encode(t, special)), hf.encode(t, special), JSON.stringify(t));
+        if (enc.stats.reusedChars > 0) reused++;
+      }
+    }),
+    { numRuns: 400, seed: 20261202 },
+  );
+  assert.ok(reused > 100, `only ${reused} encodings reused a piece`);
+});
+
+test('sliced (asynchronous) encoding equals a whole tokenization too, whatever the slice size', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  await fc.assert(
+    fc.asyncProperty(text, text, fc.boolean(), fc.integer({ min: 1, max: 64 }), async (base, more, special, slice) => {
+      for (const t of [base, base + more]) {
+        const { ids } = await enc.encodeAsync(t, special, slice);
+        assert.deepEqual(Array.from(ids), hf.encode(t, special), JSON.stringify(t));
+      }
+    }),
+    { numRuns: 200, seed: 20261203 },
+  );
+});
+
+test('path mode serves the event loop while it tokenizes a long new conversation, and reuses it the next turn', async () => {
+  const rt = new RequestTokenizer({ mode: DIR, sliceChars: 2048 });
+  const messages = conversation(77, 12, 120);
+  const body = { model: 'm', messages };
+  let done = false;
+  let turnsOfLoop = 0;
+  const spin = (): void => {
+    if (done) return;
+    turnsOfLoop++;
+    setImmediate(spin);
+  };
+  const pending = rt.tokenize('m', body).finally(() => {
+    done = true;
+  });
+  setImmediate(spin);
+  const out = await pending;
+  const whole = hf.encode(hf.renderChat(messages), false);
+  assert.ok(whole.length > 3000, `${whole.length} tokens`);
+  assert.deepEqual(Array.from(out.tokens ?? []), whole);
+  assert.equal(out.cached, false);
+  // a 40 KB text in slices of 2 KB: the loop turned between them
+  assert.ok(turnsOfLoop >= 5, `the event loop turned ${turnsOfLoop} times`);
+  const next = [...messages, { role: 'user', content: 'And then?' }];
+  const again = await rt.tokenize('m', { model: 'm', messages: next });
+  assert.equal(again.cached, true);
+  assert.deepEqual(Array.from(again.tokens ?? []), hf.encode(hf.renderChat(next), false));
+});
