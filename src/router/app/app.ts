@@ -147,6 +147,7 @@ export class RouterApp {
       log: log.child({ component: 'dashboard' }),
       ...(this.link ? { link: this.link } : {}),
     });
+    this.metrics.connections.watch({ pools: this.pools, dashboard: this.dashboard });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
       inFlight: (m) => this.scaling.demand.inFlight(m),

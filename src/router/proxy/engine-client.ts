@@ -30,8 +30,19 @@ export interface EngineHandler {
   onError(err: Error): void;
 }
 
+/** A pool's connections and queue now (llm_router_engine_connections*, llm_router_engine_requests_queued). */
+export interface EngineClientStats {
+  /** sockets open, connecting ones included */
+  readonly open: number;
+  /** of those, the ones carrying a request (or connecting for one) */
+  readonly busy: number;
+  /** requests waiting for a connection under the cap */
+  readonly queued: number;
+}
+
 export interface EngineClient {
   dispatch(options: EngineDispatchOptions, handler: EngineHandler): void;
+  stats(): EngineClientStats;
   /** No new dispatches; resolves when in-flight requests have finished and every socket is closed. */
   close(): Promise<void>;
   /** Aborts everything now (in-flight handlers get onError) and closes every socket. */

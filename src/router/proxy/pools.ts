@@ -1,6 +1,6 @@
 // One keep-alive engine client per engine origin (src/router/proxy/engine-client.ts), closed gracefully when the endpoint leaves.
 import type { TimeoutConfig } from '../config/config.js';
-import type { EngineClient } from './engine-client.js';
+import type { EngineClient, EngineClientStats } from './engine-client.js';
 import type { EngineTls } from '../config/engine-tls.js';
 import { H1Pool } from './h1/pool.js';
 import { UndiciEngineClient } from './undici-client.js';
@@ -38,6 +38,11 @@ export class UpstreamPools {
       this.pools.set(origin, pool);
     }
     return pool;
+  }
+
+  /** The pool's connections and queue; undefined when no request has gone to the origin yet (or it was released). */
+  stats(origin: string): EngineClientStats | undefined {
+    return this.pools.get(origin)?.stats();
   }
 
   /** Lets in-flight requests finish, then closes the connections. */

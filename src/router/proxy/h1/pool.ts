@@ -7,7 +7,7 @@
 // close); a request is built in ./request.ts and carried by a ./connection.ts over TCP or TLS.
 import { isIP } from 'node:net';
 import type tls from 'node:tls';
-import type { EngineClient, EngineClientOptions } from '../engine-client.js';
+import type { EngineClient, EngineClientOptions, EngineClientStats } from '../engine-client.js';
 import { tlsConnectOptions } from '../../config/engine-tls.js';
 import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import { Conn, type ConnectionOwner } from './connection.js';
@@ -273,5 +273,10 @@ export class H1Pool implements EngineClient {
   /** requests waiting for a connection under the cap */
   get queued(): number {
     return this.core.queued;
+  }
+
+  stats(): EngineClientStats {
+    const core = this.core;
+    return { open: core.conns.size, busy: core.conns.size - core.idle.length, queued: core.queued };
   }
 }

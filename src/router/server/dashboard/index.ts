@@ -80,6 +80,15 @@ export class Dashboard {
     this.stream.start();
   }
 
+  /** /events streams open now, and those dropped for reading too slowly since start (metrics) */
+  get clients(): number {
+    return this.stream.connected;
+  }
+
+  get dropped(): number {
+    return this.stream.dropped;
+  }
+
   /** Ends the event streams, so that shutdown does not wait for them. */
   stop(): void {
     this.stream.stop();
