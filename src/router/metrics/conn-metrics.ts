@@ -5,7 +5,7 @@
 // and streams: the primary sums them (prom-client's default aggregator).
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { ModelCatalog } from '../catalog/catalog.js';
-import type { EngineClientStats } from '../proxy/engine-client.js';
+import type { EngineClientStats } from '../core/engine.js';
 
 /** What the metrics read at scrape time. */
 export interface ConnectionSources {

@@ -2,6 +2,7 @@
 // connection, caps its connections and queues requests beyond the cap, speaks http or https, and reports a response
 // through the handler interface of undici's Dispatcher (onConnect, onHeaders, onData, onComplete, onError).
 import type { EngineTls } from '../config/engine-tls.js';
+import type { EngineClientStats } from '../core/engine.js';
 
 export interface EngineDispatchOptions {
   /** e.g. 'POST', 'GET' */
@@ -28,16 +29,6 @@ export interface EngineHandler {
   onComplete(trailers: unknown): void;
   /** at most once, and never after onComplete */
   onError(err: Error): void;
-}
-
-/** A pool's connections and queue now (llm_router_engine_connections*, llm_router_engine_requests_queued). */
-export interface EngineClientStats {
-  /** sockets open, connecting ones included */
-  readonly open: number;
-  /** of those, the ones carrying a request (or connecting for one) */
-  readonly busy: number;
-  /** requests waiting for a connection under the cap */
-  readonly queued: number;
 }
 
 export interface EngineClient {

@@ -1,10 +1,10 @@
 // One keep-alive engine client per engine origin (src/router/proxy/engine-client.ts), closed gracefully when the endpoint leaves.
 import type { TimeoutConfig } from '../config/config.js';
-import type { EngineClient, EngineClientStats } from './engine-client.js';
+import type { EngineClient } from './engine-client.js';
 import type { EngineTls } from '../config/engine-tls.js';
 import { H1Pool } from './h1/pool.js';
 import { UndiciEngineClient } from './undici-client.js';
-import type { EngineClientKind } from '../core/engine.js';
+import type { EngineClientKind, EngineClientStats } from '../core/engine.js';
 
 /** idle engine connections are closed after this (engines' own keep-alive timeouts are usually 5 s or more) */
 const KEEP_ALIVE_MS = 4_000;

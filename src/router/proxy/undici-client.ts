@@ -1,7 +1,8 @@
 // The engine client on undici's Pool: the reference the router's own client (./h1/) is measured and tested against,
 // and the client the benchmark runs the router with for comparison (docs/benchmarks.md).
 import { Pool, type Dispatcher } from 'undici';
-import type { EngineClient, EngineClientOptions, EngineClientStats, EngineDispatchOptions, EngineHandler } from './engine-client.js';
+import type { EngineClient, EngineClientOptions, EngineDispatchOptions, EngineHandler } from './engine-client.js';
+import type { EngineClientStats } from '../core/engine.js';
 import { tlsConnectOptions } from '../config/engine-tls.js';
 
 export class UndiciEngineClient implements EngineClient {

@@ -7,7 +7,8 @@
 // close); a request is built in ./request.ts and carried by a ./connection.ts over TCP or TLS.
 import { isIP } from 'node:net';
 import type tls from 'node:tls';
-import type { EngineClient, EngineClientOptions, EngineClientStats } from '../engine-client.js';
+import type { EngineClient, EngineClientOptions } from '../engine-client.js';
+import type { EngineClientStats } from '../../core/engine.js';
 import { tlsConnectOptions } from '../../config/engine-tls.js';
 import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import { Conn, type ConnectionOwner } from './connection.js';
