@@ -197,7 +197,8 @@ function kvEndpointRow(k) {
 /** A model's kvaware decisions since this process started. */
 function kvModelRow(m) {
   const reasons = Object.entries(m.fallbacks).map(([reason, n]) => `${reason} ${n}`);
-  const fallen = m.decisions - m.matched;
+  // the two shares add up to 100% (each rounded alone, 87.5% and 12.5% would show as 88% and 13%)
+  const fallen = m.decisions > 0 ? `${100 - Math.round((m.matched / m.decisions) * 100)}%` : '—';
   return el(
     'tr',
     { 'data-kv-model': m.model },
@@ -205,7 +206,7 @@ function kvModelRow(m) {
     el('td', { class: 'num' }, String(m.decisions)),
     el('td', { class: 'num', 'data-kv-hit': String(m.matched) }, percent(m.matched, m.decisions)),
     el('td', { class: 'num' }, m.meanMatchedRatio === null ? '—' : `${Math.round(m.meanMatchedRatio * 100)}% of the prompt`),
-    el('td', null, `${percent(fallen, m.decisions)} `, reasons.length > 0 && el('span', { class: 'small' }, reasons.join(' · '))),
+    el('td', null, `${fallen} `, reasons.length > 0 && el('span', { class: 'small' }, reasons.join(' · '))),
   );
 }
 
