@@ -8,6 +8,7 @@
 import { isIP } from 'node:net';
 import type tls from 'node:tls';
 import type { EngineClient, EngineClientOptions } from '../engine-client.js';
+import type { EngineClientStats } from '../../core/engine.js';
 import { tlsConnectOptions } from '../../config/engine-tls.js';
 import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import { Conn, type ConnectionOwner } from './connection.js';
@@ -273,5 +274,10 @@ export class H1Pool implements EngineClient {
   /** requests waiting for a connection under the cap */
   get queued(): number {
     return this.core.queued;
+  }
+
+  stats(): EngineClientStats {
+    const core = this.core;
+    return { open: core.conns.size, busy: core.conns.size - core.idle.length, queued: core.queued };
   }
 }
