@@ -193,7 +193,9 @@ export class RouterApp {
     }
     const kvObserver = observeAll(this.metrics.kv, this.dashboard.kvDecisions);
     const policyOptions = {
-      ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver } } : {}),
+      ...(kvRouting
+        ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver, pendingMs: config.kv.pendingMs } }
+        : {}),
       sessionKey: config.sessionKey,
       prefixBlockChars: config.prefixBlockChars,
       prefixBalanceEpsilon: config.prefixBalanceEpsilon,
