@@ -1,6 +1,7 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
 // --only routing,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// The system soak (--only system, bench/system.ts): --seconds S (default 180, --quick 60), --rate R, --max-retries N.
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
 import { runWake, type WakeResult } from './wake.js';
+import { renderSystem, runSystem, type SystemResult } from './system.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { loraRows, runLora, type LoraBenchResult } from './lora.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
@@ -38,11 +40,15 @@ interface Options {
   readonly out: string | undefined;
   /** parts to run: routing, base, logging, workers, streams (default all) */
   readonly only: ReadonlySet<string>;
+  /** the system soak: its length (--seconds when given, else 180, --quick 60), client requests/s, retries per request */
+  readonly systemSeconds: number;
+  readonly systemRate: number;
+  readonly systemMaxRetries: number;
 }
 
-/** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
+/** parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min) and `system` (~4 min) on request or with --all */
 const PARTS = ['routing', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
-const EXTRA_PARTS = ['quality', 'soak'];
+const EXTRA_PARTS = ['quality', 'soak', 'system'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -64,6 +70,9 @@ function parseOptions(argv: readonly string[]): Options {
     streams: value('streams', 2_000),
     streamTokens: value('stream-tokens', quick ? 60 : 80),
     streamItlMs: value('stream-itl-ms', 100),
+    systemSeconds: value('system-seconds', argv.includes('--seconds') ? value('seconds', 180) : quick ? 60 : 180),
+    systemRate: value('rate', 20),
+    systemMaxRetries: argv.includes('--max-retries') ? Number(argv[argv.indexOf('--max-retries') + 1]) : 2,
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
     only: new Set(
       argv.includes('--only')
@@ -467,9 +476,11 @@ async function main(): Promise<void> {
     hotpath = await measureHotpath({ requests: o.quick ? 20_000 : 100_000, rounds: o.quick ? 3 : 5 });
   }
 
-  const tools = ensureTools();
-  if (!tools.nginx) skipped.push('nginx column: nginx is not installed');
-  if (!tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
+  // wrk and nginx only for the parts that use them
+  const needsTools = ['base', 'logging', 'workers'].some((p) => o.only.has(p));
+  const tools = needsTools ? ensureTools() : { wrk: has('wrk'), nginx: has('nginx') };
+  if (needsTools && !tools.nginx) skipped.push('nginx column: nginx is not installed');
+  if (needsTools && !tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
   const scripts = { json: wrkScript(dir, 'json', JSON_BODY), sse: wrkScript(dir, 'sse', SSE_BODY) };
   const scenarios: Scenario[] = [
     { name: 'json', script: scripts.json, connections: o.connections, seconds: o.seconds },
@@ -586,6 +597,15 @@ async function main(): Promise<void> {
     log('soak: mixed requests with engine faults injected');
     soak = await runSoak({ requests: o.quick ? 10_000 : 100_000, concurrency: 64, streamShare: 0.3, requestTimeoutMs: 15_000 }, log);
   }
+  let system: SystemResult | undefined;
+  if (o.only.has('system')) {
+    if (!has('prometheus')) throw new Error('the system soak needs prometheus (Debian: apt-get install prometheus)');
+    log(`system: two router replicas, four engines, faults, Prometheus and KEDA for ${o.systemSeconds} s`);
+    system = await runSystem(
+      { cli: CLI, dir, seconds: o.systemSeconds, rate: o.systemRate, maxRetries: o.systemMaxRetries, attemptDeadlineMs: 60_000 },
+      log,
+    );
+  }
   let quality: Awaited<ReturnType<typeof runRoutingQuality>> | undefined;
   if (o.only.has('quality')) {
     log('routing quality per policy (prefix-cache hit rate, TTFT, throughput)');
@@ -611,6 +631,7 @@ async function main(): Promise<void> {
     streams,
     routerRssAfterLoadMb,
     soak,
+    system,
     quality,
     wake,
     pd,
@@ -639,6 +660,7 @@ async function main(): Promise<void> {
     );
   }
   if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
+  if (system) process.stdout.write(`\n${renderSystem(system)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
   for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
