@@ -643,7 +643,7 @@ async function main(): Promise<void> {
   const out = o.out ?? path.join(root, 'bench', 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
   mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, JSON.stringify(results, null, 2) + '\n');
-  process.stdout.write(`\n${renderTable(rows)}\n\n`);
+  if (rows.length > 0) process.stdout.write(`\n${renderTable(rows)}\n\n`);
   // a proxy that answers errors fast would look fast: every error wrk saw is printed with the table
   for (const p of passes) {
     for (const [scenario, byTarget] of Object.entries(p.samples)) {

@@ -61,6 +61,8 @@ export interface SystemResult {
   readonly retries: number;
   /** final outcome label -> requests */
   readonly outcomes: Record<string, number>;
+  /** every attempt by how it ended: HTTP status, transport error, left, hung */
+  readonly attemptEnds: Record<string, number>;
   readonly ok: number;
   readonly errorAnswers: number;
   readonly transportErrors: number;
@@ -280,6 +282,10 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   let polling = false;
   const pollers: Promise<void>[] = [];
   let sending = false;
+  /** what a Service would route to: replicas whose /ready answered 200 at the last check (every second) */
+  const ready = [true, true];
+  let checking = false;
+  let readiness: Promise<void> | undefined;
   const agents = replicas.map(() => new http.Agent({ keepAlive: true, maxSockets: 256 }));
 
   const startSim = async (s: Sim, loadingSeconds: number): Promise<number> => {
@@ -353,7 +359,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       '--probe-ready-interval',
       '1',
       '--drain-seconds',
-      '1',
+      '3',
       '--shutdown-timeout',
       '15',
       '--scale-to-zero-grace-seconds',
@@ -381,6 +387,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   };
 
   const attempts: Attempt[] = [];
+  /** every attempt's end: its HTTP status, or its transport error, or that the client left */
+  const attemptEnds: Record<string, number> = {};
   const outcomes: Record<string, number> = {};
   const finalKinds: Record<AttemptEnd['kind'] | 'lost' | 'error-answer' | 'ok', number> = {
     answer: 0,
@@ -410,7 +418,9 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const body = JSON.stringify({ model, messages: [{ role: 'user', content: `system soak ${i}` }], max_tokens: 16, stream });
     let end: AttemptEnd | undefined;
     for (let retry = 0; retry <= opts.maxRetries; retry++) {
-      const replica = roundRobin++ % replicas.length;
+      const routable = [0, 1].filter((k) => ready[k]);
+      const candidates = routable.length > 0 ? routable : [0, 1];
+      const replica = candidates[roundRobin++ % candidates.length] as number;
       const record: Attempt = { model, replica, sentAt: Date.now() };
       attempts.push(record);
       end = await attempt(
@@ -422,6 +432,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         opts.attemptDeadlineMs,
         record,
       );
+      count(attemptEnds, end.kind === 'answer' ? `HTTP ${end.status}` : end.kind === 'transport' ? end.label : end.kind);
       if (retry === opts.maxRetries || !retryable(end)) break;
       await sleep(retryDelayMs(end.kind === 'answer' ? end.retryAfterMs : undefined, retry));
     }
@@ -477,6 +488,20 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const promStart = Date.now();
     await sleep(2_000);
 
+    checking = true;
+    readiness = (async () => {
+      while (checking) {
+        await Promise.all(
+          replicas.map(async (r) => {
+            ready[r.index] = await fetchOnce(r.port, 'GET', '/ready', undefined, 900).then(
+              (x) => x.status === 200,
+              () => false,
+            );
+          }),
+        );
+        await sleep(1_000);
+      }
+    })();
     runStart = Date.now();
     coldDown.push({ from: runStart, to: Number.POSITIVE_INFINITY });
     polling = true;
@@ -565,7 +590,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     log(`system: ${sent} requests sent; waiting for the ${outstanding} outstanding (at most ${opts.attemptDeadlineMs / 1000} s each)`);
     await Promise.all([...inFlight]);
     polling = false;
-    await Promise.all(pollers);
+    checking = false;
+    await Promise.all([...pollers, readiness]);
     // the last scrapes
     await sleep(3_000);
 
@@ -654,6 +680,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       attempts: attempts.length,
       retries: attempts.length - (sent - (outcomes['not sent: too many outstanding'] ?? 0)),
       outcomes,
+      attemptEnds,
       ok: finalKinds.ok,
       errorAnswers: finalKinds['error-answer'],
       transportErrors: finalKinds.transport,
@@ -677,7 +704,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   } finally {
     sending = false;
     polling = false;
-    await Promise.race([Promise.all(pollers), sleep(12_000)]);
+    checking = false;
+    await Promise.race([Promise.all([...pollers, readiness]), sleep(12_000)]);
     for (const k of kedas) k.close();
     for (const a of agents) a.destroy();
     await prom?.stop().catch(() => undefined);
@@ -699,6 +727,10 @@ export function renderSystem(r: SystemResult): string {
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]) => `| ${k} | ${v} |`),
     '',
+    `attempts by end: ${Object.entries(r.attemptEnds)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
     `answered ok ${r.ok}, answered with an error response ${r.errorAnswers}, answered with a transport error ${r.transportErrors}, left on purpose ${r.left}`,
     '',
     '| model | Prometheus max sum(rate(demand[30s])) /s | clients max 30 s rate /s | ratio |',
