@@ -63,6 +63,7 @@ export interface SystemResult {
   readonly outcomes: Record<string, number>;
   /** every attempt by how it ended: HTTP status, transport error, left, hung */
   readonly attemptEnds: Record<string, number>;
+  readonly firstErrors: string[];
   readonly ok: number;
   readonly errorAnswers: number;
   readonly transportErrors: number;
@@ -86,6 +87,9 @@ export interface SystemResult {
     pollErrors: number;
     /** polls during which at least one held request of MODEL_C was known */
     pollsWithHeld: number;
+    /** the most held requests known at one poll, and the largest GetMetrics answer among those polls */
+    maxHeld: number;
+    maxMetric: number;
     /** of those, polls whose GetMetrics was < 1 or IsActive false */
     invisible: number;
     /** of those, polls whose GetMetrics was below the number of known held requests */
@@ -389,6 +393,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   const attempts: Attempt[] = [];
   /** every attempt's end: its HTTP status, or its transport error, or that the client left */
   const attemptEnds: Record<string, number> = {};
+  /** the first attempts that did not end with a 200 or on purpose: when, where, how */
+  const firstErrors: string[] = [];
   const outcomes: Record<string, number> = {};
   const finalKinds: Record<AttemptEnd['kind'] | 'lost' | 'error-answer' | 'ok', number> = {
     answer: 0,
@@ -432,7 +438,12 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         opts.attemptDeadlineMs,
         record,
       );
-      count(attemptEnds, end.kind === 'answer' ? `HTTP ${end.status}` : end.kind === 'transport' ? end.label : end.kind);
+      const how = end.kind === 'answer' ? (end.status === 200 ? 'HTTP 200' : end.label) : end.kind === 'transport' ? end.label : end.kind;
+      count(attemptEnds, how);
+      if (how !== 'HTTP 200' && how !== 'left' && firstErrors.length < 40)
+        firstErrors.push(
+          `${(((record.endAt ?? 0) - runStart) / 1000).toFixed(1)} s router ${replica} ${model}${stream ? ' stream' : ''}: ${how}`,
+        );
       if (retry === opts.maxRetries || !retryable(end)) break;
       await sleep(retryDelayMs(end.kind === 'answer' ? end.retryAfterMs : undefined, retry));
     }
@@ -649,6 +660,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     let pollsWithHeld = 0;
     let invisible = 0;
     let undercounted = 0;
+    let maxHeld = 0;
+    let maxMetric = 0;
     const firstInvisible: string[] = [];
     const coldAttempts = attempts.filter((a) => a.model === MODEL_C && a.deliveredAt !== undefined);
     for (const p of kedaPolls) {
@@ -661,6 +674,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       ).length;
       if (held === 0) continue;
       pollsWithHeld++;
+      maxHeld = Math.max(maxHeld, held);
+      maxMetric = Math.max(maxMetric, p.metric ?? 0);
       if ((p.metric ?? 0) < 1 || p.active !== true) {
         invisible++;
         if (firstInvisible.length < 5)
@@ -681,6 +696,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       retries: attempts.length - (sent - (outcomes['not sent: too many outstanding'] ?? 0)),
       outcomes,
       attemptEnds,
+      firstErrors,
       ok: finalKinds.ok,
       errorAnswers: finalKinds['error-answer'],
       transportErrors: finalKinds.transport,
@@ -692,7 +708,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       maxDemandRatio,
       resets,
       unexpectedResets,
-      keda: { polls: kedaPolls.length, pollErrors, pollsWithHeld, invisible, undercounted, firstInvisible },
+      keda: { polls: kedaPolls.length, pollErrors, pollsWithHeld, maxHeld, maxMetric, invisible, undercounted, firstInvisible },
       passed: {
         lost: finalKinds.lost === 0,
         hung: finalKinds.hung === 0,
@@ -731,6 +747,7 @@ export function renderSystem(r: SystemResult): string {
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
+    ...(r.firstErrors.length ? [`first attempts that failed: ${r.firstErrors.slice(0, 12).join('; ')}`] : []),
     `answered ok ${r.ok}, answered with an error response ${r.errorAnswers}, answered with a transport error ${r.transportErrors}, left on purpose ${r.left}`,
     '',
     '| model | Prometheus max sum(rate(demand[30s])) /s | clients max 30 s rate /s | ratio |',
@@ -746,7 +763,7 @@ export function renderSystem(r: SystemResult): string {
             .join('; ')}`
         : ''
     }`,
-    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known; invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}${
+    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}${
       r.keda.firstInvisible.length ? ` (first: ${r.keda.firstInvisible.join('; ')})` : ''
     }`,
     '',
