@@ -140,7 +140,7 @@ function count(m: Record<string, number>, k: string, n = 1): void {
 
 /** The OpenAI SDK's wait before a retry: retry-after-ms, else Retry-After (seconds or a date) if under 60 s, else backoff. */
 function retryDelayMs(retryAfterMs: number | undefined, retriesDone: number): number {
-  if (retryAfterMs !== undefined && retryAfterMs >= 0 && retryAfterMs < 60_000) return retryAfterMs;
+  if (retryAfterMs !== undefined && retryAfterMs > 0 && retryAfterMs < 60_000) return retryAfterMs;
   const seconds = Math.min(0.5 * 2 ** retriesDone, 8);
   return seconds * (1 - Math.random() * 0.25) * 1000;
 }
@@ -438,7 +438,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         opts.attemptDeadlineMs,
         record,
       );
-      const how = end.kind === 'answer' ? (end.status === 200 ? 'HTTP 200' : end.label) : end.kind === 'transport' ? end.label : end.kind;
+      const how =
+        end.kind === 'answer' ? (end.label.startsWith('ok') ? 'HTTP 200' : end.label) : end.kind === 'transport' ? end.label : end.kind;
       count(attemptEnds, how);
       if (how !== 'HTTP 200' && how !== 'left' && firstErrors.length < 40)
         firstErrors.push(
@@ -579,10 +580,14 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     await at(0.4);
     await fault('rolling restart of the router replicas', async () => {
       for (const r of replicas) {
+        const t0 = Date.now();
         const clean = await stopReplica(r);
-        if (!clean) log(`system: router ${r.index} needed SIGKILL after 30 s`);
+        const t1 = Date.now();
         r.restarts++;
         await startReplica(r);
+        const step = `router ${r.index}: ${clean ? 'exited' : 'SIGKILLed, still running'} ${((t1 - t0) / 1000).toFixed(1)} s after SIGTERM, the new process ready ${((Date.now() - t1) / 1000).toFixed(1)} s later`;
+        log(`system: ${step}`);
+        faults.push({ at: Math.round((t0 - runStart) / 1000), what: step, ms: Date.now() - t0 });
       }
     });
     await at(0.6);
