@@ -7,9 +7,11 @@
 // (two for MODEL_A, two for MODEL_B), MODEL_C declared with `--known-models` and a static backend whose simulator is not
 // running at first (scaled to zero), a real Prometheus scraping both replicas' /metrics every second, and a KEDA gRPC
 // client polling GetMetrics and IsActive on each replica every 500 ms. Clients send at a fixed rate, streaming and not,
-// retry as the OpenAI SDK does, and some leave at every stage. Faults, in order over the run: MODEL_C woken (its
-// simulator started), a router worker SIGKILLed, an engine restarted, a rolling restart of both replicas, MODEL_C scaled
-// to zero (its simulator stopped) and woken again, a worker of the other replica SIGKILLed.
+// retry as the OpenAI SDK does, and some leave at every stage; they reach the replicas as through a Kubernetes Service
+// (round robin over the replicas whose /ready answered 200 at the last check, every second). Faults, in order over the
+// run: MODEL_C woken (its simulator started), a router worker SIGKILLed, an engine restarted, MODEL_C scaled to zero
+// (its simulator stopped), a rolling restart of both replicas and a worker of the other replica SIGKILLed while its
+// requests are held, MODEL_C woken again.
 //
 // How each client request ends (docs/benchmarks.md, "System soak", says the same):
 // - answered: an HTTP answer read to its end: 200 with a whole body (a stream up to `data: [DONE]`) = ok; an error
@@ -577,28 +579,28 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       await sims[0]?.proc?.stop();
       await startSim(sims[0] as Sim, 1);
     });
+    await at(0.38);
+    await fault(`scale ${MODEL_C} to zero: stop its engine`, async () => {
+      coldDown.push({ from: Date.now(), to: Number.POSITIVE_INFINITY });
+      await cold.proc?.stop();
+    });
     await at(0.4);
-    await fault('rolling restart of the router replicas', async () => {
+    await fault(`rolling restart of the router replicas (${MODEL_C} at zero: requests held)`, async () => {
       for (const r of replicas) {
         const t0 = Date.now();
         const clean = await stopReplica(r);
         const t1 = Date.now();
         r.restarts++;
         await startReplica(r);
-        const step = `router ${r.index}: ${clean ? 'exited' : 'SIGKILLed, still running'} ${((t1 - t0) / 1000).toFixed(1)} s after SIGTERM, the new process ready ${((Date.now() - t1) / 1000).toFixed(1)} s later`;
+        const step = `router ${r.index}: ${clean ? 'exited' : 'still running (then SIGKILLed)'} ${((t1 - t0) / 1000).toFixed(1)} s after SIGTERM, the new process ready ${((Date.now() - t1) / 1000).toFixed(1)} s later`;
         log(`system: ${step}`);
         faults.push({ at: Math.round((t0 - runStart) / 1000), what: step, ms: Date.now() - t0 });
       }
     });
-    await at(0.6);
-    await fault(`scale ${MODEL_C} to zero: stop its engine`, async () => {
-      coldDown.push({ from: Date.now(), to: Number.POSITIVE_INFINITY });
-      await cold.proc?.stop();
-    });
+    await at(0.65);
+    await fault(`SIGKILL a worker of router 1 (${MODEL_C} still at zero)`, () => killWorker(replicas[1] as Replica));
     await at(0.75);
     await fault(`wake ${MODEL_C} again (2 s loading)`, () => wake(2));
-    await at(0.85);
-    await fault('SIGKILL a worker of router 1', () => killWorker(replicas[1] as Replica));
     await at(1);
     sending = false;
     await sender;
