@@ -116,6 +116,8 @@ interface Replica {
   proc?: Proc;
   restarts: number;
   generation: number;
+  /** when its current process was started */
+  startedAt: number;
 }
 
 interface Attempt {
@@ -282,6 +284,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       kedaPort: await fixedPort(),
       restarts: 0,
       generation: 0,
+      startedAt: 0,
     });
   let prom: Prometheus | undefined;
   const kedas: KedaClient[] = [];
@@ -376,6 +379,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   };
   const startReplica = async (r: Replica): Promise<void> => {
     r.generation++;
+    r.startedAt = Date.now();
     r.proc = startProc(`router-${r.index}-${r.generation}`, process.execPath, routerArgs(r), path.join(opts.dir, `router-${r.index}.log`));
     await waitUntil(`router ${r.index} ready`, async () => (await fetchOnce(r.port, 'GET', '/ready')).status === 200, {
       proc: r.proc,
@@ -468,6 +472,10 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     faults.push({ at: Math.round((t0 - runStart) / 1000), what, ms: Date.now() - t0 });
   };
   const killWorker = async (r: Replica): Promise<void> => {
+    // a worker that dies within 5 s of its start stops the whole replica (src/router/app/primary.ts: it would only
+    // crash again), so the worker killed here has run for longer than that
+    const young = r.startedAt + 7_000 - Date.now();
+    if (young > 0) await sleep(young);
     const pid = r.proc ? processTree(r.proc.pid)[1] : undefined;
     if (pid === undefined) throw new Error(`router ${r.index} has no worker`);
     process.kill(pid, 'SIGKILL');
