@@ -92,6 +92,8 @@ export interface SystemResult {
     /** the most held requests known at one poll, and the largest GetMetrics answer among those polls */
     maxHeld: number;
     maxMetric: number;
+    /** each replica's last GetMetrics answer, 2 s after every client request had ended (0 expected) */
+    afterLoad: number[];
     /** of those, polls whose GetMetrics was < 1 or IsActive false */
     invisible: number;
     /** of those, polls whose GetMetrics was below the number of known held requests */
@@ -615,6 +617,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const runEnd = Date.now();
     log(`system: ${sent} requests sent; waiting for the ${outstanding} outstanding (at most ${opts.attemptDeadlineMs / 1000} s each)`);
     await Promise.all([...inFlight]);
+    // nothing held or in flight any more: the scaler's answers should say 0 within a round of peer requests
+    await sleep(2_000);
     polling = false;
     checking = false;
     await Promise.all([...pollers, readiness]);
@@ -701,6 +705,9 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       if ((p.metric ?? 0) < held) undercounted++;
     }
     const pollErrors = kedaPolls.filter((p) => p.error !== undefined).length;
+    const afterLoad = replicas.map(
+      (r) => kedaPolls.filter((p) => p.replica === r.index && p.metric !== undefined).at(-1)?.metric ?? Number.NaN,
+    );
 
     const result: SystemResult = {
       seconds: (runEnd - runStart) / 1000,
@@ -723,7 +730,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       maxDemandRatio,
       resets,
       unexpectedResets,
-      keda: { polls: kedaPolls.length, pollErrors, pollsWithHeld, maxHeld, maxMetric, invisible, undercounted, firstInvisible },
+      keda: { polls: kedaPolls.length, pollErrors, pollsWithHeld, maxHeld, maxMetric, afterLoad, invisible, undercounted, firstInvisible },
       passed: {
         lost: finalKinds.lost === 0,
         hung: finalKinds.hung === 0,
@@ -778,7 +785,7 @@ export function renderSystem(r: SystemResult): string {
             .join('; ')}`
         : ''
     }`,
-    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}${
+    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}; GetMetrics 2 s after the last request ended: ${r.keda.afterLoad.join(', ')}${
       r.keda.firstInvisible.length ? ` (first: ${r.keda.firstInvisible.join('; ')})` : ''
     }`,
     '',
