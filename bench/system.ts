@@ -94,6 +94,9 @@ export interface SystemResult {
     maxMetric: number;
     /** each replica's last GetMetrics answer, 2 s after every client request had ended (0 expected) */
     afterLoad: number[];
+    /** polls with GetMetrics 0 while a request sent before its engine stopped was unanswered (not a held request) */
+    pendingInvisibleCount: number;
+    pendingInvisible: string[];
     /** of those, polls whose GetMetrics was < 1 or IsActive false */
     invisible: number;
     /** of those, polls whose GetMetrics was below the number of known held requests */
@@ -130,6 +133,8 @@ interface Attempt {
   deliveredAt?: number;
   headAt?: number;
   endAt?: number;
+  /** how it ended (as in attemptEnds) */
+  how?: string;
 }
 
 type AttemptEnd =
@@ -401,7 +406,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   const attempts: Attempt[] = [];
   /** every attempt's end: its HTTP status, or its transport error, or that the client left */
   const attemptEnds: Record<string, number> = {};
-  /** the first attempts that did not end with a 200 or on purpose: when, where, how */
+  /** the first six attempts of each kind that did not end with a 200 or on purpose: when, where, how */
   const firstErrors: string[] = [];
   const outcomes: Record<string, number> = {};
   const finalKinds: Record<AttemptEnd['kind'] | 'lost' | 'error-answer' | 'ok', number> = {
@@ -449,9 +454,11 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       const how =
         end.kind === 'answer' ? (end.label.startsWith('ok') ? 'HTTP 200' : end.label) : end.kind === 'transport' ? end.label : end.kind;
       count(attemptEnds, how);
-      if (how !== 'HTTP 200' && how !== 'left' && firstErrors.length < 40)
+      record.how = how;
+      // the first six of each kind, with the retry it was (0: the request's first attempt)
+      if (how !== 'HTTP 200' && how !== 'left' && (attemptEnds[how] ?? 0) <= 6)
         firstErrors.push(
-          `${(((record.endAt ?? 0) - runStart) / 1000).toFixed(1)} s router ${replica} ${model}${stream ? ' stream' : ''}: ${how}`,
+          `${(((record.endAt ?? 0) - runStart) / 1000).toFixed(1)} s router ${replica} ${model}${stream ? ' stream' : ''} retry ${retry}: ${how}`,
         );
       if (retry === opts.maxRetries || !retryable(end)) break;
       await sleep(retryDelayMs(end.kind === 'answer' ? end.retryAfterMs : undefined, retry));
@@ -675,7 +682,11 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const unexpectedResets = resets.filter((r) => r.resets > r.restarts).length;
 
     // KEDA: was a held request ever invisible to an answer?
-    const coldDownAt = (t0: number, t1: number): boolean => coldDown.some((d) => t0 >= d.from && t1 <= d.to);
+    const downAt = (t0: number, t1: number): { from: number; to: number } | undefined => coldDown.find((d) => t0 >= d.from && t1 <= d.to);
+    const rel = (t: number | undefined): string => (t === undefined ? '-' : `${((t - runStart) / 1000).toFixed(1)} s`);
+    /** polls that saw 0 while a request sent before the engine stopped was still unanswered (in flight, failing over) */
+    const pendingInvisible: string[] = [];
+    let pendingInvisibleCount = 0;
     let pollsWithHeld = 0;
     let invisible = 0;
     let undercounted = 0;
@@ -684,14 +695,28 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const firstInvisible: string[] = [];
     const coldAttempts = attempts.filter((a) => a.model === MODEL_C && a.deliveredAt !== undefined);
     for (const p of kedaPolls) {
-      if (p.error !== undefined || !coldDownAt(p.start, p.end)) continue;
-      const held = coldAttempts.filter(
+      const down = downAt(p.start, p.end);
+      if (p.error !== undefined || !down) continue;
+      const unanswered = coldAttempts.filter(
         (a) =>
           (a.deliveredAt as number) <= p.start - VISIBILITY_MARGIN_MS &&
           (a.headAt ?? Number.POSITIVE_INFINITY) > p.end &&
           (a.endAt ?? Number.POSITIVE_INFINITY) > p.end,
-      ).length;
-      if (held === 0) continue;
+      );
+      // held: sent once no engine of the model was up, so it cannot be one an engine was working on when it stopped
+      const heldOnes = unanswered.filter((a) => (a.deliveredAt as number) >= down.from);
+      const held = heldOnes.length;
+      if (held === 0) {
+        if (unanswered.length > 0 && (p.metric ?? 0) < 1) {
+          pendingInvisibleCount++;
+          const a = unanswered[0] as Attempt;
+          if (pendingInvisible.length < 5)
+            pendingInvisible.push(
+              `poll ${rel(p.start)}-${rel(p.end)} router ${p.replica}: GetMetrics ${p.metric}; request to router ${a.replica} sent ${rel(a.deliveredAt)}, engine stopped ${rel(down.from)}, ended ${rel(a.endAt)}: ${a.how}`,
+            );
+        }
+        continue;
+      }
       pollsWithHeld++;
       maxHeld = Math.max(maxHeld, held);
       maxMetric = Math.max(maxMetric, p.metric ?? 0);
@@ -699,7 +724,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         invisible++;
         if (firstInvisible.length < 5)
           firstInvisible.push(
-            `${((p.start - runStart) / 1000).toFixed(1)} s, router ${p.replica}: ${held} held, GetMetrics ${p.metric}, IsActive ${p.active}`,
+            `poll ${rel(p.start)}-${rel(p.end)} router ${p.replica}: ${held} held, GetMetrics ${p.metric}, IsActive ${p.active}; one sent ${rel(heldOnes[0]?.deliveredAt)} to router ${heldOnes[0]?.replica}, ended ${rel(heldOnes[0]?.endAt)}: ${heldOnes[0]?.how}`,
           );
       }
       if ((p.metric ?? 0) < held) undercounted++;
@@ -730,7 +755,19 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       maxDemandRatio,
       resets,
       unexpectedResets,
-      keda: { polls: kedaPolls.length, pollErrors, pollsWithHeld, maxHeld, maxMetric, afterLoad, invisible, undercounted, firstInvisible },
+      keda: {
+        polls: kedaPolls.length,
+        pollErrors,
+        pollsWithHeld,
+        maxHeld,
+        maxMetric,
+        afterLoad,
+        pendingInvisibleCount,
+        pendingInvisible,
+        invisible,
+        undercounted,
+        firstInvisible,
+      },
       passed: {
         lost: finalKinds.lost === 0,
         hung: finalKinds.hung === 0,
@@ -769,7 +806,7 @@ export function renderSystem(r: SystemResult): string {
       .sort((a, b) => b[1] - a[1])
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}`,
-    ...(r.firstErrors.length ? [`first attempts that failed: ${r.firstErrors.slice(0, 12).join('; ')}`] : []),
+    ...(r.firstErrors.length ? [`first attempts that failed (six of each kind): ${r.firstErrors.join('; ')}`] : []),
     `answered ok ${r.ok}, answered with an error response ${r.errorAnswers}, answered with a transport error ${r.transportErrors}, left on purpose ${r.left}`,
     '',
     '| model | Prometheus max sum(rate(demand[30s])) /s | clients max 30 s rate /s | ratio |',
@@ -785,9 +822,9 @@ export function renderSystem(r: SystemResult): string {
             .join('; ')}`
         : ''
     }`,
-    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}; GetMetrics 2 s after the last request ended: ${r.keda.afterLoad.join(', ')}${
-      r.keda.firstInvisible.length ? ` (first: ${r.keda.firstInvisible.join('; ')})` : ''
-    }`,
+    `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}; GetMetrics 2 s after the last request ended: ${r.keda.afterLoad.join(', ')}; GetMetrics 0 while a request sent before its engine stopped was unanswered: ${r.keda.pendingInvisibleCount}${
+      r.keda.pendingInvisible.length ? ` (${r.keda.pendingInvisible.join('; ')})` : ''
+    }${r.keda.firstInvisible.length ? ` (first: ${r.keda.firstInvisible.join('; ')})` : ''}`,
     '',
     `${pass(r.passed.lost)} lost ${r.lost} (target 0)`,
     `${pass(r.passed.hung)} hung ${r.hung} (target 0)`,
