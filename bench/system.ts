@@ -84,6 +84,8 @@ export interface SystemResult {
   readonly maxDemandRatio: number;
   readonly resets: { metric: string; instance: string; series: string; resets: number; restarts: number }[];
   readonly unexpectedResets: number;
+  /** increase of llm_router_ipc_gather_missed_total over the run, by topic, both replicas */
+  readonly gatherMissed: Record<string, number>;
   readonly keda: {
     polls: number;
     pollErrors: number;
@@ -680,6 +682,10 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       }
     }
     const unexpectedResets = resets.filter((r) => r.resets > r.restarts).length;
+    // gathers a primary finished without a worker's part (that worker then counts with its last answer)
+    const gatherMissed: Record<string, number> = {};
+    for (const x of (await prom.query(`sum by (topic) (increase(llm_router_ipc_gather_missed_total[${rangeS}s]))`)).samples)
+      gatherMissed[x.metric.topic ?? '?'] = Math.round(x.value);
 
     // KEDA: was a held request ever invisible to an answer?
     const downAt = (t0: number, t1: number): { from: number; to: number } | undefined => coldDown.find((d) => t0 >= d.from && t1 <= d.to);
@@ -755,6 +761,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       maxDemandRatio,
       resets,
       unexpectedResets,
+      gatherMissed,
       keda: {
         polls: kedaPolls.length,
         pollErrors,
@@ -821,6 +828,11 @@ export function renderSystem(r: SystemResult): string {
             .map((x) => `${x.metric}${x.series} on ${x.instance} ${x.resets} resets / ${x.restarts} restarts`)
             .join('; ')}`
         : ''
+    }`,
+    `primary gathers that missed a worker's part (llm_router_ipc_gather_missed_total): ${
+      Object.entries(r.gatherMissed)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
     }`,
     `KEDA: ${r.keda.polls} polls (${r.keda.pollErrors} failed), ${r.keda.pollsWithHeld} while a held request was known (up to ${r.keda.maxHeld} at once; GetMetrics up to ${r.keda.maxMetric}); invisible in ${r.keda.invisible}, undercounted in ${r.keda.undercounted}; GetMetrics 2 s after the last request ended: ${r.keda.afterLoad.join(', ')}; GetMetrics 0 while a request sent before its engine stopped was unanswered: ${r.keda.pendingInvisibleCount}${
       r.keda.pendingInvisible.length ? ` (${r.keda.pendingInvisible.join('; ')})` : ''
