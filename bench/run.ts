@@ -2,6 +2,7 @@
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
 // --only routing,suggest,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
+// The system soak (--only system, bench/system.ts): --seconds S (default 180, --quick 60), --rate R, --max-retries N.
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +21,7 @@ import { renderSoak, runSoak, type SoakResult } from './soak.js';
 import { killRoutersNow, renderQualityTable, runRoutingQuality } from './routing-quality.js';
 import { parseKvArgs, renderKv, runKv, type KvBenchResult } from './kv.js';
 import { runWake, type WakeResult } from './wake.js';
+import { renderSystem, runSystem, type SystemResult } from './system.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { loraRows, runLora, type LoraBenchResult } from './lora.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
@@ -41,14 +43,18 @@ interface Options {
   readonly out: string | undefined;
   /** parts to run: routing, base, logging, workers, streams (default all) */
   readonly only: ReadonlySet<string>;
+  /** the system soak: its length (--seconds when given, else 180, --quick 60), client requests/s, retries per request */
+  readonly systemSeconds: number;
+  readonly systemRate: number;
+  readonly systemMaxRetries: number;
 }
 
 /**
- * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min) and `kv` (KV-aware routing over a
- * trace, ~25 min; ~5 with --quick) on request or with --all
+ * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min), `kv` (KV-aware routing over a
+ * trace, ~25 min; ~5 with --quick) and `system` (~4 min) on request or with --all
  */
 const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
-const EXTRA_PARTS = ['quality', 'soak', 'kv'];
+const EXTRA_PARTS = ['quality', 'soak', 'kv', 'system'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -70,6 +76,9 @@ function parseOptions(argv: readonly string[]): Options {
     streams: value('streams', 2_000),
     streamTokens: value('stream-tokens', quick ? 60 : 80),
     streamItlMs: value('stream-itl-ms', 100),
+    systemSeconds: value('system-seconds', argv.includes('--seconds') ? value('seconds', 180) : quick ? 60 : 180),
+    systemRate: value('rate', 20),
+    systemMaxRetries: argv.includes('--max-retries') ? Number(argv[argv.indexOf('--max-retries') + 1]) : 2,
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
     only: new Set(
       argv.includes('--only')
@@ -493,9 +502,9 @@ async function main(): Promise<void> {
     suggest = measureSuggest({ names: 10_000, questions: o.quick ? 200 : 1_000, rounds: o.quick ? 3 : 5 });
   }
 
-  // only the wrk passes need wrk and nginx (a run of other parts installs nothing)
-  const needsTools = o.only.has('base') || o.only.has('logging') || o.only.has('workers');
-  const tools = needsTools ? ensureTools() : { wrk: false, nginx: false };
+  // wrk and nginx only for the parts that use them
+  const needsTools = ['base', 'logging', 'workers'].some((p) => o.only.has(p));
+  const tools = needsTools ? ensureTools() : { wrk: has('wrk'), nginx: has('nginx') };
   if (needsTools && !tools.nginx) skipped.push('nginx column: nginx is not installed');
   if (needsTools && !tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
   const scripts = { json: wrkScript(dir, 'json', JSON_BODY), sse: wrkScript(dir, 'sse', SSE_BODY) };
@@ -614,6 +623,15 @@ async function main(): Promise<void> {
     log('soak: mixed requests with engine faults injected');
     soak = await runSoak({ requests: o.quick ? 10_000 : 100_000, concurrency: 64, streamShare: 0.3, requestTimeoutMs: 15_000 }, log);
   }
+  let system: SystemResult | undefined;
+  if (o.only.has('system')) {
+    if (!has('prometheus')) throw new Error('the system soak needs prometheus (Debian: apt-get install prometheus)');
+    log(`system: two router replicas, four engines, faults, Prometheus and KEDA for ${o.systemSeconds} s`);
+    system = await runSystem(
+      { cli: CLI, dir, seconds: o.systemSeconds, rate: o.systemRate, maxRetries: o.systemMaxRetries, attemptDeadlineMs: 60_000 },
+      log,
+    );
+  }
   let quality: Awaited<ReturnType<typeof runRoutingQuality>> | undefined;
   if (o.only.has('quality')) {
     log('routing quality per policy (prefix-cache hit rate, TTFT, throughput)');
@@ -646,6 +664,7 @@ async function main(): Promise<void> {
     streams,
     routerRssAfterLoadMb,
     soak,
+    system,
     quality,
     kv,
     wake,
@@ -658,7 +677,7 @@ async function main(): Promise<void> {
   const out = o.out ?? path.join(root, 'bench', 'results', `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
   mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, JSON.stringify(results, null, 2) + '\n');
-  process.stdout.write(`\n${renderTable(rows)}\n\n`);
+  if (rows.length > 0) process.stdout.write(`\n${renderTable(rows)}\n\n`);
   // a proxy that answers errors fast would look fast: every error wrk saw is printed with the table
   for (const p of passes) {
     for (const [scenario, byTarget] of Object.entries(p.samples)) {
@@ -675,6 +694,7 @@ async function main(): Promise<void> {
     );
   }
   if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
+  if (system) process.stdout.write(`\n${renderSystem(system)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (kv) process.stdout.write(`\n${renderKv(kv)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);

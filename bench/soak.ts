@@ -41,7 +41,7 @@ function rssMb(pid: number): number {
 }
 
 /** How one request ended; anything starting with "lost" breaks the promise that nothing is lost. */
-function classify(status: number, body: string, stream: boolean): string {
+export function classify(status: number, body: string, stream: boolean): string {
   if (status === 200) {
     if (!stream) return 'ok';
     if (body.includes('data: [DONE]')) return 'ok-stream';
