@@ -1,4 +1,5 @@
 // Assembles the router: catalog, discovery, prober, policy, forwarder and the HTTP server with its route table.
+import { bracketHost } from '../util/host.js';
 import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
@@ -426,7 +427,7 @@ export class RouterApp {
 
   private urlOf(port: number): string {
     const host = this.config.host === '0.0.0.0' || this.config.host === '::' ? '127.0.0.1' : this.config.host;
-    return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    return `http://${bracketHost(host)}:${port}`;
   }
 
   private logStats(): void {

@@ -1,4 +1,5 @@
 // Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
+import { isHttpToken } from '../util/http-token.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
@@ -389,7 +390,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
   }
   const sessionKey = v['session-key']?.trim().toLowerCase() || undefined;
-  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey))
+  if (sessionKey !== undefined && !isHttpToken(sessionKey))
     throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
   if (routing === 'session' && sessionKey === undefined)
     throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');

@@ -1,5 +1,6 @@
 // One attempt to forward a request to one engine, streaming the answer to the client chunk by chunk.
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
+import { armTotalTimer } from './total-deadline.js';
 import type { ClientGone } from '../core/client-gone.js';
 import type { ResponseSink } from '../core/exchange.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
@@ -36,10 +37,6 @@ export interface AttemptRequest {
   readonly onFirstByte?: () => void;
 }
 
-/** The whole request's time (--total-timeout) is over. */
-export class TotalTimeoutError extends Error {
-  readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
-}
 class ClientGoneError extends Error {
   readonly code = 'LLM_ROUTER_CLIENT_GONE';
 }
@@ -200,8 +197,7 @@ class AttemptHandler implements EngineHandler {
   }
 
   limitTo(totalDeadline: number): void {
-    const left = totalDeadline - Date.now();
-    this.totalTimer = setTimeout(() => this.abortFn?.(new TotalTimeoutError('total request time exceeded')), Math.max(left, 1));
+    this.totalTimer = armTotalTimer(totalDeadline, (err) => this.abortFn?.(err));
   }
 
   private finish(outcome: AttemptOutcome): void {
