@@ -2,7 +2,7 @@
 // `blockTokens`, each full block named by a hash chained from its parent block's and its own tokens, held in an LRU of
 // `capacity` blocks. A request reuses its leading blocks up to the first one missing; that decides how much prefill
 // it skips. The names here are the cache's own; the hashes an engine publishes (kv-cache.ts) are seeded per process.
-import { WordTokenizer } from './tokenizer.js';
+import { contentText, WordTokenizer } from './tokenizer.js';
 
 /** The prompt text the engine would tokenise: chat messages (role, then content) in order, or the prompt / input. */
 export function renderPrompt(body: Record<string, unknown>): string {
@@ -22,18 +22,6 @@ export function renderPrompt(body: Record<string, unknown>): string {
     const first: unknown = prompt[0];
     if (typeof first === 'string') return text + first;
     if (typeof first === 'number') return text + prompt.join(' ');
-  }
-  return text;
-}
-
-function contentText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  let text = '';
-  for (const part of content as unknown[]) {
-    if (typeof part === 'string') text += part;
-    else if (typeof part === 'object' && part !== null && typeof (part as { text?: unknown }).text === 'string')
-      text += (part as { text: string }).text;
   }
   return text;
 }

@@ -53,7 +53,8 @@ export function promptOf(body: Record<string, unknown>): PromptInput {
   return { kind: 'text', text: '' };
 }
 
-function contentText(content: unknown): string {
+/** The text of a message's content: a string, or the text parts of a list. */
+export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
   let text = '';
