@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { call, FAST_PROBES, type Running, startRouter, startSim } from '../support/router.js';
 import { stopAll } from '../support/process.js';
 import { eventually } from '../support/within.js';
+import { request } from 'undici';
 
 const MODEL = 'kv-model';
 
@@ -113,3 +114,77 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
     assert.match(metrics, /llm_router_kvaware_fallback_total\{reason="unsupported-body"\} [1-9]/);
   });
 });
+
+describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, () => {
+  let sim: Running;
+  let router: Running;
+
+  before(async () => {
+    sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'A']);
+    const k = kvEndpoints(sim);
+    router = await startRouter([
+      ...FAST_PROBES,
+      '--routing-logic',
+      'kvaware',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      MODEL,
+      '--static-backend-kv-events',
+      k.events,
+      '--static-backend-kv-replay',
+      k.replay,
+    ]);
+    await eventually(
+      'the event stream connected',
+      () => blocksOn(router),
+      (m) => m.get(sim.url) === 0,
+    );
+  });
+  after(stopAll);
+
+  test("the state's kv part: the endpoint's stream, and the model's decisions by KV match and by fallback", async () => {
+    const shared = words('page', 100);
+    await complete(sim.url, shared);
+    await eventually(
+      'its blocks indexed',
+      () => blocksOn(router),
+      (m) => (m.get(sim.url) ?? 0) >= 6,
+    );
+    for (let i = 0; i < 3; i++) await complete(router.url, `${shared} q${i}`);
+    const batch = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: ['a', 'b'], max_tokens: 1 }) });
+    assert.equal(batch.status, 200);
+
+    const events = await request(`${router.url}/events`);
+    let text = '';
+    for await (const chunk of events.body) {
+      text += chunk.toString();
+      if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
+    }
+    events.body.destroy();
+    const kv = (JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as { state: { kv: KvPart | null } }).state.kv;
+    assert.ok(kv, 'kvaware is in use: the state has its kv part');
+    const e = kv.endpoints.find((x) => x.url === sim.url);
+    assert.ok(e?.connected && e.ranks === 1 && e.ranksConnected === 1, JSON.stringify(kv.endpoints));
+    assert.ok(e.blocks >= 6 && e.lastEventAt !== null && e.lastError === null, JSON.stringify(e));
+    const m = kv.models.find((x) => x.model === MODEL);
+    assert.ok(m, JSON.stringify(kv.models));
+    assert.equal(m.matched, 3, 'three requests by KV match');
+    assert.equal(m.fallbacks['unsupported-body'], 1, 'the batch fell back');
+    assert.equal(m.decisions, 4);
+    assert.ok(m.meanMatchedRatio !== null && m.meanMatchedRatio > 0.5 && m.meanMatchedRatio <= 1, String(m.meanMatchedRatio));
+  });
+});
+
+interface KvPart {
+  endpoints: {
+    url: string;
+    connected: boolean;
+    ranks: number;
+    ranksConnected: number;
+    blocks: number;
+    lastEventAt: number | null;
+    lastError: string | null;
+  }[];
+  models: { model: string; decisions: number; matched: number; fallbacks: Record<string, number>; meanMatchedRatio: number | null }[];
+}

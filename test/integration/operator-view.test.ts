@@ -131,6 +131,7 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     assert.equal(zero.status, 'scaled-to-zero');
     assert.ok((zero.retryAfterSeconds ?? 0) >= 1);
     assert.ok(snapshot.timeline.some((e) => e.type === 'model-state'));
+    assert.equal((snapshot.state as { kv?: unknown }).kv, null, 'no kv part without kvaware');
     events.body.destroy();
   });
 

@@ -296,6 +296,10 @@ describe('command line', { timeout: 30_000 }, () => {
     // both workers answered requests: each access-log line names its worker
     const servedBy = new Set([...p.output().matchAll(/"worker":(\d+)[^\n]*"status":200[^\n]*"msg":"request"/g)].map((m) => Number(m[1])));
     assert.equal(servedBy.size, 2, `both workers served: ${[...servedBy]}`);
+    // each worker holds its own keep-alive connection to the engine: the instance's are their sum
+    const pool = (await once('/metrics')).text;
+    assert.match(pool, new RegExp(`^llm_router_engine_connections_open\\{endpoint="${sim.url}"\\} 2$`, 'm'), 'one per worker, summed');
+    assert.match(pool, new RegExp(`^llm_router_engine_connections_busy\\{endpoint="${sim.url}"\\} 0$`, 'm'));
     // and every scrape, whichever worker takes it, counts every worker's requests (the primary combines them)
     for (let i = 0; i < 10; i++) {
       const m = /llm_router_requests_total\{model="w",status="200"\} (\d+)/.exec((await once('/metrics')).text);

@@ -27,6 +27,7 @@ class ChangingState {
       instance: { version: 't', pid: 1, worker: null, workers: 1, startedAt: 0 },
       models: [],
       endpoints: [],
+      kv: null,
       padding: `${this.calls}`.padEnd(STATE_BYTES, '.'),
     } as DashboardState;
   }

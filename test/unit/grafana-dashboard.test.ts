@@ -44,3 +44,38 @@ test('the Grafana dashboard is well formed for an import', () => {
   const used = new Set(panels.flatMap((p) => (p.targets ?? []).flatMap((t) => t.expr.match(/\$\w+/g) ?? [])));
   assert.deepEqual([...used].sort(), ['$__rate_interval', '$model']);
 });
+
+test('the KV-cache-aware routing row charts every KV metric; the router row its engine connections and dashboard clients', () => {
+  const dashboard = JSON.parse(readFileSync(path.join(ROOT, 'deploy', 'grafana', 'llm-router.json'), 'utf8'));
+  const panels = dashboard.panels as Panel[];
+  /** the metric names the panels of a row query (a row's panels follow it until the next row) */
+  const rowMetrics = (title: string): Set<string> => {
+    const start = panels.findIndex((p) => p.type === 'row' && p.title === title);
+    assert.ok(start >= 0, `a row "${title}"`);
+    const end = panels.findIndex((p, i) => i > start && p.type === 'row');
+    const exprs = panels.slice(start + 1, end < 0 ? undefined : end).flatMap((p) => (p.targets ?? []).map((t) => t.expr));
+    return new Set(exprs.flatMap((e) => (e.match(/\bllm_router_\w+/g) ?? []).map((m) => m.replace(/_(bucket|sum|count)$/, ''))));
+  };
+  const kv = rowMetrics('KV-cache-aware routing');
+  for (const name of [
+    'llm_router_kv_events_total',
+    'llm_router_kv_event_gaps_total',
+    'llm_router_kv_event_replays_total',
+    'llm_router_kv_event_rebuilds_total',
+    'llm_router_kv_events_malformed_total',
+    'llm_router_kv_index_blocks',
+    'llm_router_kv_event_endpoints',
+    'llm_router_kvaware_matched_ratio',
+    'llm_router_kvaware_fallback_total',
+    'llm_router_kvaware_tokenize_seconds',
+  ])
+    assert.ok(kv.has(name), `${name} in the KV row`);
+  const router = rowMetrics('Router processes and connections');
+  for (const name of [
+    'llm_router_engine_connections_open',
+    'llm_router_engine_connections_busy',
+    'llm_router_engine_requests_queued',
+    'llm_router_dashboard_clients',
+  ])
+    assert.ok(router.has(name), `${name} in the router row`);
+});

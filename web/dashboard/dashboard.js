@@ -10,6 +10,9 @@ const page = {
   scope: document.getElementById('scope'),
   models: document.querySelector('#models tbody'),
   endpoints: document.querySelector('#endpoints tbody'),
+  kv: document.getElementById('kv'),
+  kvEndpoints: document.querySelector('#kv-endpoints tbody'),
+  kvModels: document.querySelector('#kv-models tbody'),
   timeline: document.getElementById('timeline'),
 };
 
@@ -168,6 +171,58 @@ function endpointRow(e) {
   );
 }
 
+function percent(part, whole) {
+  return whole > 0 ? `${Math.round((part / whole) * 100)}%` : '—';
+}
+
+/** An endpoint's KV-cache event stream, as the router follows it. */
+function kvEndpointRow(k) {
+  const stream = el('span', { class: `badge ${k.connected ? 'state-ready' : 'state-failed'}` }, k.connected ? 'connected' : 'disconnected');
+  const error = k.lastError
+    ? el('span', { class: k.connected ? 'error-past' : 'error-current' }, k.lastError)
+    : el('span', { class: 'muted' }, 'none');
+  return el(
+    'tr',
+    { 'data-kv-endpoint': k.url, 'data-connected': String(k.connected) },
+    el('td', null, el('span', { class: 'url' }, k.url), k.id !== k.url && el('div', { class: 'small' }, k.id)),
+    el('td', null, stream, k.ranks > 1 && el('div', { class: 'small' }, `${k.ranksConnected} of ${k.ranks} ranks`)),
+    el('td', { class: 'num', 'data-kv-blocks': String(k.blocks) }, String(k.blocks)),
+    el('td', null, k.lastEventAt === null ? el('span', { class: 'muted' }, 'none yet') : age(k.lastEventAt)),
+    el('td', { class: 'num' }, `${k.gaps} / ${k.replays} / ${k.rebuilds} / ${k.restarts}`),
+    el('td', { class: 'num' }, String(k.malformed)),
+    el('td', null, error),
+  );
+}
+
+/** A model's kvaware decisions since this process started. */
+function kvModelRow(m) {
+  const reasons = Object.entries(m.fallbacks).map(([reason, n]) => `${reason} ${n}`);
+  // the two shares add up to 100% (each rounded alone, 87.5% and 12.5% would show as 88% and 13%)
+  const fallen = m.decisions > 0 ? `${100 - Math.round((m.matched / m.decisions) * 100)}%` : '—';
+  return el(
+    'tr',
+    { 'data-kv-model': m.model },
+    el('td', null, el('strong', null, m.model)),
+    el('td', { class: 'num' }, String(m.decisions)),
+    el('td', { class: 'num', 'data-kv-hit': String(m.matched) }, percent(m.matched, m.decisions)),
+    el('td', { class: 'num' }, m.meanMatchedRatio === null ? '—' : `${Math.round(m.meanMatchedRatio * 100)}% of the prompt`),
+    el('td', null, `${fallen} `, reasons.length > 0 && el('span', { class: 'small' }, reasons.join(' · '))),
+  );
+}
+
+function drawKv(kv) {
+  page.kv.hidden = kv === null || kv === undefined;
+  if (page.kv.hidden) return;
+  page.kvEndpoints.replaceChildren(...kv.endpoints.map(kvEndpointRow));
+  if (kv.endpoints.length === 0)
+    page.kvEndpoints.replaceChildren(
+      el('tr', null, el('td', { colspan: '7', class: 'muted' }, 'no endpoint names a KV-cache event stream')),
+    );
+  page.kvModels.replaceChildren(...kv.models.map(kvModelRow));
+  if (kv.models.length === 0)
+    page.kvModels.replaceChildren(el('tr', null, el('td', { colspan: '5', class: 'muted' }, 'no kvaware decision yet')));
+}
+
 function eventText(e) {
   switch (e.type) {
     case 'model-state':
@@ -224,10 +279,11 @@ function drawState(state) {
   page.instance.textContent = `v${i.version} · pid ${i.pid} · ${i.worker === null ? 'one process' : `worker ${i.worker} of ${i.workers}`}`;
   page.scope.textContent =
     i.workers > 1
-      ? "Endpoint states, probes, Retry-After, cold starts and state changes are what this worker sees (each worker probes the engines itself); the timeline adds the other workers' failovers and adapter loads and unloads; held, in flight and demand are the whole instance."
+      ? "Endpoint states, probes, Retry-After, cold starts, state changes, KV-cache event streams and kvaware decisions are what this worker sees (each worker probes the engines and follows their events itself); the timeline adds the other workers' failovers and adapter loads and unloads; held, in flight and demand are the whole instance."
       : '';
   page.models.replaceChildren(...state.models.map(modelRow));
   page.endpoints.replaceChildren(...state.endpoints.map(endpointRow));
+  drawKv(state.kv);
   if (state.models.length === 0)
     page.models.replaceChildren(el('tr', null, el('td', { colspan: '8', class: 'muted' }, 'no model is declared or served')));
   if (state.endpoints.length === 0)

@@ -40,6 +40,7 @@ import { ClientIdentity } from '../server/client-address.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import { Dashboard } from '../server/dashboard/index.js';
+import { observeAll } from '../server/dashboard/kv-view.js';
 import { VERSION } from '../../version.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
@@ -149,6 +150,7 @@ export class RouterApp {
       log: log.child({ component: 'dashboard' }),
       ...(this.link ? { link: this.link } : {}),
     });
+    this.metrics.connections.watch({ pools: this.pools, dashboard: this.dashboard });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
       inFlight: (m) => this.scaling.demand.inFlight(m),
@@ -186,9 +188,13 @@ export class RouterApp {
         )
       : undefined;
     const kvRouting = this.kvRouting;
-    if (kvRouting) this.metrics.watchKv(kvRouting);
+    if (kvRouting) {
+      this.metrics.watchKv(kvRouting);
+      this.dashboard.followKv(kvRouting);
+    }
+    const kvObserver = observeAll(this.metrics.kv, this.dashboard.kvDecisions);
     const policyOptions = {
-      ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: this.metrics.kv } } : {}),
+      ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver } } : {}),
       sessionKey: config.sessionKey,
       prefixBlockChars: config.prefixBlockChars,
       prefixBalanceEpsilon: config.prefixBalanceEpsilon,

@@ -18,6 +18,7 @@ import { PdMetrics } from './pd-metrics.js';
 import { LoraMetrics } from './lora-metrics.js';
 import { KvMetrics, type KvStreamView } from './kv-metrics.js';
 import { ScalerMetrics } from './scaler-metrics.js';
+import { ConnectionMetrics } from './conn-metrics.js';
 
 /** Label used for model names no source declares, so arbitrary client input cannot create label values. */
 export const UNKNOWN_MODEL_LABEL = '__unknown__';
@@ -180,6 +181,8 @@ export class RouterMetrics {
   private kvView: KvStreamView | undefined;
   /** the KEDA scaler's peers and errors (src/router/metrics/scaler-metrics.ts) */
   readonly scaler: ScalerMetrics;
+  /** engine pools' connections and dashboard streams (src/router/metrics/conn-metrics.ts) */
+  readonly connections: ConnectionMetrics;
   private readonly upstreamFailures: Counter<'endpoint' | 'kind'>;
   private readonly failovers: Counter<'model'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
@@ -205,6 +208,7 @@ export class RouterMetrics {
     this.lora = new LoraMetrics(this.registry, catalog);
     this.kv = new KvMetrics(this.registry, () => this.kvView);
     this.scaler = new ScalerMetrics(this.registry);
+    this.connections = new ConnectionMetrics(this.registry, catalog);
     const tallies = this.tallies;
     /** every declared or served model (aliases count as their target): their series exist from the declaration on */
     const declaredModels = (): string[] =>

@@ -2,6 +2,7 @@
 // connection, caps its connections and queues requests beyond the cap, speaks http or https, and reports a response
 // through the handler interface of undici's Dispatcher (onConnect, onHeaders, onData, onComplete, onError).
 import type { EngineTls } from '../config/engine-tls.js';
+import type { EngineClientStats } from '../core/engine.js';
 
 export interface EngineDispatchOptions {
   /** e.g. 'POST', 'GET' */
@@ -32,6 +33,7 @@ export interface EngineHandler {
 
 export interface EngineClient {
   dispatch(options: EngineDispatchOptions, handler: EngineHandler): void;
+  stats(): EngineClientStats;
   /** No new dispatches; resolves when in-flight requests have finished and every socket is closed. */
   close(): Promise<void>;
   /** Aborts everything now (in-flight handlers get onError) and closes every socket. */

@@ -4,7 +4,7 @@ import type { EngineClient } from './engine-client.js';
 import type { EngineTls } from '../config/engine-tls.js';
 import { H1Pool } from './h1/pool.js';
 import { UndiciEngineClient } from './undici-client.js';
-import type { EngineClientKind } from '../core/engine.js';
+import type { EngineClientKind, EngineClientStats } from '../core/engine.js';
 
 /** idle engine connections are closed after this (engines' own keep-alive timeouts are usually 5 s or more) */
 const KEEP_ALIVE_MS = 4_000;
@@ -38,6 +38,11 @@ export class UpstreamPools {
       this.pools.set(origin, pool);
     }
     return pool;
+  }
+
+  /** The pool's connections and queue; undefined when no request has gone to the origin yet (or it was released). */
+  stats(origin: string): EngineClientStats | undefined {
+    return this.pools.get(origin)?.stats();
   }
 
   /** Lets in-flight requests finish, then closes the connections. */

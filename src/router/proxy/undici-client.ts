@@ -2,6 +2,7 @@
 // and the client the benchmark runs the router with for comparison (docs/benchmarks.md).
 import { Pool, type Dispatcher } from 'undici';
 import type { EngineClient, EngineClientOptions, EngineDispatchOptions, EngineHandler } from './engine-client.js';
+import type { EngineClientStats } from '../core/engine.js';
 import { tlsConnectOptions } from '../config/engine-tls.js';
 
 export class UndiciEngineClient implements EngineClient {
@@ -29,6 +30,11 @@ export class UndiciEngineClient implements EngineClient {
       },
       handler as unknown as Dispatcher.DispatchHandler,
     );
+  }
+
+  stats(): EngineClientStats {
+    const s = this.pool.stats;
+    return { open: s.connected, busy: s.connected - s.free, queued: s.queued };
   }
 
   close(): Promise<void> {

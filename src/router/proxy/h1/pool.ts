@@ -9,6 +9,7 @@ import { unbracketHost } from '../../util/host.js';
 import { isIP } from 'node:net';
 import type tls from 'node:tls';
 import type { EngineClient, EngineClientOptions } from '../engine-client.js';
+import type { EngineClientStats } from '../../core/engine.js';
 import { tlsConnectOptions } from '../../config/engine-tls.js';
 import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import { Conn, type ConnectionOwner } from './connection.js';
@@ -274,5 +275,10 @@ export class H1Pool implements EngineClient {
   /** requests waiting for a connection under the cap */
   get queued(): number {
     return this.core.queued;
+  }
+
+  stats(): EngineClientStats {
+    const core = this.core;
+    return { open: core.conns.size, busy: core.conns.size - core.idle.length, queued: core.queued };
   }
 }

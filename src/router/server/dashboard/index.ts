@@ -16,6 +16,7 @@ import { TimelineRecorder } from './recorder.js';
 import { EventStream, STREAM_DEFAULTS, type StreamOptions } from './stream.js';
 import { sharedHappening, Timeline } from './timeline.js';
 import { DashboardView, type InstanceInfo } from './view.js';
+import { KvDecisionTally, type KvStatusReader } from './kv-view.js';
 
 export interface DashboardOptions {
   readonly catalog: ModelCatalog;
@@ -39,6 +40,9 @@ export class Dashboard {
   private readonly view: DashboardView;
   private readonly stream: EventStream;
   private readonly page = new DashboardPage();
+  /** kvaware decisions per model, for the page (the policy reports to it next to the metrics) */
+  readonly kvDecisions = new KvDecisionTally();
+  private kvStreams: KvStatusReader | undefined;
 
   constructor(o: DashboardOptions) {
     // the recorder asks the view why a model changed state; it starts reporting only after the view exists
@@ -62,6 +66,7 @@ export class Dashboard {
       recorder: this.recorder,
       instance: o.instance,
       statsIntervalMs: o.statsIntervalMs,
+      kv: () => (this.kvStreams ? { streams: this.kvStreams, tally: this.kvDecisions } : undefined),
     });
     this.stream = new EventStream(this.view, this.timeline, o.log, o.stream ?? STREAM_DEFAULTS);
   }
@@ -75,9 +80,23 @@ export class Dashboard {
     ];
   }
 
+  /** kvaware is in use: the page shows the endpoints' KV-cache event streams and the models' decisions. */
+  followKv(streams: KvStatusReader): void {
+    this.kvStreams = streams;
+  }
+
   start(): void {
     this.recorder.start();
     this.stream.start();
+  }
+
+  /** /events streams open now, and those dropped for reading too slowly since start (metrics) */
+  get clients(): number {
+    return this.stream.connected;
+  }
+
+  get dropped(): number {
+    return this.stream.dropped;
   }
 
   /** Ends the event streams, so that shutdown does not wait for them. */

@@ -10,6 +10,7 @@ import { endpointView, type EndpointView } from '../admin.js';
 import type { DemandRate } from './demand-rate.js';
 import { explainModel } from './explain.js';
 import type { TimelineRecorder } from './recorder.js';
+import { kvState, type KvDecisionTally, type KvState, type KvStatusReader } from './kv-view.js';
 
 export interface InstanceInfo {
   readonly version: string;
@@ -64,6 +65,8 @@ export interface DashboardState {
   readonly instance: InstanceInfo;
   readonly models: readonly ModelRow[];
   readonly endpoints: readonly EndpointRow[];
+  /** KV-cache-aware routing (kvaware): the endpoints' event streams and the models' decisions; null when not in use */
+  readonly kv: KvState | null;
 }
 
 /** Ready and total endpoints per role; null when every endpoint serves whole requests (no P/D). */
@@ -87,6 +90,8 @@ export interface ViewSources {
   readonly recorder: TimelineRecorder;
   readonly instance: InstanceInfo;
   readonly statsIntervalMs: number;
+  /** the KV-cache event streams and the kvaware decisions, once the router follows them */
+  readonly kv?: () => { readonly streams: KvStatusReader; readonly tally: KvDecisionTally } | undefined;
 }
 
 export class DashboardView {
@@ -150,11 +155,13 @@ export class DashboardView {
             .map((c) => ({ kind: c.kind, seconds: Math.round(c.ms / 100) / 10, at: c.at, endpoint: c.endpoint ?? null })),
         };
       });
+    const kv = this.s.kv?.();
     return {
       at: now,
       instance: this.s.instance,
       models,
       endpoints: endpoints.map((e) => endpointView(e, now, this.s.statsIntervalMs)),
+      kv: kv ? kvState(catalog, kv.streams, kv.tally) : null,
     };
   }
 }

@@ -1,0 +1,91 @@
+// The dashboard's KV-cache-aware routing section in a real browser (Debian's chromium, driven by puppeteer-core): a
+// kvaware router following a simulator's KV-cache events. The section shows the endpoint's stream connected and its
+// blocks indexed, then the model's decisions by KV match and by fallback, as requests arrive, without a reload.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'puppeteer-core';
+import { launchChromium } from '../support/browser.js';
+import { stopAll } from '../support/process.js';
+import { call, FAST_PROBES, startRouter, startSim, type Running } from '../support/router.js';
+import { within } from '../support/within.js';
+
+const MODEL = 'kv-model';
+/** as test/integration/dashboard-browser.test.ts: no chromium, no browser test */
+const NO_CHROMIUM = existsSync('/usr/bin/chromium') ? false : 'chromium is not installed (install: apt-get install -y chromium)';
+
+function words(seed: string, n: number): string {
+  return Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
+}
+
+describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: NO_CHROMIUM }, () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'dashboard-kv-browser-'));
+  let sim: Running;
+  let router: Running;
+  let browser: Browser;
+  let page: Page;
+
+  before(async () => {
+    sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0']);
+    const m = /sim kv-events on (tcp:\/\/\S+) replay (tcp:\/\/\S+)\n/.exec(sim.proc.output());
+    assert.ok(m, sim.proc.output());
+    router = await startRouter([
+      ...FAST_PROBES,
+      '--routing-logic',
+      'kvaware',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      MODEL,
+      '--static-backend-kv-events',
+      m[1] as string,
+      '--static-backend-kv-replay',
+      m[2] as string,
+    ]);
+    browser = await within(30_000, 'chromium starts', launchChromium(path.join(dir, 'profile')));
+    page = await browser.newPage();
+  });
+  after(async () => {
+    await browser?.close();
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('the endpoint’s event stream connected with its blocks; the model’s decisions by KV match and fallback', async () => {
+    await page.goto(`${router.url}/dashboard`, { waitUntil: 'load', timeout: 15_000 });
+    const row = `tr[data-kv-endpoint="${sim.url}"]`;
+    await page.waitForFunction((r) => document.querySelector(r)?.getAttribute('data-connected') === 'true', { timeout: 20_000 }, row);
+    assert.equal(await page.$eval('#kv', (e) => (e as HTMLElement).hidden), false, 'the section shows');
+    assert.match(await page.$eval(`${row} td:nth-child(2)`, (e) => e.textContent ?? ''), /^connected/);
+
+    const shared = words('page', 100);
+    const complete = async (prompt: unknown): Promise<void> => {
+      const res = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt, max_tokens: 1 }) });
+      assert.equal(res.status, 200, res.text);
+    };
+    await complete(shared);
+    await page.waitForFunction(
+      (r) => Number(document.querySelector(`${r} [data-kv-blocks]`)?.getAttribute('data-kv-blocks')) >= 6,
+      { timeout: 20_000 },
+      row,
+    );
+    for (let i = 0; i < 3; i++) await complete(`${shared} q${i}`);
+    // a batch of prompts has no one token list: prefixaware takes it
+    await complete(['a', 'b']);
+    const model = `tr[data-kv-model="${MODEL}"]`;
+    await page.waitForFunction(
+      (r) => document.querySelector(r)?.textContent?.includes('unsupported-body 1') === true,
+      { timeout: 20_000 },
+      model,
+    );
+    const cells = await page.$$eval(`${model} td`, (tds) => tds.map((td) => td.textContent ?? ''));
+    // the first request had no blocks indexed yet (no-match), the three after it matched
+    assert.equal(cells[1], '5', cells.join(' | '));
+    assert.equal(cells[2], '60%');
+    assert.match(cells[3] ?? '', /^\d+% of the prompt$/);
+    assert.match(cells[4] ?? '', /^40% .*no-match 1 · unsupported-body 1/);
+    assert.match(await page.$eval(`${row} td:nth-child(4)`, (e) => e.textContent ?? ''), /ago|just now/);
+  });
+});
