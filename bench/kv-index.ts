@@ -1,18 +1,26 @@
 // The KV index's cost, measured: memory per million indexed blocks (one engine, and eight sharing the million), how
 // fast BlockStored events are applied, and match() of a 750-block request over 8 endpoints (all holding all of it,
 // the worst case; one holding it; each holding a different prefix). Run: node --expose-gc --import tsx bench/kv-index.ts
+// (bench/kv.ts reports the same figures beside its replay, importing memoryPerMillion and matchCost).
+import { pathToFileURL } from 'node:url';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { blockKeys, type BlockKey } from '../src/router/kv/block-key.js';
 import type { KvBatch, KvEvent } from '../src/router/kv/decode.js';
 import { KvIndex } from '../src/router/kv/kv-index.js';
 
 const BS = 16;
 const CHAIN = 64; // blocks per chain, stored in one event as a prefill would
-const gc = (globalThis as { gc?: () => void }).gc;
-if (!gc) throw new Error('run with node --expose-gc');
+let gc = (globalThis as { gc?: () => void }).gc;
 
 function memory(): number {
-  gc?.();
-  gc?.();
+  if (!gc) {
+    // imported by a process started without --expose-gc: the flag can still be set, and gc taken from a new context
+    v8.setFlagsFromString('--expose-gc');
+    gc = vm.runInNewContext('gc') as () => void;
+  }
+  gc();
+  gc();
   const m = process.memoryUsage();
   return m.heapUsed + m.arrayBuffers;
 }
@@ -56,7 +64,7 @@ function fill(idx: KvIndex, endpoints: string[], blocks: number): number {
   return performance.now() - t0;
 }
 
-function memoryPerMillion(endpoints: number): { mb: number; applyMs: number } {
+export function memoryPerMillion(endpoints: number): { mb: number; applyMs: number } {
   const before = memory();
   const idx = new KvIndex({ defaultCapacity: 2_000_000 });
   const ids = Array.from({ length: endpoints }, (_, i) => `e${i}`);
@@ -69,7 +77,7 @@ function memoryPerMillion(endpoints: number): { mb: number; applyMs: number } {
   return { mb, applyMs };
 }
 
-function matchCost(): Record<string, number> {
+export function matchCost(): Record<string, number> {
   const idx = new KvIndex();
   const ids = Array.from({ length: 8 }, (_, i) => `e${i}`);
   const tokens = Uint32Array.from({ length: 750 * BS }, (_, i) => (i * 13) % 150_000);
@@ -111,10 +119,14 @@ function matchCost(): Record<string, number> {
   return out;
 }
 
-const one = memoryPerMillion(1);
-const eight = memoryPerMillion(8);
-console.log(`memory per 1M blocks, one engine: ${one.mb.toFixed(1)} MB (apply: ${((one.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`);
-console.log(
-  `memory per 1M blocks, 8 engines: ${eight.mb.toFixed(1)} MB (apply: ${((eight.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`,
-);
-for (const [k, v] of Object.entries(matchCost())) console.log(`${k}: ${v.toFixed(1)}`);
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const one = memoryPerMillion(1);
+  const eight = memoryPerMillion(8);
+  console.log(
+    `memory per 1M blocks, one engine: ${one.mb.toFixed(1)} MB (apply: ${((one.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`,
+  );
+  console.log(
+    `memory per 1M blocks, 8 engines: ${eight.mb.toFixed(1)} MB (apply: ${((eight.applyMs * 1000) / 1_048_576).toFixed(2)} µs/block)`,
+  );
+  for (const [k, v] of Object.entries(matchCost())) console.log(`${k}: ${v.toFixed(1)}`);
+}

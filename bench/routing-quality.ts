@@ -182,7 +182,7 @@ export function idealHitRate(workload: Workload): number {
 
 // ---- processes ----
 
-interface RouterProc {
+export interface RouterProc {
   readonly url: string;
   readonly child: ChildProcess;
   readonly exited: Promise<void>;
@@ -190,7 +190,13 @@ interface RouterProc {
 
 const routers = new Set<RouterProc>();
 
-async function startRouter(policy: string, engines: readonly SimEngine[]): Promise<RouterProc> {
+/** `llm-router serve` in front of the engines (each serving `model`), once every engine is ready in it; `extra` flags last. */
+export async function startRouter(
+  policy: string,
+  engines: ReadonlyArray<Pick<SimEngine, 'url'>>,
+  extra: readonly string[] = [],
+  model: string = MODEL,
+): Promise<RouterProc> {
   const cli = existsSync(DIST_CLI) ? [DIST_CLI] : ['--import', 'tsx', path.join(root, 'src', 'cli', 'main.ts')];
   const args = [
     ...cli,
@@ -208,7 +214,8 @@ async function startRouter(policy: string, engines: readonly SimEngine[]): Promi
     '--static-backends',
     engines.map((e) => e.url).join(','),
     '--static-models',
-    engines.map(() => MODEL).join(','),
+    engines.map(() => model).join(','),
+    ...extra,
   ];
   const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -241,7 +248,7 @@ async function startRouter(policy: string, engines: readonly SimEngine[]): Promi
   return proc;
 }
 
-async function stopRouter(r: RouterProc): Promise<void> {
+export async function stopRouter(r: RouterProc): Promise<void> {
   routers.delete(r);
   if (r.child.exitCode !== null || r.child.signalCode !== null) return;
   r.child.kill('SIGTERM');
@@ -249,7 +256,7 @@ async function stopRouter(r: RouterProc): Promise<void> {
   if (!done) r.child.kill('SIGKILL');
 }
 
-function killRoutersNow(): void {
+export function killRoutersNow(): void {
   for (const r of routers) if (r.child.exitCode === null) r.child.kill('SIGKILL');
 }
 
@@ -269,12 +276,13 @@ export interface QualityResult {
   readonly imbalance: number;
 }
 
-function percentile(sorted: readonly number[], p: number): number {
+export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number;
 }
 
-async function prefixCounters(engine: SimEngine): Promise<{ queries: number; hits: number }> {
+/** vLLM's prefix-cache counters of an engine, in tokens: looked up and found. */
+export async function prefixCounters(engine: Pick<SimEngine, 'url'>): Promise<{ queries: number; hits: number }> {
   const text = await (await request(`${engine.url}/metrics`)).body.text();
   const out = { queries: 0, hits: 0 };
   forEachSample(
@@ -363,7 +371,7 @@ async function replay(policy: string, replicas: number, workload: Workload, conc
   }
 }
 
-function medianOf(values: readonly number[]): number {
+export function medianOf(values: readonly number[]): number {
   const s = [...values].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;

@@ -1,6 +1,7 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
 // --only routing,suggest,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,7 +17,8 @@ import { measureHotpath, type HotpathResult } from './hotpath.js';
 import { measureSuggest, type SuggestResult } from './suggest.js';
 import { runStreams, type StreamsResult } from './streams.js';
 import { renderSoak, runSoak, type SoakResult } from './soak.js';
-import { renderQualityTable, runRoutingQuality } from './routing-quality.js';
+import { killRoutersNow, renderQualityTable, runRoutingQuality } from './routing-quality.js';
+import { parseKvArgs, renderKv, runKv, type KvBenchResult } from './kv.js';
 import { runWake, type WakeResult } from './wake.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { loraRows, runLora, type LoraBenchResult } from './lora.js';
@@ -41,9 +43,12 @@ interface Options {
   readonly only: ReadonlySet<string>;
 }
 
-/** parts run by default; `quality` (routing quality per policy, ~15 min) and `soak` (~2 min) on request or with --all */
+/**
+ * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min) and `kv` (KV-aware routing over a
+ * trace, ~25 min; ~5 with --quick) on request or with --all
+ */
 const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
-const EXTRA_PARTS = ['quality', 'soak'];
+const EXTRA_PARTS = ['quality', 'soak', 'kv'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -488,9 +493,11 @@ async function main(): Promise<void> {
     suggest = measureSuggest({ names: 10_000, questions: o.quick ? 200 : 1_000, rounds: o.quick ? 3 : 5 });
   }
 
-  const tools = ensureTools();
-  if (!tools.nginx) skipped.push('nginx column: nginx is not installed');
-  if (!tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
+  // only the wrk passes need wrk and nginx (a run of other parts installs nothing)
+  const needsTools = o.only.has('base') || o.only.has('logging') || o.only.has('workers');
+  const tools = needsTools ? ensureTools() : { wrk: false, nginx: false };
+  if (needsTools && !tools.nginx) skipped.push('nginx column: nginx is not installed');
+  if (needsTools && !tools.wrk) skipped.push('requests/s and latency: wrk is not installed');
   const scripts = { json: wrkScript(dir, 'json', JSON_BODY), sse: wrkScript(dir, 'sse', SSE_BODY) };
   const scenarios: Scenario[] = [
     { name: 'json', script: scripts.json, connections: o.connections, seconds: o.seconds },
@@ -616,6 +623,12 @@ async function main(): Promise<void> {
     );
   }
 
+  let kv: KvBenchResult | undefined;
+  if (o.only.has('kv')) {
+    log('kv: a trace replayed per policy (roundrobin, least-load, prefixaware, kvaware) over simulators with KV-cache events');
+    kv = await runKv(parseKvArgs(process.argv.slice(2)), (line) => log(`kv: ${line}`));
+  }
+
   const partial = {
     startedAt: startedAt.toISOString(),
     machine: {
@@ -634,6 +647,7 @@ async function main(): Promise<void> {
     routerRssAfterLoadMb,
     soak,
     quality,
+    kv,
     wake,
     pd,
     lora,
@@ -662,6 +676,7 @@ async function main(): Promise<void> {
   }
   if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
+  if (kv) process.stdout.write(`\n${renderKv(kv)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
   for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
   process.stdout.write(`results: ${path.relative(process.cwd(), out)}\n`);
@@ -683,6 +698,8 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 process.on('exit', () => {
   killWrk();
   killAllNow();
+  // the quality and kv parts start their routers themselves
+  killRoutersNow();
 });
 
 main()

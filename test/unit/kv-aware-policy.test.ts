@@ -48,12 +48,13 @@ function req(): RouteRequest {
   return { model: 'm', headers: {}, body: { model: 'm', prompt: 'the prompt' } };
 }
 
-function setUp(index: KvIndexView, keys: readonly BlockKey[] | KvFallbackReason = KEYS) {
+function setUp(index: KvIndexView, keys: readonly BlockKey[] | KvFallbackReason = KEYS, pendingMs = 0) {
   const seen = { matched: [] as number[], fallbacks: [] as string[] };
   const policy = createPolicy('kvaware', {
     kv: {
       index,
       keys: { keys: async () => keys },
+      pendingMs,
       observer: {
         matched: (_m, matched) => seen.matched.push(matched),
         fallback: (_m, reason) => seen.fallbacks.push(reason),
@@ -152,4 +153,40 @@ test('kvaware: failover skips the excluded holder for the next best', async () =
   const r = req();
   assert.equal((await pick(policy, c, r))?.id, 'e0');
   assert.equal(policy.pick(c, r, new Set([c[0]!]))?.id, 'e2');
+});
+
+test('kvaware: a prompt just sent to an engine counts as held there until its events arrive, then expires', async () => {
+  const c = eps(4);
+  const index = new FakeIndex(new Map());
+  const { policy, seen } = setUp(index, KEYS, 60_000);
+  const first = await pick(policy, c);
+  // nothing is indexed yet: the first goes by prefixaware, the burst behind it follows it
+  for (let i = 0; i < 5; i++) assert.equal(await pick(policy, c), first);
+  assert.deepEqual(seen.fallbacks, ['no-match']);
+  assert.deepEqual(seen.matched, Array(5).fill(KEYS.length));
+  // without it, the same burst has nothing to go by but prefixaware: still one engine, but counted as no match
+  const off = setUp(new FakeIndex(new Map()), KEYS, 0);
+  await pick(off.policy, c);
+  await pick(off.policy, c);
+  assert.deepEqual(off.seen.fallbacks, ['no-match', 'no-match']);
+});
+
+test('kvaware: where the router sent a prompt counts only until its time is up; then the events alone decide', async () => {
+  const c = eps(2);
+  const gpu = new Map<string, Set<BlockKey>>();
+  let now = 1_000_000;
+  const policy = createPolicy('kvaware', {
+    now: () => now,
+    kv: { index: new FakeIndex(gpu), keys: { keys: async () => KEYS }, pendingMs: 1000 },
+  });
+  const first = (await pick(policy, c)) as Endpoint;
+  const other = c.find((e) => e !== first) as Endpoint;
+  // the other engine reports the whole prompt (another replica sent it there); the first engine only two blocks
+  gpu.set(other.id, new Set(KEYS));
+  gpu.set(first.id, new Set(KEYS.slice(0, 2)));
+  now += 500;
+  // still within its time, the first send counts as the whole prompt: a tie, broken by prefixaware's order
+  assert.ok([first, other].includes((await pick(policy, c)) as Endpoint));
+  now += 2000;
+  assert.equal(await pick(policy, c), other);
 });

@@ -108,7 +108,7 @@ function createForwarders(
 ): Pick<EngineSide, 'forwarder' | 'pd' | 'engineAuthorization'> {
   const kvObserver = observeAll(metrics.kv, dashboard.kvDecisions);
   const policyOptions = {
-    ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver } } : {}),
+    ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver, pendingMs: config.kv.pendingMs } } : {}),
     sessionKey: config.sessionKey,
     prefixBlockChars: config.prefixBlockChars,
     prefixBalanceEpsilon: config.prefixBalanceEpsilon,

@@ -21,6 +21,8 @@ export interface KvConfig {
   /** model -> 'engine' or a directory */
   readonly tokenizers: ReadonlyMap<string, string>;
   readonly tokenizerTimeoutMs: number;
+  /** how long a prompt just sent counts as held by its engine before its events say so; 0 = never */
+  readonly pendingMs: number;
 }
 
 export interface KvFlagValues {
@@ -34,6 +36,7 @@ export interface KvFlagValues {
   readonly tokenizer: string;
   readonly tokenizers: readonly string[];
   readonly 'tokenizer-timeout-ms': number;
+  readonly 'kv-pending-seconds': number;
 }
 
 /** Splits a zipped list keeping empty items: "tcp://a:1,,tcp://c:1" is three backends, the second without. */
@@ -110,5 +113,6 @@ export function kvConfig(v: KvFlagValues): KvConfig {
     tokenizer,
     tokenizers: parseTokenizers(v.tokenizers),
     tokenizerTimeoutMs: v['tokenizer-timeout-ms'],
+    pendingMs: Math.round(v['kv-pending-seconds'] * 1000),
   };
 }

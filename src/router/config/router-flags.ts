@@ -218,6 +218,13 @@ export const ROUTER_FLAGS = [
     help: 'kvaware: blocks indexed per endpoint at most, when its vllm:cache_config_info does not give num_gpu_blocks; the oldest go first',
   },
   {
+    name: 'kv-pending-seconds',
+    kind: 'number',
+    default: 10,
+    min: 0,
+    help: "kvaware: a prompt this router just sent to an engine counts as held there for this long, until the engine's own events say so (requests sharing a prefix that arrive during its prefill follow it); 0 = never",
+  },
+  {
     name: 'tokenizer',
     kind: 'string',
     default: ENGINE_TOKENIZER,

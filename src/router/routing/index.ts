@@ -32,6 +32,8 @@ export interface KvPolicyDeps {
   readonly index: KvIndexView;
   readonly keys: KvKeySource;
   readonly observer?: KvDecisionObserver;
+  /** how long a prompt just sent counts as held by its engine before its events say so; default 10 s, 0 = never */
+  readonly pendingMs?: number;
 }
 
 function prefixAwareOf(opts: PolicyOptions, leastLoad: LeastLoadPolicy): PrefixAwarePolicy {
@@ -47,6 +49,7 @@ function kvAwareOf(opts: PolicyOptions, leastLoad: LeastLoadPolicy): RoutingPoli
       index: opts.kv.index,
       keys: opts.kv.keys,
       ...(opts.kv.observer ? { observer: opts.kv.observer } : {}),
+      ...(opts.kv.pendingMs !== undefined ? { pendingMs: opts.kv.pendingMs } : {}),
       ...(opts.prefixBalanceEpsilon !== undefined ? { balanceEpsilon: opts.prefixBalanceEpsilon } : {}),
       ...(opts.engineStatsIntervalMs !== undefined ? { engineStatsIntervalMs: opts.engineStatsIntervalMs } : {}),
       ...(opts.now ? { now: opts.now } : {}),

@@ -8,6 +8,7 @@ import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { BlockKey } from '../kv/block-key.js';
 import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource } from '../kv/types.js';
+import { PendingPrefixes } from '../kv/pending.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
 
 export interface KvAwareOptions {
@@ -21,6 +22,13 @@ export interface KvAwareOptions {
   /** how much of the prompt (as a fraction) the most loaded candidate gives up against an idle one; default 0.1 */
   readonly loadWeight?: number;
   readonly engineStatsIntervalMs?: number;
+  /**
+   * How long a prompt this router just sent counts as held by its engine before the engine's events say so
+   * (src/router/kv/pending.ts); 0 = never. Default 10 s.
+   */
+  readonly pendingMs?: number;
+  /** keys remembered for that, at most; default 262,144 */
+  readonly pendingMaxKeys?: number;
   readonly now?: () => number;
 }
 
@@ -34,6 +42,7 @@ export class KvAwarePolicy implements RoutingPolicy {
   private readonly loadWeight: number;
   private readonly statsIntervalMs: number;
   private readonly now: () => number;
+  private readonly pending: PendingPrefixes;
 
   constructor(
     private readonly opts: KvAwareOptions,
@@ -45,6 +54,7 @@ export class KvAwarePolicy implements RoutingPolicy {
     this.loadWeight = Math.max(0, opts.loadWeight ?? 0.1);
     this.statsIntervalMs = opts.engineStatsIntervalMs ?? 1000;
     this.now = opts.now ?? Date.now;
+    this.pending = new PendingPrefixes(opts.pendingMs ?? 10_000, opts.pendingMaxKeys ?? 262_144, this.now);
   }
 
   async prepare(candidates: readonly Endpoint[], request: RouteRequest): Promise<void> {
@@ -66,10 +76,25 @@ export class KvAwarePolicy implements RoutingPolicy {
     const count = exclude === undefined;
     if (keys === undefined || typeof keys === 'string') return this.fallBack(candidates, request, exclude, keys ?? 'no-prompt', count);
     if (keys.length === 0) return this.fallBack(candidates, request, exclude, 'too-short', count);
+    const chosen = this.byMatch(candidates, keys, request, exclude, count);
+    // the engine chosen is about to hold this prompt, whichever way it was chosen
+    if (chosen !== undefined) this.pending.record(keys, chosen.id);
+    return chosen;
+  }
+
+  private byMatch(
+    candidates: readonly Endpoint[],
+    keys: readonly BlockKey[],
+    request: RouteRequest,
+    exclude: ReadonlySet<Endpoint> | undefined,
+    count: boolean,
+  ): Endpoint | undefined {
+    const n = candidates.length;
     const ids: string[] = [];
     for (const c of candidates) ids.push(c.id);
     const matches = this.opts.index.match(keys, ids);
-    if (matches.size === 0) return this.fallBack(candidates, request, exclude, 'no-match', count);
+    const sent = this.pending.leading(keys);
+    if (matches.size === 0 && sent === undefined) return this.fallBack(candidates, request, exclude, 'no-match', count);
 
     let total = 0;
     let maxLoad = 0;
@@ -89,7 +114,10 @@ export class KvAwarePolicy implements RoutingPolicy {
     for (let i = 0; i < n; i++) {
       const e = candidates[i] as Endpoint;
       if (exclude?.has(e) || e.inFlight >= room) continue;
-      const m = matches.get(e.id);
+      let m = matches.get(e.id);
+      // sent there moments ago: held on its GPU once its prefill has run
+      if (sent !== undefined && sent.endpointId === e.id && sent.length > (m?.gpu ?? 0))
+        m = { gpu: sent.length, total: Math.max(sent.length, m?.total ?? 0) };
       if (m === undefined) continue;
       const held = m.gpu + this.offloadWeight * (m.total - m.gpu);
       const score = held / keys.length - (maxLoad > 0 ? (this.loadWeight * (loads[i] as number)) / maxLoad : 0);
