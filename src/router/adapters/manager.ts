@@ -183,10 +183,10 @@ export class AdapterManager {
    */
   claim(name: string): () => void {
     this.claims.set(name, (this.claims.get(name) ?? 0) + 1);
-    let released = false;
+    let unclaimed = false;
     return () => {
-      if (released) return;
-      released = true;
+      if (unclaimed) return;
+      unclaimed = true;
       const left = (this.claims.get(name) ?? 1) - 1;
       if (left > 0) this.claims.set(name, left);
       else this.claims.delete(name);

@@ -145,7 +145,7 @@ export class RouterApp {
 
     this.catalog.onChange((e) => {
       if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url))
-        this.pools.release(e.endpoint.url);
+        this.pools.close(e.endpoint.url);
     });
   }
 
@@ -154,7 +154,7 @@ export class RouterApp {
     const dashboard = new Dashboard({
       catalog: this.catalog,
       scaling: this.scaling,
-      demand: this.demandView,
+      demandView: this.demandView,
       instance: {
         version: VERSION,
         pid: process.pid,

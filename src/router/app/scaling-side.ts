@@ -11,7 +11,7 @@ import { METRICS_TOPICS, type RouterMetrics } from '../metrics/metrics.js';
 import type { DemandSnapshot } from '../scaling/demand-snapshot.js';
 import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
 import { Scaling } from '../scaling/index.js';
-import { instanceDemand } from '../scaling/system.js';
+import { createDemandView } from '../scaling/system.js';
 import type { Dashboard } from '../server/dashboard/index.js';
 import { WorkerLink } from '../util/ipc.js';
 import type { Logger } from '../util/log.js';
@@ -58,7 +58,7 @@ export function buildScalingSide(
   );
   return {
     scaling,
-    ...(cluster.isWorker ? workerDemand(config, scaling, metrics, later) : instanceDemandView(config, log, scaling, metrics, later)),
+    ...(cluster.isWorker ? workerDemand(config, scaling, metrics, later) : ownDemandView(config, log, scaling, metrics, later)),
   };
 }
 
@@ -76,7 +76,7 @@ function workerDemand(config: RouterConfig, scaling: Scaling, metrics: RouterMet
 }
 
 /** A single process: this instance's demand, its peers' (--scaler-peers, or found in Kubernetes) summed in. */
-function instanceDemandView(
+function ownDemandView(
   config: RouterConfig,
   log: Logger,
   scaling: Scaling,
@@ -84,7 +84,7 @@ function instanceDemandView(
   later: LaterParts,
 ): Omit<ScalingSide, 'scaling'> {
   const instance = randomUUID();
-  const own = instanceDemand(
+  const own = createDemandView(
     config,
     instance,
     async () => [{ snapshot: scaling.snapshot(instance), receivedAt: Date.now() }],

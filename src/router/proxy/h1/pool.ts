@@ -137,7 +137,7 @@ class PoolCore implements ConnectionOwner {
   }
 
   /** A socket finished a response and may carry another. */
-  release(conn: Conn): void {
+  reuse(conn: Conn): void {
     if (conn.socketPaused) {
       conn.socketPaused = false;
       conn.socket.resume();
