@@ -85,7 +85,7 @@ for (const kind of ['h1', 'undici'] as EngineClientKind[])
     assert.ok(Number(line(t0, 'llm_router_engine_connections_open', url)) >= 1, 'kept alive');
 
     catalog.setEndpoints('static', [{ id: other, url: other, models: ['m'] }]);
-    pools.release(url);
+    pools.close(url);
     t0 = await text();
     assert.doesNotMatch(t0, new RegExp(url.replace(/[.]/g, '\\.')), 'the endpoint gone, its series gone');
     assert.equal(line(t0, 'llm_router_engine_connections_open', other), '0');

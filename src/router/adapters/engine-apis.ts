@@ -4,7 +4,7 @@
 // name as `model`, slots from /metrics. SGLang: POST /load_lora_adapter and /unload_lora_adapter answering
 // {success, error_message}, `model` as BASE:ADAPTER, slots from its server info. Pure (unit-tested).
 import type { EngineKind } from '../core/engine.js';
-import type { LoadResult, MissingAdapterAnswer } from '../core/lora.js';
+import { VLLM_MISSING, type LoadResult, type MissingAdapterAnswer } from '../core/lora.js';
 
 /** an engine's error text is cut to this many characters before it reaches a log or a client */
 const MAX_DETAIL_CHARS = 300;
@@ -88,7 +88,7 @@ export function unloadDone(status: number, text: string): boolean {
 }
 
 const VLLM_API: AdapterApi = {
-  missingAdapter: { status: 404 },
+  missingAdapter: VLLM_MISSING,
   loadPath: VLLM_LOAD_PATH,
   unloadPath: VLLM_UNLOAD_PATH,
   classifyLoad,

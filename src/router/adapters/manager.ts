@@ -4,14 +4,12 @@
 // /v1/models (the prober) and from the loads made here; the catalog, not this module, answers whether an adapter exists.
 import { isRoutable, type ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint } from '../core/endpoint.js';
-import type { AdapterLedger, AdapterObserver, MissingAdapterAnswer } from '../core/lora.js';
+import { VLLM_MISSING, type AdapterLedger, type AdapterObserver, type MissingAdapterAnswer } from '../core/lora.js';
 import type { AdapterRoute } from '../core/model.js';
 import { allowsDecodeOnly, type PdProtocol } from '../core/pd.js';
 import type { Logger } from '../util/log.js';
 import type { AdapterAdmin } from './engine-admin.js';
 import { chooseLoader, chooseVictim, freeSlots, loadOf, shouldSpill, type AdapterUse, type LoaderFacts } from './placement.js';
-
-const VLLM_MISSING: MissingAdapterAnswer = { status: 404 };
 
 export interface AdapterManagerOptions {
   /** slots of an engine whose /metrics reports none (--max-loras-per-engine) */
@@ -185,10 +183,10 @@ export class AdapterManager {
    */
   claim(name: string): () => void {
     this.claims.set(name, (this.claims.get(name) ?? 0) + 1);
-    let released = false;
+    let unclaimed = false;
     return () => {
-      if (released) return;
-      released = true;
+      if (unclaimed) return;
+      unclaimed = true;
       const left = (this.claims.get(name) ?? 1) - 1;
       if (left > 0) this.claims.set(name, left);
       else this.claims.delete(name);

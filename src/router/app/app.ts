@@ -1,46 +1,36 @@
 // Assembles the router: catalog, discovery, prober, policy, forwarder and the HTTP server with its route table.
 import cluster from 'node:cluster';
-import { randomUUID } from 'node:crypto';
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { AdapterManager } from '../adapters/manager.js';
 import { ModelCatalog } from '../catalog/catalog.js';
-import { usesKvEvents, type RouterConfig } from '../config/config.js';
+import type { RouterConfig } from '../config/config.js';
+import { loadEngineTls } from '../config/engine-tls.js';
+import type { ResponseSink } from '../core/exchange.js';
+import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
-import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
-import { EngineStatsScraper } from '../health/engine-stats.js';
-import { KvRouting } from './kv-routing.js';
-import { Prober } from '../health/prober.js';
+import type { EngineStatsScraper } from '../health/engine-stats.js';
+import type { Prober } from '../health/prober.js';
 import { RouterMetrics } from '../metrics/metrics.js';
-import { loadEngineTls } from '../config/engine-tls.js';
-import { Forwarder } from '../proxy/forwarder.js';
-import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
-import { ADAPTER_USE_TOPICS, AdapterManager, parseAdapterUses, type AdapterUses } from '../adapters/manager.js';
-import { EngineAdmin } from '../adapters/engine-admin.js';
 import { UpstreamPools } from '../proxy/pools.js';
-import { createPolicy, createPrefillPolicy } from '../routing/index.js';
-import type { Logger } from '../util/log.js';
-import { Scaling } from '../scaling/index.js';
-import { DEMAND_TOPICS, RemoteDemand, type DemandView } from '../scaling/demand-view.js';
-import { parseSnapshot, type DemandSnapshot } from '../scaling/demand-snapshot.js';
-import { readBody } from '../server/body.js';
-import { instanceDemand } from '../scaling/system.js';
-import { WorkerLink } from '../util/ipc.js';
-import { METRICS_TOPICS } from '../metrics/metrics.js';
-import * as admin from '../server/admin.js';
-import { errors, sendError } from '../server/errors.js';
-import { handleInference, INFERENCE_PATHS, type InferenceDeps } from '../server/pipeline.js';
-import { ApiKeys } from '../server/auth.js';
-import type { ResponseSink } from '../core/exchange.js';
-import { FastLane } from '../server/fast/lane.js';
-import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
-import { listen, type PortSetting } from '../util/listen.js';
-import { ClientIdentity } from '../server/client-address.js';
-import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
-import { createRequestListener, type Route } from '../server/routes.js';
+import type { DemandSnapshot } from '../scaling/demand-snapshot.js';
+import type { DemandView } from '../scaling/demand-view.js';
+import type { Scaling } from '../scaling/index.js';
+import type { ApiKeys } from '../server/auth.js';
 import { Dashboard } from '../server/dashboard/index.js';
-import { observeAll } from '../server/dashboard/kv-view.js';
+import { sendError } from '../server/errors.js';
+import type { FastLane } from '../server/fast/lane.js';
+import type { ConcurrencyLimit } from '../server/limits.js';
+import { bracketHost } from '../util/host.js';
+import type { WorkerLink } from '../util/ipc.js';
+import { listen, type PortSetting } from '../util/listen.js';
+import type { Logger } from '../util/log.js';
 import { VERSION } from '../../version.js';
+import { buildEngineSide } from './engine-side.js';
+import { buildAdmission, buildRouteTable, buildServers, inferenceDeps, type RouteParts } from './http-side.js';
+import type { KvRouting } from './kv-routing.js';
+import { buildScalingSide } from './scaling-side.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -93,257 +83,97 @@ export class RouterApp {
       tls: engineTls,
       kind: config.engineClient,
     });
-    this.scaling = new Scaling(
-      this.catalog,
-      config.scaling,
-      config.retryAfterSeconds,
-      log.child({ component: 'scaling' }),
-      (model) => this.prober.expedite(model),
-      {
-        coldStart: (c) => {
-          this.metrics.coldStart(c.model, c.kind, c.ms / 1000);
-          this.dashboard.coldStart(c);
-        },
-        wakeAlarm: (a) => this.dashboard.wakeAlarm(a),
-        kedaError: (method, code) => this.metrics.scaler.kedaError(method, code),
-      },
-    );
-    if (cluster.isWorker) {
-      // the primary answers for the whole instance, from every worker's part
-      const link = new WorkerLink({
-        [DEMAND_TOPICS.local]: () => this.scaling.snapshot(`worker-${cluster.worker?.id ?? 0}`),
-        [METRICS_TOPICS.local]: () => this.metrics.workerMetrics(),
-        [ADAPTER_USE_TOPICS.local]: () => this.adapters.localUses(),
-      });
-      this.link = link;
-      const timeoutMs = 2 * config.scaling.peerTimeoutMs + 2_000;
-      this.demandView = new RemoteDemand(link, timeoutMs);
-      this.stopDemandView = async () => undefined;
-      this.metrics.useClusterExposition(async () => (await link.ask(METRICS_TOPICS.combined, timeoutMs)) as string);
-    } else {
-      const instance = randomUUID();
-      const own = instanceDemand(
-        config,
-        instance,
-        async () => [{ snapshot: this.scaling.snapshot(instance), receivedAt: Date.now() }],
-        log.child({ component: 'scaling' }),
-        () => this.shuttingDown,
-      );
-      this.demandView = own.view;
-      this.stopDemandView = own.stop;
-      const peers = own.peers;
-      if (peers) this.metrics.scaler.watchPeers(() => peers.status());
-    }
-    this.dashboard = new Dashboard({
+
+    // scaling: scale from zero and the demand view (src/router/app/scaling-side.ts)
+    const scalingSide = buildScalingSide(config, log, this.catalog, this.metrics, {
+      expedite: (model) => this.prober.expedite(model),
+      dashboard: () => this.dashboard,
+      adapters: () => this.adapters,
+      shuttingDown: () => this.shuttingDown,
+    });
+    this.scaling = scalingSide.scaling;
+    this.link = scalingSide.link;
+    this.demandView = scalingSide.demandView;
+    this.stopDemandView = scalingSide.stopDemandView;
+
+    this.dashboard = this.createDashboard();
+
+    // the engine side: prober, stats, KV routing, policies and forwarders, adapters (src/router/app/engine-side.ts)
+    const engine = buildEngineSide({
+      config,
+      log,
+      catalog: this.catalog,
+      metrics: this.metrics,
+      dashboard: this.dashboard,
+      scaling: this.scaling,
+      pools: this.pools,
+      engineTls,
+      link: this.link,
+    });
+    this.prober = engine.prober;
+    this.engineStats = engine.engineStats;
+    this.kvRouting = engine.kvRouting;
+    this.adapters = engine.adapters;
+
+    // the HTTP side: admission, routes, servers (src/router/app/http-side.ts)
+    const admission = buildAdmission(config.security, log);
+    this.keys = admission.keys;
+    this.concurrency = admission.concurrency;
+    const parts: RouteParts = {
+      config,
+      log,
+      catalog: this.catalog,
+      metrics: this.metrics,
+      sync: this.sync,
+      scaling: this.scaling,
+      demandView: this.demandView,
+      dashboard: this.dashboard,
+      kvRouting: this.kvRouting,
+      forwarder: engine.forwarder,
+      pd: engine.pd,
+      adapters: this.adapters,
+      engineAuthorization: engine.engineAuthorization,
+      admission,
+      startedAt: this.startedAt,
+      shuttingDown: () => this.shuttingDown,
+    };
+    const deps = inferenceDeps(parts);
+    const servers = buildServers(parts, deps, buildRouteTable(parts, deps), (res, err) => this.internalError(res, err));
+    this.server = servers.server;
+    this.fastLane = servers.fastLane;
+    this.adminServer = servers.adminServer;
+
+    this.catalog.onChange((e) => {
+      if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url))
+        this.pools.close(e.endpoint.url);
+    });
+  }
+
+  /** The operator's view, watched by the metrics (its streams) with the pools; scaling gauges wired here too. */
+  private createDashboard(): Dashboard {
+    const dashboard = new Dashboard({
       catalog: this.catalog,
       scaling: this.scaling,
-      demand: this.demandView,
+      demandView: this.demandView,
       instance: {
         version: VERSION,
         pid: process.pid,
         worker: cluster.worker?.id ?? null,
-        workers: config.workers,
+        workers: this.config.workers,
         startedAt: this.startedAt,
       },
-      statsIntervalMs: config.engineStatsIntervalMs,
-      log: log.child({ component: 'dashboard' }),
+      statsIntervalMs: this.config.engineStatsIntervalMs,
+      log: this.log.child({ component: 'dashboard' }),
       ...(this.link ? { link: this.link } : {}),
     });
-    this.metrics.connections.watch({ pools: this.pools, dashboard: this.dashboard });
+    this.metrics.connections.watch({ pools: this.pools, dashboard });
     this.metrics.watchScaling({
       held: (m) => this.scaling.hold.held(m),
       inFlight: (m) => this.scaling.demand.inFlight(m),
       oldestHeldSeconds: (m) => this.scaling.hold.oldestAgeSeconds(m),
       stalled: (m) => this.scaling.demand.stalled(m),
     });
-    this.prober = new Prober(
-      this.catalog,
-      {
-        kind: config.engineKind,
-        probe: config.probe,
-        apiKey: config.engineApiKey,
-        passiveFailureThreshold: config.passiveFailureThreshold,
-        tls: engineTls,
-        onFailover: (model) => {
-          this.metrics.failover(model);
-          this.dashboard.failover(model);
-        },
-        onFailure: (endpoint, failure) => this.metrics.upstreamFailure(endpoint.url, failure),
-        wanted: (models) => models.some((m) => this.scaling.hold.held(m) > 0),
-      },
-      log.child({ component: 'prober' }),
-    );
-    this.engineStats = new EngineStatsScraper(
-      this.catalog,
-      { intervalMs: config.engineStatsIntervalMs, apiKey: config.engineApiKey, tls: engineTls },
-      log.child({ component: 'engine-stats' }),
-    );
-    this.kvRouting = usesKvEvents(config.routingLogic, config.allowRoutingHeader)
-      ? new KvRouting(
-          this.catalog,
-          { kv: config.kv, engineApiKey: config.engineApiKey, engineTls },
-          this.metrics.kv,
-          log.child({ component: 'kv-events' }),
-        )
-      : undefined;
-    const kvRouting = this.kvRouting;
-    if (kvRouting) {
-      this.metrics.watchKv(kvRouting);
-      this.dashboard.followKv(kvRouting);
-    }
-    const kvObserver = observeAll(this.metrics.kv, this.dashboard.kvDecisions);
-    const policyOptions = {
-      ...(kvRouting
-        ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver, pendingMs: config.kv.pendingMs } }
-        : {}),
-      sessionKey: config.sessionKey,
-      prefixBlockChars: config.prefixBlockChars,
-      prefixBalanceEpsilon: config.prefixBalanceEpsilon,
-      engineStatsIntervalMs: config.engineStatsIntervalMs,
-      allowRoutingHeader: config.allowRoutingHeader,
-    };
-    const policy = createPolicy(config.routingLogic, policyOptions);
-    const forwarder = new Forwarder(this.pools, policy, this.prober, this.catalog, config.timeouts, config.maxFailoverAttempts);
-    const engineAuthorization = config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined;
-    const pd = new PdForwarder(
-      forwarder,
-      this.pools,
-      {
-        // kvaware matches the prompt's KV where it is computed, the prefill engine; the decode engine goes by load
-        decode: config.routingLogic === 'kvaware' ? createPolicy('least-load', policyOptions) : policy,
-        prefill: createPrefillPolicy(config.routingLogic, policyOptions),
-      },
-      this.prober,
-      this.catalog,
-      this.metrics.pd,
-      { pd: config.pd, timeouts: config.timeouts, engineAuthorization, forwardClientAuth: config.forwardClientAuth },
-    );
-    this.adapters = new AdapterManager(
-      this.catalog,
-      new EngineAdmin({ kind: config.engineKind, apiKey: config.engineApiKey, tls: engineTls, timeoutMs: config.timeouts.headersMs }),
-      {
-        loaded: (e) => {
-          this.metrics.lora.loaded(e);
-          this.dashboard.adapters.loaded(e);
-        },
-        unloaded: (e) => {
-          this.metrics.lora.unloaded(e);
-          this.dashboard.adapters.unloaded(e);
-        },
-        request: (adapter, waited) => this.metrics.lora.request(adapter, waited),
-      },
-      {
-        defaultSlots: config.lora.maxLorasPerEngine,
-        spillThreshold: config.lora.spillThreshold,
-        cooldownMs: config.lora.loadCooldownMs,
-        statsIntervalMs: config.engineStatsIntervalMs,
-        ...(this.link ? { otherWorkers: otherWorkersUses(this.link) } : {}),
-      },
-      log.child({ component: 'adapters' }),
-    );
-    const sec = config.security;
-    this.keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
-    this.concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
-    const buckets = sec.rateLimitRps > 0 ? new TokenBuckets(sec.rateLimitRps, sec.rateLimitBurst) : undefined;
-    const clients = new ClientIdentity(sec.trustedProxies, () => this.keys.enabled);
-    const deps: InferenceDeps = {
-      catalog: this.catalog,
-      forwarder,
-      pd,
-      adapters: this.adapters,
-      metrics: this.metrics,
-      log,
-      maxBodyBytes: config.maxBodyBytes,
-      scaling: this.scaling,
-      sync: this.sync,
-      syncWaitMs: config.syncWaitMs,
-      engineAuthorization,
-      forwardClientAuth: config.forwardClientAuth,
-      allowClientKvTransferParams: config.allowClientKvTransferParams,
-      admit: (req) => {
-        if (buckets) {
-          // per authenticated key when keys are in use, else per client address (never a key nobody checked)
-          const wait = buckets.take(clients.bucketKey(req));
-          if (wait > 0) return errors.rateLimited(Math.max(1, Math.ceil(wait)));
-        }
-        return this.concurrency.acquire() ?? errors.overloaded();
-      },
-    };
-    const probes: Route[] = [
-      { method: 'GET', path: '/health', handler: (_req, res) => admin.health(res), public: true },
-      {
-        method: 'GET',
-        path: '/ready',
-        public: true,
-        handler: (_req, res) =>
-          admin.ready(res, { pendingSources: () => this.sync.pendingSources(), shuttingDown: () => this.shuttingDown }),
-      },
-    ];
-    const adminRoutes: Route[] = [
-      { method: 'GET', path: '/metrics', handler: (_req, res) => admin.metrics(res, this.metrics) },
-      {
-        method: 'GET',
-        path: '/engines',
-        handler: (_req, res) => admin.engines(res, this.catalog, config.engineStatsIntervalMs, kvRouting),
-      },
-      { method: 'GET', path: '/demand', handler: async (_req, res) => admin.sendJson(res, 200, await this.demandView.instance()) },
-      {
-        // a peer replica's notice, usually its last snapshot as it stops (src/router/scaling/peers.ts)
-        method: 'POST',
-        path: '/demand',
-        handler: async (req, res) => {
-          let snapshot: DemandSnapshot | undefined;
-          try {
-            snapshot = parseSnapshot(JSON.parse((await readBody(req, 4 * 1024 * 1024)).toString('utf8')));
-          } catch {
-            snapshot = undefined;
-          }
-          if (!snapshot) return admin.sendJson(res, 400, { error: { message: 'the body is not a demand snapshot' } });
-          await this.demandView.notice(snapshot);
-          res.writeHead(204).end();
-        },
-      },
-      ...this.dashboard.routes(),
-    ];
-    const routes: Route[] = [
-      ...INFERENCE_PATHS.map(
-        (p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) }),
-      ),
-      { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, this.catalog, this.startedAt) },
-      ...probes,
-      ...(sec.adminPort === undefined ? adminRoutes : []),
-    ];
-    const onError = (res: ResponseSink, err: unknown): void => this.internalError(res, err);
-    this.server = createHttpServer(sec, createRequestListener(routes, { keys: this.keys, onError }));
-    this.fastLane = config.fastPath
-      ? new FastLane(
-          this.server,
-          {
-            maxHeadBytes: sec.maxHeaderBytes,
-            maxBodyBytes: config.maxBodyBytes,
-            paths: new Set(INFERENCE_PATHS),
-            keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
-            clientTimeoutMs: sec.clientTimeoutMs,
-          },
-          (req, res, path, body) => {
-            // the same gate and handler as the route table's inference routes
-            if (this.keys.refuses(req.headers)) return sendError(res, errors.invalidApiKey());
-            handleInference(req, res, path, deps, body).catch((err: unknown) => this.internalError(res, err));
-          },
-        )
-      : undefined;
-    const lane = this.fastLane;
-    if (lane) this.metrics.watchFastPath(() => lane);
-    // the admin port is meant for the cluster network only (Prometheus, operators): no API key there
-    this.adminServer =
-      sec.adminPort === undefined
-        ? undefined
-        : createHttpServer(sec, createRequestListener([...adminRoutes, ...probes], { keys: undefined, onError }));
-
-    this.catalog.onChange((e) => {
-      if (e.type === 'endpoint-removed' && !this.catalog.endpoints().some((x) => x.url === e.endpoint.url))
-        this.pools.release(e.endpoint.url);
-    });
+    return dashboard;
   }
 
   private internalError(res: ResponseSink, err: unknown): void {
@@ -434,7 +264,7 @@ export class RouterApp {
 
   private urlOf(port: number): string {
     const host = this.config.host === '0.0.0.0' || this.config.host === '::' ? '127.0.0.1' : this.config.host;
-    return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+    return `http://${bracketHost(host)}:${port}`;
   }
 
   private logStats(): void {
@@ -493,14 +323,4 @@ export class RouterApp {
     await this.pools.closeAll();
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
-}
-
-/** Under --workers: the adapter use of every other worker, asked of the primary (which gathers each worker's part). */
-function otherWorkersUses(link: WorkerLink): () => Promise<readonly AdapterUses[]> {
-  const own = String(cluster.worker?.id ?? 0);
-  return async () => {
-    const all = await link.ask(ADAPTER_USE_TOPICS.all, 5_000);
-    const others = typeof all === 'object' && all !== null ? Object.entries(all).filter(([id]) => id !== own) : [];
-    return parseAdapterUses(Object.fromEntries(others));
-  };
 }

@@ -10,7 +10,7 @@ import { aggregateExposition, METRICS_TOPICS, retainedCounters, type WorkerMetri
 import { ScalerMetrics } from '../metrics/scaler-metrics.js';
 import { countersOnly, mergeWorkers, parseSnapshot, type DemandSnapshot, type ReceivedSnapshot } from '../scaling/demand-snapshot.js';
 import { DEMAND_TOPICS, workerGatherMs } from '../scaling/demand-view.js';
-import { instanceDemand } from '../scaling/system.js';
+import { createDemandView } from '../scaling/system.js';
 import type { Logger } from '../util/log.js';
 import { ClusterHub } from '../util/ipc.js';
 import { ADAPTER_USE_TOPICS } from '../adapters/manager.js';
@@ -66,7 +66,7 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
     lastMetrics.delete(id);
     if (metricsPart) retiredMetrics = retainedCounters([retiredMetrics, metricsPart]);
   };
-  const demand = instanceDemand(config, instance, locals, log.child({ component: 'scaling' }), () => stopping);
+  const demand = createDemandView(config, instance, locals, log.child({ component: 'scaling' }), () => stopping);
   if (demand.peers) {
     const peers = demand.peers;
     scalerMetrics.watchPeers(() => peers.status());

@@ -18,7 +18,7 @@ export interface BaseAnswer {
 
 export interface AdapterAnswer {
   readonly state: ModelState;
-  /** the ready endpoints that hold it (the decode side for a P/D base) */
+  /** the ready endpoints that have it loaded (the decode side for a P/D base) */
   readonly candidates: readonly Endpoint[];
   readonly route?: PdRoute;
   readonly missing?: readonly PdRole[];
@@ -31,13 +31,13 @@ function ready(e: Endpoint): boolean {
   return e.state === 'ready' && !e.draining;
 }
 
-/** Endpoints the router may ask to load it: not holding it, and not known to refuse loads at run time. */
+/** Endpoints the router may ask to load it: not having it loaded, and not known to refuse loads at run time. */
 function mayLoad(endpoints: readonly Endpoint[], name: string): Endpoint[] {
   return endpoints.filter((e) => e.canLoadAdapters !== false && !e.adapters.has(name));
 }
 
 /**
- * An adapter is ready when a ready endpoint holds it, or when it is declared and a ready endpoint of its base may load
+ * An adapter is ready when a ready endpoint has it loaded, or when it is declared and a ready endpoint of its base may load
  * it (the first request loads it). A declared adapter is otherwise in its base's state (scaled-to-zero, loading, ...),
  * or unavailable when the base is ready but none of its endpoints loads adapters at run time. An adapter only engines
  * serve is ready where they are ready, else loading or unavailable as their states say.
@@ -50,14 +50,14 @@ export function adapterAnswer(
   base: BaseAnswer | undefined,
 ): AdapterAnswer {
   const parent = declaration?.base ?? listing[0]?.adapters.get(name) ?? '';
-  const holding = listing.filter(ready);
-  const holders = holding.filter((e) => e.role !== 'prefill');
-  const prefillHolders = holding.filter((e) => e.role === 'prefill');
+  const loadedReady = listing.filter(ready);
+  const loadedDecode = loadedReady.filter((e) => e.role !== 'prefill');
+  const loadedPrefill = loadedReady.filter((e) => e.role === 'prefill');
   const loadable = declaration ? mayLoad(base?.candidates ?? [], name) : [];
   const loadablePrefill = declaration ? mayLoad(base?.route?.prefill ?? [], name) : [];
   let state: ModelState;
   let missing: readonly PdRole[] | undefined;
-  if (holders.length > 0) state = 'ready';
+  if (loadedDecode.length > 0) state = 'ready';
   else if (declaration && base?.state === 'ready') state = loadable.length > 0 ? 'ready' : 'unavailable';
   else if (declaration) {
     state = base?.state ?? 'scaled-to-zero';
@@ -66,17 +66,17 @@ export function adapterAnswer(
   const live = listing.filter((e) => !e.draining).length;
   return {
     state,
-    candidates: holders,
-    ...(base?.route ? { route: { protocol: base.route.protocol, prefill: prefillHolders } } : {}),
+    candidates: loadedDecode,
+    ...(base?.route ? { route: { protocol: base.route.protocol, prefill: loadedPrefill } } : {}),
     ...(missing && missing.length > 0 ? { missing } : {}),
     adapter: {
       name,
       base: parent,
       path: declaration?.path,
-      endpoints: [...holders, ...loadable],
-      prefill: [...prefillHolders, ...loadablePrefill],
+      endpoints: [...loadedDecode, ...loadable],
+      prefill: [...loadedPrefill, ...loadablePrefill],
     },
     view: { parent, ...(declaration ? { path: declaration.path } : {}), loadedEndpoints: live },
-    counts: { endpoints: live, ready: holding.length },
+    counts: { endpoints: live, ready: loadedReady.length },
   };
 }

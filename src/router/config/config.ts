@@ -1,4 +1,5 @@
 // Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
+import { isHttpToken } from '../util/http-token.js';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
@@ -345,7 +346,11 @@ export function usesKvEvents(routingLogic: string, allowRoutingHeader: boolean):
   return routingLogic === 'kvaware' || allowRoutingHeader;
 }
 
-export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
+/** The flag values (flags, env, the YAML file, defaults) and whether a flag was given at all. */
+function readFlagValues(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+): { readonly v: RouterFlagValues; readonly explicit: (name: string) => boolean } {
   const file = configPath(argv, env);
   const fileValues = file ? readConfigFile(file) : undefined;
   const parsed = parseFlags(argv, ROUTER_FLAGS, {
@@ -357,12 +362,15 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     envAllowed: ['LLM_ROUTER_ENGINE_CLIENT'],
     envOtherPrefixes: ['LLM_ROUTER_SIM_', 'LLM_ROUTER_PROBE_', 'LLM_ROUTER_LINT_', 'LLM_ROUTER_DEMO_'],
   });
-  const v = parsed.values;
   const explicit = (name: string): boolean => {
     const s: FlagSource | undefined = parsed.sources.get(name);
     return s !== undefined && s !== 'default';
   };
+  return { v: parsed.values, explicit };
+}
 
+/** Discovery: static or Kubernetes, and for Kubernetes where and how its pods are found. */
+function discoverySection(v: RouterFlagValues): Pick<RouterConfig, 'serviceDiscovery' | 'kubernetes'> {
   const discovery = v['service-discovery'];
   if (v['k8s-service-discovery-type'] !== 'pod-ip') {
     throw new UsageError(
@@ -383,19 +391,35 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
             : undefined,
         }
       : undefined;
+  return { serviceDiscovery: discovery, kubernetes };
+}
 
+/** Routing: the policy, the session header, prefix affinity, the per-request header (--feature-gates is refused here). */
+function routingSection(
+  v: RouterFlagValues,
+): Pick<RouterConfig, 'routingLogic' | 'sessionKey' | 'prefixBlockChars' | 'prefixBalanceEpsilon' | 'allowRoutingHeader'> {
   const routing = v['routing-logic'];
   if (!isRoutingLogic(routing)) {
     throw new UsageError(`--routing-logic ${JSON.stringify(routing)} is not available; choose one of: ${ROUTING_LOGICS.join(', ')}`);
   }
   const sessionKey = v['session-key']?.trim().toLowerCase() || undefined;
-  if (sessionKey !== undefined && !/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(sessionKey))
+  if (sessionKey !== undefined && !isHttpToken(sessionKey))
     throw new UsageError(`--session-key ${JSON.stringify(sessionKey)} is not a valid header name`);
   if (routing === 'session' && sessionKey === undefined)
     throw new UsageError('--routing-logic session needs --session-key HEADER (the request header that names the session)');
   if (v['feature-gates'])
     throw new UsageError(`--feature-gates ${JSON.stringify(v['feature-gates'])}: llm-router has no feature gates; remove the flag`);
+  return {
+    routingLogic: routing,
+    sessionKey,
+    prefixBlockChars: v['prefix-block-chars'],
+    prefixBalanceEpsilon: v['prefix-balance-epsilon'],
+    allowRoutingHeader: v['allow-routing-header'],
+  };
+}
 
+/** Models: static backends (with their KV event sources), aliases, known models, and the LoRA adapters declared by flag. */
+function modelsSection(v: RouterFlagValues): Pick<RouterConfig, 'staticBackends' | 'aliases' | 'knownModels' | 'lora'> {
   const kvSources = staticKvEvents(v['static-backends'], v);
   const staticBackends = zipBackends(v['static-backends'], v['static-models'], v['static-backend-roles']).map((b) => {
     const kvEvents = kvSources.get(b.url);
@@ -407,12 +431,25 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     const r = modelName.safeParse(m);
     if (!r.success) throw new UsageError(`model name ${JSON.stringify(m)}: ${r.error.issues[0]?.message ?? 'is invalid'}`);
   }
-
   const modelNames = new Set([...knownModels, ...staticBackends.flatMap((b) => b.models), ...aliases.keys()]);
   const loraAdapters = parseLoraAdapters(v['lora-adapters'], modelNames);
+  return {
+    staticBackends,
+    aliases,
+    knownModels,
+    lora: {
+      adapters: loraAdapters,
+      spillThreshold: v['lora-spill-threshold'],
+      maxLorasPerEngine: v['max-loras-per-engine'],
+      loadCooldownMs: seconds(v['lora-load-cooldown-seconds']),
+    },
+  };
+}
 
-  const scalerPeers = v['scaler-peers'].map((u) => u.replace(/\/+$/, ''));
-  for (const u of scalerPeers) {
+/** The KEDA scaler's peers and TLS: the part of scaling checked before the engine flags (its errors come first). */
+function scalerSection(v: RouterFlagValues): Pick<ScalingConfig, 'peers' | 'kedaTls'> {
+  const peers = v['scaler-peers'].map((u) => u.replace(/\/+$/, ''));
+  for (const u of peers) {
     if (!httpUrl.safeParse(u).success)
       throw new UsageError(`--scaler-peers ${JSON.stringify(u)}: must be an http(s) base URL with no path, e.g. http://10.0.0.7:9090`);
   }
@@ -425,6 +462,26 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     throw new UsageError('--keda-tls-ca (client certificates) needs --keda-tls-cert and --keda-tls-key (the server side of TLS)');
   if (kedaCert !== undefined && v['keda-scaler-port'] === undefined)
     throw new UsageError('--keda-tls-cert secures the KEDA scaler: set --keda-scaler-port too');
+  return {
+    peers,
+    kedaTls: kedaCert !== undefined && kedaKey !== undefined ? { certFile: kedaCert, keyFile: kedaKey, caFile: kedaCa } : undefined,
+  };
+}
+
+/** Engines: their kind, credentials, TLS, connection cap and the engine client on the request path. */
+function engineSection(
+  v: RouterFlagValues,
+  env: Readonly<Record<string, string | undefined>>,
+): Pick<
+  RouterConfig,
+  | 'engineKind'
+  | 'engineApiKey'
+  | 'engineTls'
+  | 'maxConnectionsPerEngine'
+  | 'engineClient'
+  | 'forwardClientAuth'
+  | 'allowClientKvTransferParams'
+> {
   const clientCert = v['engine-client-cert'] || undefined;
   const clientKey = v['engine-client-key'] || undefined;
   if ((clientCert === undefined) !== (clientKey === undefined))
@@ -432,61 +489,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   const engineClient = env.LLM_ROUTER_ENGINE_CLIENT ?? 'h1';
   if (engineClient !== 'h1' && engineClient !== 'undici')
     throw new UsageError(`LLM_ROUTER_ENGINE_CLIENT=${JSON.stringify(engineClient)}: h1 or undici`);
-
-  const notes: string[] = [];
-  if (explicit('request-stats-window'))
-    notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
-  if (explicit('static-backend-health-checks'))
-    notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
-  if (explicit('static-backend-health-check-interval'))
-    notes.push('--static-backend-health-check-interval has no effect: endpoints are probed every --probe-interval');
-  if (explicit('static-model-types'))
-    notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
-
   return {
-    host: v.host,
-    port: v.port,
-    serviceDiscovery: discovery,
-    kubernetes,
-    staticBackends,
-    pd: {
-      protocol: v['pd-protocol'],
-      sglangBootstrapPort: v['sglang-bootstrap-port'],
-      minPromptChars: v['pd-min-prompt-chars'],
-    },
-    lora: {
-      adapters: loraAdapters,
-      spillThreshold: v['lora-spill-threshold'],
-      maxLorasPerEngine: v['max-loras-per-engine'],
-      loadCooldownMs: seconds(v['lora-load-cooldown-seconds']),
-    },
-    aliases,
-    knownModels,
-    routingLogic: routing,
-    kv: kvConfig(v),
-    logLevel: normaliseLevel(v['log-level']),
-    logFormat: v['log-format'],
-    logStatsIntervalMs: v['log-stats'] ? seconds(v['log-stats-interval']) : 0,
-    workers: v.workers,
-    fastPath: v['fast-path'],
-    maxBodyBytes: v['max-body-bytes'],
-    retryAfterSeconds: v['retry-after'],
-    syncWaitMs: seconds(v['sync-wait-seconds']),
-    scaling: {
-      coldStartWaitMs: seconds(v['cold-start-wait']),
-      coldStartWaitPerModelMs: parsePerModelSeconds(v['cold-start-wait-per-model']),
-      queueSize: v['cold-start-queue-size'],
-      releasePerEndpoint: v['cold-start-release-per-endpoint'],
-      kedaScalerPort: v['keda-scaler-port'],
-      graceMs: seconds(v['scale-to-zero-grace-seconds']),
-      wakeAlarmMs: seconds(v['wake-alarm-seconds']),
-      maxRetryAfterSeconds: v['max-retry-after'],
-      peers: scalerPeers,
-      peerSelector: v['scaler-peer-selector'] || undefined,
-      peerNamespace: v['scaler-peer-namespace'] || v['k8s-namespace'] || undefined,
-      peerTimeoutMs: v['scaler-peer-timeout-ms'],
-      kedaTls: kedaCert !== undefined && kedaKey !== undefined ? { certFile: kedaCert, keyFile: kedaKey, caFile: kedaCa } : undefined,
-    },
     engineKind: v['engine-kind'],
     engineApiKey: v['engine-api-key'] || undefined,
     engineTls: {
@@ -499,42 +502,140 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     engineClient,
     forwardClientAuth: v['forward-client-auth'],
     allowClientKvTransferParams: v['allow-client-kv-transfer-params'],
-    security: {
-      apiKeys: v['api-key'],
-      apiKeysFile: v['api-keys-file'] || undefined,
-      adminPort: v['admin-port'],
-      maxHeaderBytes: v['max-header-bytes'],
-      rateLimitRps: v['rate-limit-rps'],
-      rateLimitBurst: v['rate-limit-burst'] || Math.max(1, Math.ceil(v['rate-limit-rps'])),
-      trustedProxies: trustedProxies(v['trusted-proxies']),
-      maxConcurrentRequests: v['max-concurrent-requests'],
-      clientTimeoutMs: seconds(v['client-timeout']),
-      drainMs: seconds(v['drain-seconds']),
-      shutdownTimeoutMs: seconds(v['shutdown-timeout']),
+  };
+}
+
+/** vllm_router settings accepted for compatibility that change nothing: a startup log line each. */
+function compatibilityNotes(explicit: (name: string) => boolean): string[] {
+  const notes: string[] = [];
+  if (explicit('request-stats-window'))
+    notes.push('--request-stats-window has no effect: llm-router exports counters and histograms; Prometheus computes windows');
+  if (explicit('static-backend-health-checks'))
+    notes.push('--static-backend-health-checks has no effect: model-aware probing of every endpoint is always on');
+  if (explicit('static-backend-health-check-interval'))
+    notes.push('--static-backend-health-check-interval has no effect: endpoints are probed every --probe-interval');
+  if (explicit('static-model-types'))
+    notes.push('--static-model-types has no effect: probes read /v1/models and never send inference requests');
+  return notes;
+}
+
+/** Scaling: cold-start holds, the KEDA scaler (its peers and TLS checked earlier by scalerSection), scale-to-zero. */
+function scalingSection(v: RouterFlagValues, scaler: Pick<ScalingConfig, 'peers' | 'kedaTls'>): ScalingConfig {
+  return {
+    coldStartWaitMs: seconds(v['cold-start-wait']),
+    coldStartWaitPerModelMs: parsePerModelSeconds(v['cold-start-wait-per-model']),
+    queueSize: v['cold-start-queue-size'],
+    releasePerEndpoint: v['cold-start-release-per-endpoint'],
+    kedaScalerPort: v['keda-scaler-port'],
+    graceMs: seconds(v['scale-to-zero-grace-seconds']),
+    wakeAlarmMs: seconds(v['wake-alarm-seconds']),
+    maxRetryAfterSeconds: v['max-retry-after'],
+    peers: scaler.peers,
+    peerSelector: v['scaler-peer-selector'] || undefined,
+    peerNamespace: v['scaler-peer-namespace'] || v['k8s-namespace'] || undefined,
+    peerTimeoutMs: v['scaler-peer-timeout-ms'],
+    kedaTls: scaler.kedaTls,
+  };
+}
+
+/** Security: API keys, the admin port, header and rate limits, trusted proxies, concurrency, client and shutdown times. */
+function securitySection(v: RouterFlagValues): SecurityConfig {
+  return {
+    apiKeys: v['api-key'],
+    apiKeysFile: v['api-keys-file'] || undefined,
+    adminPort: v['admin-port'],
+    maxHeaderBytes: v['max-header-bytes'],
+    rateLimitRps: v['rate-limit-rps'],
+    rateLimitBurst: v['rate-limit-burst'] || Math.max(1, Math.ceil(v['rate-limit-rps'])),
+    trustedProxies: trustedProxies(v['trusted-proxies']),
+    maxConcurrentRequests: v['max-concurrent-requests'],
+    clientTimeoutMs: seconds(v['client-timeout']),
+    drainMs: seconds(v['drain-seconds']),
+    shutdownTimeoutMs: seconds(v['shutdown-timeout']),
+  };
+}
+
+/** Health: active probes of every endpoint, and how many failed requests mark one failed. */
+function probeSection(v: RouterFlagValues): ProbeConfig {
+  return {
+    intervalMs: seconds(v['probe-interval']),
+    wakeIntervalMs: seconds(v['probe-wake-interval']),
+    readyIntervalMs: seconds(v['probe-ready-interval']),
+    timeoutMs: seconds(v['probe-timeout']),
+    failureThreshold: v['probe-failure-threshold'],
+    successThreshold: v['probe-success-threshold'],
+    startupTimeoutMs: seconds(v['probe-startup-timeout']),
+    warmup: v['probe-warmup'],
+  };
+}
+
+/** Timeouts of a request to an engine: connect, headers, idle between body bytes, the whole request. */
+function timeoutsSection(v: RouterFlagValues): TimeoutConfig {
+  return {
+    connectMs: seconds(v['connect-timeout']),
+    headersMs: seconds(v['response-timeout']),
+    idleMs: seconds(v['idle-timeout']),
+    totalMs: seconds(v['total-timeout']),
+  };
+}
+
+/**
+ * The router's configuration from argv, env and --config. Each section is built by its own function; they run in the
+ * order their usage errors are reported (the first one found is thrown), which is why the KEDA scaler's checks
+ * (scalerSection) come before the engine flags' while the rest of scaling is read with the other sections.
+ */
+export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
+  const { v, explicit } = readFlagValues(argv, env);
+  const discovery = discoverySection(v);
+  const routing = routingSection(v);
+  const models = modelsSection(v);
+  const scaler = scalerSection(v);
+  const engine = engineSection(v, env);
+  const notes = compatibilityNotes(explicit);
+
+  // the remaining sections are built in this literal, in the order they always were (kv, scaling, security)
+  return {
+    host: v.host,
+    port: v.port,
+    serviceDiscovery: discovery.serviceDiscovery,
+    kubernetes: discovery.kubernetes,
+    staticBackends: models.staticBackends,
+    pd: {
+      protocol: v['pd-protocol'],
+      sglangBootstrapPort: v['sglang-bootstrap-port'],
+      minPromptChars: v['pd-min-prompt-chars'],
     },
-    probe: {
-      intervalMs: seconds(v['probe-interval']),
-      wakeIntervalMs: seconds(v['probe-wake-interval']),
-      readyIntervalMs: seconds(v['probe-ready-interval']),
-      timeoutMs: seconds(v['probe-timeout']),
-      failureThreshold: v['probe-failure-threshold'],
-      successThreshold: v['probe-success-threshold'],
-      startupTimeoutMs: seconds(v['probe-startup-timeout']),
-      warmup: v['probe-warmup'],
-    },
+    lora: models.lora,
+    aliases: models.aliases,
+    knownModels: models.knownModels,
+    routingLogic: routing.routingLogic,
+    kv: kvConfig(v),
+    logLevel: normaliseLevel(v['log-level']),
+    logFormat: v['log-format'],
+    logStatsIntervalMs: v['log-stats'] ? seconds(v['log-stats-interval']) : 0,
+    workers: v.workers,
+    fastPath: v['fast-path'],
+    maxBodyBytes: v['max-body-bytes'],
+    retryAfterSeconds: v['retry-after'],
+    syncWaitMs: seconds(v['sync-wait-seconds']),
+    scaling: scalingSection(v, scaler),
+    engineKind: engine.engineKind,
+    engineApiKey: engine.engineApiKey,
+    engineTls: engine.engineTls,
+    maxConnectionsPerEngine: engine.maxConnectionsPerEngine,
+    engineClient: engine.engineClient,
+    forwardClientAuth: engine.forwardClientAuth,
+    allowClientKvTransferParams: engine.allowClientKvTransferParams,
+    security: securitySection(v),
+    probe: probeSection(v),
     passiveFailureThreshold: v['passive-failure-threshold'],
     maxFailoverAttempts: v['max-instance-failover-reroute-attempts'],
-    timeouts: {
-      connectMs: seconds(v['connect-timeout']),
-      headersMs: seconds(v['response-timeout']),
-      idleMs: seconds(v['idle-timeout']),
-      totalMs: seconds(v['total-timeout']),
-    },
+    timeouts: timeoutsSection(v),
     engineStatsIntervalMs: seconds(v['engine-stats-interval']),
-    sessionKey,
-    prefixBlockChars: v['prefix-block-chars'],
-    prefixBalanceEpsilon: v['prefix-balance-epsilon'],
-    allowRoutingHeader: v['allow-routing-header'],
+    sessionKey: routing.sessionKey,
+    prefixBlockChars: routing.prefixBlockChars,
+    prefixBalanceEpsilon: routing.prefixBalanceEpsilon,
+    allowRoutingHeader: routing.allowRoutingHeader,
     compatibilityNotes: notes,
   };
 }

@@ -22,6 +22,9 @@ export interface MissingAdapterAnswer {
   readonly message?: RegExp;
 }
 
+/** vLLM's answer for an adapter it does not hold (404), and the judgement when an engine kind names none. */
+export const VLLM_MISSING: MissingAdapterAnswer = { status: 404 };
+
 /**
  * Whether an engine's answer says it does not hold the adapter: the status of its kind, and its body matching when the
  * kind needs that (SGLang). The plain path (src/router/proxy/attempt.ts) and a P/D prefill judge by this alone.

@@ -18,6 +18,13 @@ export const PD_PROTOCOLS = ['vllm-nixl', 'llm-d-sidecar', 'sglang'] as const;
 export type PdProtocol = (typeof PD_PROTOCOLS)[number];
 
 /** Whether a decode endpoint can serve a request alone, computing the prompt itself (SGLang's decode cannot). */
+/**
+ * llm-d-sidecar's header naming the prefill endpoint (host:port) to the decode pod's routing sidecar. Named by the
+ * router alone: the sidecar sends a prefill request to whatever it names, so a client's own is never forwarded
+ * (src/router/proxy/headers.ts drops it; src/router/proxy/pd/llm-d-sidecar.ts sets it).
+ */
+export const PREFILLER_HEADER = 'x-prefiller-host-port';
+
 export function allowsDecodeOnly(protocol: PdProtocol): boolean {
   return protocol !== 'sglang';
 }

@@ -2,10 +2,17 @@
 // It reports how the attempt ended so the caller can fail over (only while nothing reached the client).
 import type { ClientGone } from '../core/client-gone.js';
 import type { ResponseSink } from '../core/exchange.js';
+import type { FailureKind } from '../core/forward.js';
+import type { MissingAdapterAnswer } from '../core/lora.js';
+import { adapterMissingAtHead, heldSaysMissing, mayHold } from './adapter-missing.js';
+import { frameAnswer } from './answer-framing.js';
+import { ClientWriter } from './client-writer.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
-import type { FailureKind } from '../core/forward.js';
-import { saysAdapterMissing, type MissingAdapterAnswer } from '../core/lora.js';
+import { completeEvents, streamErrorEvent } from './sse-events.js';
+import { armTotalTimer } from './total-deadline.js';
+
+export { lastEventEnd } from './sse-events.js';
 
 export type AttemptOutcome =
   /** the engine's whole response reached the client (any status) */
@@ -36,10 +43,6 @@ export interface AttemptRequest {
   readonly onFirstByte?: () => void;
 }
 
-/** The whole request's time (--total-timeout) is over. */
-export class TotalTimeoutError extends Error {
-  readonly code = 'LLM_ROUTER_TOTAL_TIMEOUT';
-}
 class ClientGoneError extends Error {
   readonly code = 'LLM_ROUTER_CLIENT_GONE';
 }
@@ -52,9 +55,6 @@ export const CLIENT_STALLED_CODE = 'LLM_ROUTER_CLIENT_STALLED';
 export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
 }
-
-/** an engine's "adapter not loaded" error is far shorter; a longer answer is passed on without judging it */
-const MAX_HELD_BYTES = 16 * 1024;
 
 const CONNECT_CODES = new Set([
   'ECONNREFUSED',
@@ -80,36 +80,6 @@ export function classify(err: unknown): FailureKind {
   if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED') return 'reset';
   return 'other';
 }
-
-function sseError(message: string, code: string): string {
-  return `data: ${JSON.stringify({ error: { message, type: 'server_error', param: null, code } })}\n\n`;
-}
-
-const LF = 0x0a;
-const CR = 0x0d;
-
-/**
- * Index just past the last complete server-sent event in `buf` (the end of its blank line), or -1 when there is none.
- * Lines end with CRLF, LF or CR (the WHATWG rules); an event ends with an empty line. `from`: no blank line ends
- * before this index (the bytes before it were scanned already).
- */
-export function lastEventEnd(buf: Buffer, from = 0): number {
-  for (let end = buf.length; end >= 2 && end > from; end--) {
-    const last = buf[end - 1];
-    if (last !== LF && last !== CR) continue;
-    // the line terminator ending here (CRLF counts as one), and just before it the end of another: an empty line
-    const start = last === LF && buf[end - 2] === CR ? end - 2 : end - 1;
-    const before = buf[start - 1];
-    if (start >= 1 && (before === LF || before === CR)) return end;
-  }
-  return -1;
-}
-
-/**
- * Beyond this many bytes of one event, an event stream is passed on without holding its incomplete event back (an
- * engine that never ends its events must not make the router buffer without bound).
- */
-const MAX_HELD_EVENT_BYTES = 256 * 1024;
 
 /** Streams one attempt. Resolves exactly once; never rejects. */
 export function attempt(pool: EngineClient, req: AttemptRequest, res: ResponseSink, totalDeadline: number): Promise<AttemptOutcome> {
@@ -153,8 +123,12 @@ const CLIENT_GONE: AttemptOutcome = { kind: 'client-gone' };
  * delays nothing it could use; and an engine that dies mid-event leaves nothing half-sent: the partial event is
  * dropped, as a spec-following parser drops one cut by the end of the stream, and the router's error event starts on
  * an event boundary.
+ *
+ * Its jobs live beside it: the framing of the answer (./answer-framing.ts), event boundaries and the router's error
+ * event (./sse-events.ts), back-pressure and the first byte (./client-writer.ts, its base class), whether the engine
+ * lacks the adapter (./adapter-missing.ts) and the total timer (./total-deadline.ts).
  */
-class AttemptHandler implements EngineHandler {
+class AttemptHandler extends ClientWriter implements EngineHandler {
   private settled = false;
   private abortFn: ((err?: Error) => void) | undefined = undefined;
   private status = 0;
@@ -166,42 +140,34 @@ class AttemptHandler implements EngineHandler {
   /** an answer held whole until its body says whether the engine lacks the adapter (SGLang's 400) */
   private held: Buffer[] | undefined = undefined;
   private heldBytes = 0;
-  private sse = false;
+  /** an event stream (how the answer is framed: ./answer-framing.ts) */
+  sse = false;
   /** 204 or 304: no body may follow */
-  private bodyless = false;
-  private totalTimer: NodeJS.Timeout | undefined = undefined;
+  bodyless = false;
   /** bytes of the body still to write when the router declared a Content-Length, else -1 */
-  private remaining = -1;
+  remaining = -1;
+  private totalTimer: NodeJS.Timeout | undefined = undefined;
   private ended = false;
   /** chunks of the current socket read, written together in a microtask */
   private pending: Buffer[] | undefined = undefined;
-  /** res.write() said to wait; the client's resume is called on 'drain' */
-  private paused = false;
-  private resumeFn: (() => void) | undefined = undefined;
-  private drainListening = false;
-  /** an event stream: the bytes of its incomplete last event, not yet written */
-  private partial: Buffer | undefined = undefined;
+  /** an event stream: the bytes of its incomplete last event, not yet written (./sse-events.ts) */
+  partial: Buffer | undefined = undefined;
   /** an event stream: what the client has been sent ends on an event boundary */
-  private atBoundary = true;
-  private firstByte = false;
+  atBoundary = true;
   private readonly onClientClose = (): void => this.clientClosed();
-  private readonly onDrain = (): void => {
-    this.paused = false;
-    this.resumeFn?.();
-  };
   private readonly flushPending = (): void => this.flush();
 
   constructor(
     private readonly req: AttemptRequest,
-    private readonly res: ResponseSink,
+    res: ResponseSink,
     private readonly resolve: (outcome: AttemptOutcome) => void,
   ) {
+    super(res, req.onFirstByte);
     req.gone.on(this.onClientClose);
   }
 
   limitTo(totalDeadline: number): void {
-    const left = totalDeadline - Date.now();
-    this.totalTimer = setTimeout(() => this.abortFn?.(new TotalTimeoutError('total request time exceeded')), Math.max(left, 1));
+    this.totalTimer = armTotalTimer(totalDeadline, (err) => this.abortFn?.(err));
   }
 
   private finish(outcome: AttemptOutcome): void {
@@ -209,7 +175,7 @@ class AttemptHandler implements EngineHandler {
     this.settled = true;
     if (this.totalTimer) clearTimeout(this.totalTimer);
     this.req.gone.off(this.onClientClose);
-    if (this.drainListening) this.res.off('drain', this.onDrain);
+    this.stopDraining();
     this.resolve(outcome);
   }
 
@@ -218,12 +184,6 @@ class AttemptHandler implements EngineHandler {
     // settled first: the engine client reports the abort to onError, which must not read it as an engine failure
     this.finish(CLIENT_GONE);
     this.abortFn?.(new ClientGoneError('client closed the connection'));
-  }
-
-  /** the first body byte is about to go to the client */
-  private firstBodyByte(): void {
-    this.firstByte = true;
-    this.req.onFirstByte?.();
   }
 
   /** Ends the engine's request: the engine client destroys its connection and reports the error to onError. */
@@ -247,26 +207,20 @@ class AttemptHandler implements EngineHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true;
     this.status = statusCode;
-    const missing = this.req.adapterMissing;
-    const adapterMissing = missing !== undefined && statusCode === missing.status;
-    if ((statusCode === 503 && this.req.retryOnEngine503) || (adapterMissing && missing.message === undefined)) {
+    const adapterMissing = adapterMissingAtHead(this.req.adapterMissing, statusCode);
+    if ((statusCode === 503 && this.req.retryOnEngine503) || adapterMissing === 'missing') {
       // drain the small error body so the connection stays reusable, then try elsewhere
       this.discarding = true;
       return true;
     }
     const head = downstreamResponseHeaders(rawHeaders, this.req.requestId);
-    const bodyless = statusCode === 204 || statusCode === 304;
-    if (head.badFraming) return this.refuse('the engine sent contradictory or invalid framing headers');
-    if (bodyless && (head.transferEncoding || head.contentLength > 0)) return this.refuse(`the engine declared a body on a ${statusCode}`);
-    this.bodyless = bodyless;
-    this.sse = !bodyless && head.contentType.startsWith('text/event-stream');
-    this.remaining = this.sse || bodyless ? -1 : head.contentLength;
-    if (this.remaining >= 0) head.headers.push('content-length', String(this.remaining));
+    const refused = frameAnswer(statusCode, head, this);
+    if (refused !== undefined) return this.refuse(refused);
     this.resumeFn = resume;
     const res = this.res;
     if (res.destroyed) return false;
     this.headPending = head.headers;
-    if (adapterMissing && !this.sse) this.held = [];
+    if (adapterMissing === 'judge-body' && !this.sse) this.held = [];
     if (this.sse) {
       // the stream's head goes out now: time to first token is the client's to see
       this.commit();
@@ -281,7 +235,7 @@ class AttemptHandler implements EngineHandler {
       this.held.push(chunk);
       this.heldBytes += chunk.length;
       // longer than any "adapter not loaded" error: the client's own answer, passed on as it came
-      return this.heldBytes <= MAX_HELD_BYTES || this.release();
+      return mayHold(this.heldBytes) || this.release();
     }
     if (this.bodyless) return this.refuse(`the engine sent a body on a ${this.status}`);
     if (this.headPending !== undefined) this.commit();
@@ -310,51 +264,17 @@ class AttemptHandler implements EngineHandler {
     this.pending = undefined;
     if (!chunks || this.res.destroyed) return;
     const data = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-    if (this.sse) this.writeEvents(data);
-    else this.write(data);
-  }
-
-  /** An event stream: writes its complete events, and holds the bytes of an incomplete last one back. */
-  private writeEvents(data: Buffer): void {
-    const held = this.partial;
-    const all = held === undefined ? data : Buffer.concat([held, data]);
-    // a blank line cannot end before the held bytes' last 3 (they were scanned when they came)
-    const end = lastEventEnd(all, held === undefined ? 0 : Math.max(0, held.length - 3));
-    if (end === all.length) {
-      this.partial = undefined;
-      this.atBoundary = true;
-      this.write(all);
-    } else if (all.length - Math.max(end, 0) > MAX_HELD_EVENT_BYTES) {
-      // not an event stream the router can follow: passed on as it comes
-      this.partial = undefined;
-      this.atBoundary = false;
-      this.write(all);
-    } else if (end > 0) {
-      this.partial = all.subarray(end);
-      this.atBoundary = true;
-      this.write(all.subarray(0, end));
-    } else {
-      this.partial = all;
-    }
-  }
-
-  private write(chunk: Buffer): boolean {
-    if (!this.firstByte && chunk.length > 0) this.firstBodyByte();
-    if (!this.res.write(chunk)) {
-      this.paused = true;
-      if (!this.drainListening) {
-        this.drainListening = true;
-        this.res.on('drain', this.onDrain);
-      }
-    }
-    return !this.paused;
+    if (this.sse) {
+      // complete events go out; the bytes of an incomplete last one wait for the rest of it
+      const events = completeEvents(this, data);
+      if (events !== undefined) this.write(events);
+    } else this.write(data);
   }
 
   onComplete(): void {
     if (this.settled) return;
     if (this.held !== undefined) {
-      const missing = this.req.adapterMissing;
-      if (missing && saysAdapterMissing(missing, this.status, Buffer.concat(this.held))) this.discarding = true;
+      if (heldSaysMissing(this.req.adapterMissing, this.status, this.held)) this.discarding = true;
       else this.release();
     }
     if (this.discarding) {
@@ -417,16 +337,9 @@ class AttemptHandler implements EngineHandler {
       if (this.sse && !res.destroyed) {
         // the stream is chunked by the router: its own error event ends it cleanly, on an event boundary (the engine's
         // incomplete last event is dropped whole)
-        this.partial = undefined;
-        const timeout = failure === 'idle-timeout' || failure === 'total-timeout';
-        const code = timeout ? 'upstream_timeout' : failure === 'protocol' ? 'upstream_protocol_error' : 'upstream_stream_error';
-        const event = sseError(
-          timeout ? 'The engine stopped sending in time; the stream was ended.' : 'The engine failed mid-stream; the stream was ended.',
-          code,
-        );
+        const event = streamErrorEvent(this, failure);
         if (!this.firstByte) this.firstBodyByte();
-        // a stream passed on unfollowed (MAX_HELD_EVENT_BYTES) may stop mid-event: that event is ended first
-        res.end(this.atBoundary ? event : `\n\n${event}`);
+        res.end(event);
       } else {
         // the client was promised a length or a body it will not get whole: close rather than add anything
         res.destroy();

@@ -1,4 +1,5 @@
 // Forwards a request to a picked endpoint and fails over to another one while nothing has reached the client.
+import { totalDeadline } from './total-deadline.js';
 import type { Endpoint } from '../core/endpoint.js';
 import type { TimeoutConfig } from '../config/config.js';
 import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
@@ -55,7 +56,7 @@ export class Forwarder {
   ) {}
 
   async forward(job: ForwardJob, res: ResponseSink): Promise<ForwardResult> {
-    const deadline = this.timeouts.totalMs > 0 ? Date.now() + this.timeouts.totalMs : 0;
+    const deadline = totalDeadline(this.timeouts.totalMs);
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
     // kvaware tokenizes here (bounded by its own timeout; it never fails the request)

@@ -1,4 +1,5 @@
 // Hop-by-hop header filtering in both directions (RFC 9110 section 7.6.1), working on Node's flat raw header arrays.
+import { PREFILLER_HEADER } from '../core/pd.js';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -30,12 +31,6 @@ export interface RequestHeaderOptions {
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
 }
-
-/**
- * Named by the router alone: a decode pod's llm-d routing sidecar sends a prefill request to whatever host:port it
- * names, so one a client sent would let it aim that sidecar anywhere (src/router/proxy/pd/llm-d-sidecar.ts).
- */
-const PREFILLER_HEADER = 'x-prefiller-host-port';
 
 /** Headers for the engine: the client's, minus hop-by-hop, host, length, x-prefiller-host-port and (by default) its credentials. */
 export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHeaderOptions): string[] {

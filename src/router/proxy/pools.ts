@@ -40,13 +40,13 @@ export class UpstreamPools {
     return pool;
   }
 
-  /** The pool's connections and queue; undefined when no request has gone to the origin yet (or it was released). */
+  /** The pool's connections and queue; undefined when no request has gone to the origin yet (or it was closed). */
   stats(origin: string): EngineClientStats | undefined {
     return this.pools.get(origin)?.stats();
   }
 
   /** Lets in-flight requests finish, then closes the connections. */
-  release(origin: string): void {
+  close(origin: string): void {
     const pool = this.pools.get(origin);
     if (!pool) return;
     this.pools.delete(origin);

@@ -83,10 +83,6 @@ export class HoldQueue {
     return this.queues.get(model)?.[0]?.arrivedAt ?? null;
   }
 
-  models(): string[] {
-    return [...this.queues.keys()];
-  }
-
   /** True when a new request for the model must queue behind earlier ones (keeps arrival order). */
   hasWaiters(model: string): boolean {
     return (this.queues.get(model)?.length ?? 0) > 0;

@@ -75,11 +75,6 @@ export class Scaling {
     );
   }
 
-  /** The KEDA scaler's port once started (undefined when it is off). */
-  get kedaPort(): number | undefined {
-    return this.keda?.port;
-  }
-
   /** Models that have demand series: every declared or served one (aliases count as their target). */
   models(): string[] {
     return this.catalog

@@ -1,6 +1,7 @@
 // KEDA external scaler (gRPC externalscaler.ExternalScaler): tells KEDA whether a model is in demand and how much,
 // so a model at zero replicas wakes on the first request and stays up while requests are held or in flight.
 // Every answer is about the whole system (every worker of every router replica), whichever process KEDA reaches.
+import { bracketHost } from '../util/host.js';
 import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -177,7 +178,7 @@ export class KedaScaler {
         )
       : grpc.ServerCredentials.createInsecure();
     this.port = await new Promise<number>((resolve, reject) =>
-      this.server.bindAsync(`${host.includes(':') ? `[${host}]` : host}:${port}`, credentials, (err, bound) =>
+      this.server.bindAsync(`${bracketHost(host)}:${port}`, credentials, (err, bound) =>
         // grpc-js says "No address added out of total 1 resolved" whatever the cause; a port taken is the usual one
         err
           ? reject(

@@ -1,7 +1,8 @@
 // Router peers found in Kubernetes: the Ready pods of the router's own Deployment (--scaler-peer-selector), each
 // reached at its admin port (the pod annotation llm-router/admin-port, else this router's own admin or main port).
+import { bracketHost } from '../util/host.js';
 import { CoreV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
-import { hostOf, podReady, type PodLike } from '../discovery/kubernetes/desired.js';
+import { podReady, type PodLike } from '../discovery/kubernetes/desired.js';
 import { Reflector } from '../discovery/kubernetes/reflector.js';
 import type { Logger } from '../util/log.js';
 import type { PeerList } from './peers.js';
@@ -17,7 +18,7 @@ export function peerUrls(pods: readonly PodLike[], defaultPort: number): string[
     const raw = pod.metadata?.annotations?.[ADMIN_PORT_ANNOTATION];
     const n = Number(raw);
     const port = raw !== undefined && Number.isInteger(n) && n > 0 && n < 65536 ? n : defaultPort;
-    urls.push(`http://${hostOf(ip)}:${port}`);
+    urls.push(`http://${bracketHost(ip)}:${port}`);
   }
   return urls.sort();
 }

@@ -77,7 +77,7 @@ export function peerAuthorization(security: RouterConfig['security']): () => str
  * The instance's demand view. Peers are asked only when the KEDA scaler runs (nothing else needs the system's sum).
  * `locals` gives this instance's process snapshots.
  */
-export function instanceDemand(
+export function createDemandView(
   config: RouterConfig,
   instance: string,
   locals: () => Promise<ReceivedSnapshot[]>,

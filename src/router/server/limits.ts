@@ -43,14 +43,14 @@ export class ConcurrencyLimit {
   private current = 0;
   constructor(readonly max: number) {}
 
-  /** Returns a release function, or undefined when the limit is reached. */
+  /** Returns the function that frees the slot, or undefined when the limit is reached. */
   acquire(): (() => void) | undefined {
     if (this.max > 0 && this.current >= this.max) return undefined;
     this.current++;
-    let released = false;
+    let freed = false;
     return () => {
-      if (released) return;
-      released = true;
+      if (freed) return;
+      freed = true;
       this.current--;
     };
   }

@@ -58,7 +58,7 @@ export interface InferenceDeps {
   readonly forwardClientAuth: boolean;
   /** --allow-client-kv-transfer-params: a client's kv_transfer_params reach engines of models not served P/D */
   readonly allowClientKvTransferParams: boolean;
-  /** rate and concurrency limits: a release function for an admitted request, or the error to answer */
+  /** rate and concurrency limits: the function that frees an admitted request's slot, or the error to answer */
   readonly admit: (req: InboundRequest) => (() => void) | RouterError;
 }
 
@@ -138,7 +138,7 @@ class InferenceRecord {
   loggedModel: string | undefined;
   endpoint: Endpoint | undefined;
   bodyBytes = 0;
-  release: (() => void) | undefined;
+  freeSlot: (() => void) | undefined;
   private readonly writtenBefore: number;
 
   constructor(
@@ -161,7 +161,7 @@ class InferenceRecord {
 
   /** `code`: the stable code of an error the router answered itself */
   finish(status: number, code?: string): void {
-    this.release?.();
+    this.freeSlot?.();
     const ms = performance.now() - this.started;
     this.deps.metrics.answered(this.metricModel, status, ms / 1000, code);
     // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
@@ -187,7 +187,7 @@ class InferenceRecord {
 function admit(r: InferenceRecord, source: IncomingMessage | Buffer): boolean {
   const admitted = r.deps.admit(r.req);
   if (typeof admitted === 'function') {
-    r.release = admitted;
+    r.freeSlot = admitted;
     // a client that left before its request got here: the slot goes back at once
     if (r.gone.gone) {
       if (!Buffer.isBuffer(source)) source.resume();
@@ -361,7 +361,7 @@ async function loadAdapter(
 async function forwardAdapter(r: InferenceRecord, target: Routable, request: Request, raw: Buffer): Promise<ForwardResult | undefined> {
   // from here to its answer the request keeps its adapter from being unloaded by this router
   const name = (target.adapter as AdapterRoute).name;
-  const release = r.deps.adapters.claim(name);
+  const unclaim = r.deps.adapters.claim(name);
   let forwarded = false;
   let waited = false;
   try {
@@ -380,7 +380,7 @@ async function forwardAdapter(r: InferenceRecord, target: Routable, request: Req
       current = again;
     }
   } finally {
-    release();
+    unclaim();
     if (forwarded) r.deps.adapters.forwarded(name, waited);
   }
 }

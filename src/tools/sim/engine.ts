@@ -1,6 +1,7 @@
 // The simulated inference engine: a node:http server that answers like vLLM's OpenAI server
 // (or SGLang / TGI), with load phases, a batch-slot queue, faults and request statistics.
 // This module owns the server's life (refuse, load, listen, fault switch, close) and sends each request to its handler.
+import { bracketHost } from '../../router/util/host.js';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -114,7 +115,7 @@ class SimServer implements SimEngine, EngineContext {
   }
 
   get url(): string {
-    const host = this.host.includes(':') ? `[${this.host}]` : this.host;
+    const host = bracketHost(this.host);
     return `${this.options.tls ? 'https' : 'http'}://${host}:${this.listenPort}`;
   }
 

@@ -6,6 +6,7 @@
 // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES) or the raw 32 bytes (`bytes`). The events of one engine step go out as one batch.
 // Fault switches: drop the next N batches (sent to no subscriber, as a PUB high-water-mark drop loses them, yet
 // buffered for replay) and restart (the sequence from 0 and an empty buffer, as a new engine process has).
+import { bracketHost } from '../../router/util/host.js';
 import { Encoder } from '@msgpack/msgpack';
 import { Publisher, Router } from 'zeromq';
 import { hashAsInt, type EngineBlockHash, type KvCacheEvent } from './kv-cache.js';
@@ -25,7 +26,7 @@ function bindHost(host: string): string {
   if (host === 'localhost') return '127.0.0.1';
   if (host === '' || host === '0.0.0.0') return '0.0.0.0';
   if (host === '::') return '*';
-  return host.includes(':') ? `[${host}]` : host;
+  return bracketHost(host);
 }
 
 function portOf(endpoint: string | null): number {

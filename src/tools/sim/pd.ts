@@ -2,6 +2,7 @@
 // answers prefill requests with what the real engines return, and lets a decode request skip the prompt's compute
 // only when a prefill engine really computed it (the KV cache is pulled from it, or received in a bootstrap room).
 // A decode request without P/D fields computes the prompt itself, and is counted; malformed fields are a 400.
+import { bracketHost } from '../../router/util/host.js';
 import type http from 'node:http';
 import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
 import type { EngineContext } from './context.js';
@@ -39,7 +40,7 @@ export interface SimPdRequest {
 const ROOM_STATUS: Readonly<Record<RoomOutcome, number>> = { sent: 200, 'prefill-gone': 410, timeout: 504, 'other-prompt': 409 };
 
 function hostInUrl(host: string): string {
-  return host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  return host.startsWith('[') ? host : bracketHost(host);
 }
 
 export class SimPd {

@@ -1,5 +1,6 @@
 // From the present pods and workloads to what the catalog needs: endpoints (from pods) and declared models
 // (from workloads, at any replica count). Pure: the same objects give the same answer on every router replica.
+import { bracketHost } from '../../util/host.js';
 import type { EndpointSpec, KvEventsSource } from '../../core/endpoint.js';
 import type { Declaration } from '../../catalog/catalog.js';
 import { parseAdapterAnnotation, type AdapterDeclaration } from '../../core/lora.js';
@@ -68,8 +69,8 @@ export function podKvEvents(ip: string, annotations: Readonly<Record<string, str
   const eventsUrls: string[] = [];
   const replayUrls: (string | undefined)[] = [];
   for (let r = 0; r < ranks && port + r < 65536; r++) {
-    eventsUrls.push(`tcp://${hostOf(ip)}:${port + r}`);
-    replayUrls.push(replay !== undefined && replay + r < 65536 ? `tcp://${hostOf(ip)}:${replay + r}` : undefined);
+    eventsUrls.push(`tcp://${bracketHost(ip)}:${port + r}`);
+    replayUrls.push(replay !== undefined && replay + r < 65536 ? `tcp://${bracketHost(ip)}:${replay + r}` : undefined);
   }
   return { eventsUrls, replayUrls };
 }
@@ -99,10 +100,6 @@ function podPort(pod: PodLike, fallback: number): number {
 function podScheme(pod: PodLike, fallback: 'http' | 'https'): 'http' | 'https' {
   const raw = pod.metadata?.annotations?.[SCHEME_ANNOTATION]?.trim().toLowerCase();
   return raw === 'http' || raw === 'https' ? raw : fallback;
-}
-
-export function hostOf(ip: string): string {
-  return ip.includes(':') ? `[${ip}]` : ip;
 }
 
 function templateOf(w: WorkloadLike): PodShape | undefined {
@@ -173,11 +170,11 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
     const bootstrapPort = portAnnotation(annotations, BOOTSTRAP_PORT_ANNOTATION);
     endpoints.push({
       id: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
-      url: `${scheme}://${hostOf(ip)}:${podPort(pod, opts.port)}`,
+      url: `${scheme}://${bracketHost(ip)}:${podPort(pod, opts.port)}`,
       models: [...names.names],
       ...(terminating ? { draining: true } : {}),
       ...(role !== 'both' ? { role } : {}),
-      ...(probePort !== undefined ? { probeUrl: `${scheme}://${hostOf(ip)}:${probePort}` } : {}),
+      ...(probePort !== undefined ? { probeUrl: `${scheme}://${bracketHost(ip)}:${probePort}` } : {}),
       ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
       ...protocolOf(object, annotations),
       ...(opts.kvEvents ? { kvEvents: podKvEvents(ip, annotations, opts.kvEvents) } : {}),

@@ -21,7 +21,7 @@ export interface ConnectionOwner {
   tlsSession: Buffer | undefined;
   readonly destroyed: boolean;
   /** the connection finished a response and may carry another */
-  release(conn: Conn): void;
+  reuse(conn: Conn): void;
   /** the connection may no longer be handed out as idle */
   dropIdle(conn: Conn): void;
   /** the connection's socket closed */
@@ -75,8 +75,6 @@ export class Conn implements ResponseEvents {
   readonly parser: ResponseParser;
   req: Req | undefined;
   connected = false;
-  /** responses completed on this socket */
-  served = 0;
   /** the current request went out on a socket that had served before */
   reusedForReq = false;
   /** a byte of the current request's response arrived */
@@ -193,9 +191,8 @@ export class Conn implements ResponseEvents {
   private complete(req: Req, leftover: boolean): void {
     this.detach(req);
     req.phase = P_DONE;
-    this.served++;
     // bytes beyond the response, or a request body the server did not read: the socket cannot carry another request
-    if (!leftover && this.parser.keepAlive && !this.ended && this.socket.writableLength === 0) this.core.release(this);
+    if (!leftover && this.parser.keepAlive && !this.ended && this.socket.writableLength === 0) this.core.reuse(this);
     else this.socket.destroy();
     req.handler.onComplete(null);
   }

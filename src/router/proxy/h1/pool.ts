@@ -5,6 +5,7 @@
 // connections as there are requests in flight up to the cap (then requests wait in arrival order for a free one),
 // idle ones reused most recently used first. This module keeps the sockets (idle list, waiting requests, sweep,
 // close); a request is built in ./request.ts and carried by a ./connection.ts over TCP or TLS.
+import { unbracketHost } from '../../util/host.js';
 import { isIP } from 'node:net';
 import type tls from 'node:tls';
 import type { EngineClient, EngineClientOptions } from '../engine-client.js';
@@ -60,7 +61,7 @@ class PoolCore implements ConnectionOwner {
     const url = new URL(origin);
     if (url.protocol !== 'http:' && url.protocol !== 'https:')
       throw new Error(`H1Pool speaks http and https, not ${url.protocol} (${origin})`);
-    this.host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    this.host = unbracketHost(url.hostname);
     const https = url.protocol === 'https:';
     this.port = url.port === '' ? (https ? 443 : 80) : Number(url.port);
     this.hostHeader = url.host;
@@ -136,7 +137,7 @@ class PoolCore implements ConnectionOwner {
   }
 
   /** A socket finished a response and may carry another. */
-  release(conn: Conn): void {
+  reuse(conn: Conn): void {
     if (conn.socketPaused) {
       conn.socketPaused = false;
       conn.socket.resume();

@@ -1,6 +1,7 @@
 // One request of the engine client: what a caller dispatches (options and handler), the request bytes built from
 // them, and the request's own state while a connection (./connection.ts) carries it.
 
+import { isHttpToken } from '../../util/http-token.js';
 import type { EngineDispatchOptions, EngineHandler } from '../engine-client.js';
 
 export type H1DispatchOptions = EngineDispatchOptions;
@@ -19,7 +20,6 @@ export class H1ClientError extends Error {
 /** Request bodies up to this size are copied behind the head so the request is one buffer; larger ones go in one writev. */
 const COPY_BODY_MAX = 32 * 1024;
 
-const TOKEN_RE = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** what Node's http and undici refuse in a header value: control characters other than HTAB, and anything above latin1 */
 const BAD_VALUE_RE = /[^\t\x20-\x7e\x80-\xff]/;
 /** what undici refuses in a path: spaces, control characters, anything above latin1 */
@@ -78,7 +78,7 @@ export class Req {
 /** Builds the request bytes; an Error when the request cannot be written as given. */
 export function prepare(req: Req, host: string): Error | undefined {
   const { method, path, headers, body } = req.opts;
-  if (!TOKEN_RE.test(method)) return new H1ClientError(`invalid request method ${JSON.stringify(method)}`, 'UND_ERR_INVALID_ARG');
+  if (!isHttpToken(method)) return new H1ClientError(`invalid request method ${JSON.stringify(method)}`, 'UND_ERR_INVALID_ARG');
   if (path.length === 0 || BAD_PATH_RE.test(path))
     return new H1ClientError(`invalid request path ${JSON.stringify(path)}`, 'UND_ERR_INVALID_ARG');
   if (headers.length % 2 !== 0) return new H1ClientError('headers must be name/value pairs', 'UND_ERR_INVALID_ARG');
@@ -86,7 +86,7 @@ export function prepare(req: Req, host: string): Error | undefined {
   for (let i = 0; i < headers.length; i += 2) {
     const name = headers[i] as string;
     const value = headers[i + 1] as string;
-    if (!TOKEN_RE.test(name)) return new H1ClientError(`invalid header name ${JSON.stringify(name)}`, 'UND_ERR_INVALID_ARG');
+    if (!isHttpToken(name)) return new H1ClientError(`invalid header name ${JSON.stringify(name)}`, 'UND_ERR_INVALID_ARG');
     if (BAD_VALUE_RE.test(value)) return new H1ClientError(`invalid value of header ${name}`, 'UND_ERR_INVALID_ARG');
     head += name + ': ' + value + '\r\n';
   }

@@ -9,6 +9,7 @@
 // where the bytes it was given end: the client never pipelines, so a byte beyond the response in the same read means
 // the engine and the router disagree about where the response ends, and is an error reported *before* the event
 // that would have ended the response (a caller that has written nothing yet can still answer with an error).
+import { TCHAR } from '../../util/http-token.js';
 
 export class H1ParseError extends Error {
   readonly code = 'LLM_ROUTER_H1_PARSE';
@@ -52,13 +53,6 @@ for (let i = 0; i < 6; i++) {
   HEX[65 + i] = 10 + i;
   HEX[97 + i] = 10 + i;
 }
-
-/** tchar (RFC 9110 section 5.6.2) */
-const TOKEN = new Uint8Array(256);
-for (const c of "!#$%&'*+-.^_`|~") TOKEN[c.charCodeAt(0)] = 1;
-for (let i = 48; i <= 57; i++) TOKEN[i] = 1;
-for (let i = 65; i <= 90; i++) TOKEN[i] = 1;
-for (let i = 97; i <= 122; i++) TOKEN[i] = 1;
 
 /** field-value bytes: HTAB, visible ASCII, SP, obs-text; no other control characters */
 function badValueByte(c: number): boolean {
@@ -230,13 +224,13 @@ export class ResponseParser {
           break;
         case S_TRAILER_START:
           if (c === CR) this.state = S_TRAILER_END_LF;
-          else if (TOKEN[c] === 1) this.state = S_TRAILER_NAME;
+          else if (TCHAR[c] === 1) this.state = S_TRAILER_NAME;
           else fail('invalid trailer');
           if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
           break;
         case S_TRAILER_NAME:
           if (c === 58) this.state = S_TRAILER_VALUE;
-          else if (TOKEN[c] !== 1) fail('invalid trailer name');
+          else if (TCHAR[c] !== 1) fail('invalid trailer name');
           if (++this.trailerLen > this.maxHeadSize) fail('trailers too large');
           break;
         case S_TRAILER_VALUE:
@@ -349,7 +343,7 @@ export class ResponseParser {
       const cr = buf.indexOf(CR, p);
       if (buf[cr + 1] !== LF) fail('bare CR in a header');
       let q = p;
-      while (q < cr && TOKEN[buf[q] as number] === 1) q++;
+      while (q < cr && TCHAR[buf[q] as number] === 1) q++;
       if (q === p || buf[q] !== 58) fail('invalid header name');
       let vs = q + 1;
       let ve = cr;

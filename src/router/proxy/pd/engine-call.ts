@@ -1,7 +1,8 @@
 // One call to an engine whose answer the router reads whole instead of streaming it to the client: the prefill
 // call of a P/D request. It can be aborted (the client left, or the pair is given up) and never rejects.
 import type { FailureKind } from '../../core/forward.js';
-import { classify, TotalTimeoutError, UpstreamProtocolError } from '../attempt.js';
+import { classify, UpstreamProtocolError } from '../attempt.js';
+import { armTotalTimer } from '../total-deadline.js';
 import type { EngineClient, EngineHandler } from '../engine-client.js';
 
 /** a prefill answer is one token and some metadata; anything far larger is not one */
@@ -48,11 +49,7 @@ class BufferingHandler implements EngineHandler {
     private readonly req: CallRequest,
     private readonly resolve: (o: CallOutcome) => void,
   ) {
-    if (req.deadline > 0)
-      this.timer = setTimeout(
-        () => this.abortFn?.(new TotalTimeoutError('total request time exceeded')),
-        Math.max(req.deadline - Date.now(), 1),
-      );
+    this.timer = armTotalTimer(req.deadline, (err) => this.abortFn?.(err));
   }
 
   abort(): void {

@@ -1,10 +1,8 @@
 // llm-d-sidecar: one call, to the decode pod's routing sidecar, naming the chosen prefill endpoint in
 // x-prefiller-host-port; the sidecar runs the prefill call itself (and falls back to decode-only when it fails).
 import type { Endpoint } from '../../core/endpoint.js';
+import { PREFILLER_HEADER } from '../../core/pd.js';
 import type { PdProtocolRunner } from './protocol.js';
-
-/** the sidecar's header naming the prefill endpoint (a client's own is never forwarded: src/router/proxy/headers.ts) */
-const PREFILLER_HEADER = 'x-prefiller-host-port';
 
 /** IP:PORT of an endpoint, as the sidecar dials it ([v6]:PORT for IPv6). */
 export function hostPort(endpoint: Endpoint): string {

@@ -7,12 +7,13 @@ import type { Endpoint } from '../../core/endpoint.js';
 import type { ResponseSink } from '../../core/exchange.js';
 import { ClientGone } from '../../core/client-gone.js';
 import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
-import { saysAdapterMissing, type AdapterLedger, type MissingAdapterAnswer } from '../../core/lora.js';
+import { saysAdapterMissing, VLLM_MISSING, type AdapterLedger, type MissingAdapterAnswer } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
 import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders } from '../headers.js';
 import type { UpstreamPools } from '../pools.js';
+import { totalDeadline } from '../total-deadline.js';
 import { kvTransferParamsOf, withoutKvTransferParams } from './bodies.js';
 import { callEngine, type CallOutcome, type EngineCall } from './engine-call.js';
 import { runLlmdSidecar } from './llm-d-sidecar.js';
@@ -20,8 +21,6 @@ import { promptChars } from './prompt-chars.js';
 import type { PdPair, PdProtocolRunner, PrefillVerdict } from './protocol.js';
 import { runSglang } from './sglang.js';
 import { runVllmNixl } from './vllm-nixl.js';
-
-const VLLM_MISSING: MissingAdapterAnswer = { status: 404 };
 
 const RUNNERS: Readonly<Record<PdProtocol, PdProtocolRunner>> = {
   'vllm-nixl': runVllmNixl,
@@ -193,7 +192,7 @@ export class PdForwarder {
       body,
       headersTimeoutMs: t.headersMs,
       idleTimeoutMs: t.idleMs,
-      deadline: t.totalMs > 0 ? Date.now() + t.totalMs : 0,
+      deadline: totalDeadline(t.totalMs),
       ...(onStatus ? { onStatus } : {}),
     });
     const leave = (): void => call.abort();

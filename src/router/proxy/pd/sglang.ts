@@ -4,6 +4,7 @@
 // 4xx goes back to the client as it came; one that another prefill endpoint may answer (a refused connection, a busy
 // engine, an adapter it does not hold) makes the pair again with the next untried prefill endpoint (a new room);
 // anything else, or no prefill endpoint left, is a 502 (SGLang's decode cannot run alone).
+import { unbracketHost } from '../../util/host.js';
 import { randomBytes } from 'node:crypto';
 import type { ForwardResult } from '../forwarder.js';
 import { bootstrapBody } from './bodies.js';
@@ -18,8 +19,7 @@ export function bootstrapRoom(): bigint {
 }
 
 function bootstrapHost(url: string): string {
-  const host = new URL(url).hostname;
-  return host.startsWith('[') ? host.slice(1, -1) : host;
+  return unbracketHost(new URL(url).hostname);
 }
 
 export const runSglang: PdProtocolRunner = async (first) => {

@@ -22,7 +22,7 @@ export interface DashboardOptions {
   readonly catalog: ModelCatalog;
   readonly scaling: Scaling;
   /** this instance's demand (every worker): the page's demand figures */
-  readonly demand: DemandView;
+  readonly demandView: DemandView;
   readonly instance: InstanceInfo;
   readonly statsIntervalMs: number;
   readonly log: Logger;
@@ -61,7 +61,7 @@ export class Dashboard {
     this.view = new DashboardView({
       catalog: o.catalog,
       scaling: o.scaling,
-      demand: o.demand,
+      demandView: o.demandView,
       rate: new DemandRate(),
       recorder: this.recorder,
       instance: o.instance,

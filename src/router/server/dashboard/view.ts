@@ -85,7 +85,7 @@ function roleCounts(endpoints: readonly Endpoint[]): Record<string, RoleCount> |
 export interface ViewSources {
   readonly catalog: ModelCatalog;
   readonly scaling: Scaling;
-  readonly demand: DemandView;
+  readonly demandView: DemandView;
   readonly rate: DemandRate;
   readonly recorder: TimelineRecorder;
   readonly instance: InstanceInfo;
@@ -118,7 +118,7 @@ export class DashboardView {
   /** The present state; `sample` adds the instance's demand to the rate's samples. */
   async state(sample: boolean): Promise<DashboardState> {
     const { catalog, scaling, rate, recorder } = this.s;
-    const demand = await this.s.demand.instance();
+    const demand = await this.s.demandView.instance();
     if (sample) rate.add(demand);
     const now = Date.now();
     const endpoints = catalog.endpoints();

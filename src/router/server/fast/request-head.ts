@@ -2,6 +2,7 @@
 // everything else, which then goes to node:http's full parser. Accepting less than node does (never more), and reading
 // what it accepts as node does, is what keeps the two from reading one byte stream differently (request smuggling).
 // test/integration/http-differential.test.ts holds it against node:http on the same bytes.
+import { isHttpToken } from '../../util/http-token.js';
 
 /** A POST head (the only method the fast path takes). */
 export interface RequestHead {
@@ -34,7 +35,6 @@ export interface HeadLimits {
 
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1');
 const TARGET = /^\/[\x21-\x7e]*$/;
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /**
  * control characters, tab included; CR and LF are gone after the split, so any left means bare CR or LF. llhttp takes
  * a tab as white space in some places and refuses it in others (after a Content-Length's digits): no tab is simplest.
@@ -74,7 +74,7 @@ export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
     // no colon, an empty name, obs-fold (a line starting with white space) or a control character: not ours
     if (colon <= 0 || CTL.test(line)) return 'other';
     const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) return 'other';
+    if (!isHttpToken(name)) return 'other';
     const value = trimOws(line, colon + 1);
     const lower = name.toLowerCase();
     if (lower in headers) return 'other';
