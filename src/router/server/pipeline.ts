@@ -96,7 +96,9 @@ export function parseInference(raw: Buffer): Parsed {
 }
 
 function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfter: number): RouterError {
-  return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing);
+  return r.kind === 'unknown'
+    ? errors.modelNotFound(r.requested)
+    : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing, r.unreachable);
 }
 
 type Routable = Extract<Resolution, { kind: 'routable' }>;
