@@ -302,7 +302,10 @@ export class RouterApp {
       ...(sec.adminPort === undefined ? adminRoutes : []),
     ];
     const onError = (res: ResponseSink, err: unknown): void => this.internalError(res, err);
-    this.server = createHttpServer(sec, createRequestListener(routes, { keys: this.keys, onError }));
+    this.server = createHttpServer(
+      { ...sec, maxBodyBytes: config.maxBodyBytes },
+      createRequestListener(routes, { keys: this.keys, onError }),
+    );
     this.fastLane = config.fastPath
       ? new FastLane(
           this.server,

@@ -196,7 +196,8 @@ export class RouterMetrics {
 
   constructor(catalog: ModelCatalog, opts: { defaultMetrics?: boolean } = {}) {
     const registers = [this.registry];
-    const prefix = 'llm_router_process_';
+    // prom-client's default metrics are named process_* and nodejs_*: llm_router_process_cpu_user_seconds_total
+    const prefix = 'llm_router_';
     if (opts.defaultMetrics !== false) {
       collectDefaultMetrics({ register: this.registry, prefix });
       for (const name of MISNAMED_DEFAULT_GAUGES) this.registry.removeSingleMetric(prefix + name);
@@ -272,8 +273,9 @@ export class RouterMetrics {
       registers,
       collect() {
         this.reset();
-        // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero
-        for (const model of scaledModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
+        // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero;
+        // an adapter has its own series too (its requests also count under its base, which is what scales)
+        for (const model of declaredModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
       },
     });
     this.upstreamFailures = new Counter({

@@ -260,6 +260,11 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
   // demand counts every request for a known model, whatever its answer: the autoscaler's signal (an adapter's is its base's)
   r.deps.metrics.demanded(scaledModel(resolution));
   r.deps.scaling.demand.arrived(scaledModel(resolution));
+  // an adapter's requests are counted under its own name too (its demand series, its /demand entry)
+  if (resolution.base !== undefined) {
+    r.deps.metrics.demanded(resolution.model);
+    r.deps.scaling.demand.adapterArrived(resolution.model);
+  }
   return resolution;
 }
 
