@@ -53,6 +53,12 @@ export const errors = {
     param: 'model',
     message: `A model is required: ${detail}.`,
   }),
+  invalidMultipart: (detail: string): RouterError => ({
+    status: 400,
+    code: 'invalid_multipart',
+    type: 'invalid_request_error',
+    message: `The request body is not valid multipart/form-data: ${detail}.`,
+  }),
   bodyTooLarge: (limit: number): RouterError => ({
     status: 413,
     code: 'body_too_large',

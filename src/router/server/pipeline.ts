@@ -12,7 +12,7 @@ import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
-import { rewriteModel } from '../proxy/rewrite-model.js';
+import { rewriteModel, rewriteMultipartModel } from '../proxy/rewrite-model.js';
 import { loggable, type Logger } from '../util/log.js';
 import { similar } from '../util/suggest.js';
 import { QueueFullError } from '../scaling/hold-queue.js';
@@ -21,6 +21,7 @@ import type { SyncTracker } from '../discovery/sync.js';
 import type { AdapterManager } from '../adapters/manager.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
+import { AUDIO_PATHS, parseMultipart } from './multipart.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
 import { ClientGone } from '../core/client-gone.js';
 
@@ -37,6 +38,8 @@ export const INFERENCE_PATHS: readonly string[] = [
   '/tokenize',
   '/detokenize',
   '/v1/messages',
+  // the model is a multipart/form-data field there (src/router/server/multipart.ts)
+  ...AUDIO_PATHS,
 ];
 
 export interface InferenceDeps {
@@ -72,6 +75,8 @@ function requestIdOf(req: InboundRequest): string {
 interface Request {
   readonly body: Record<string, unknown>;
   readonly model: string;
+  /** an audio request: its multipart/form-data boundary (an alias rewrites the model field, not JSON) */
+  readonly boundary?: string;
 }
 
 type Parsed = ({ ok: true } & Request) | { ok: false; error: RouterError };
@@ -224,6 +229,16 @@ async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buf
 function parse(r: InferenceRecord, raw: Buffer): Request | undefined {
   r.bodyBytes = raw.length;
   const parsed = parseInference(raw);
+  if (parsed.ok) return parsed;
+  r.answer(parsed.error);
+  return undefined;
+}
+
+/** Stage parse, for the audio routes: the form fields of a multipart/form-data body; the file part is skipped. */
+async function parseForm(r: InferenceRecord, raw: Buffer): Promise<Request | undefined> {
+  r.bodyBytes = raw.length;
+  const ct = r.req.headers['content-type'];
+  const parsed = await parseMultipart(raw, Array.isArray(ct) ? ct[0] : ct);
   if (parsed.ok) return parsed;
   r.answer(parsed.error);
   return undefined;
@@ -388,7 +403,9 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const { deps, req } = r;
   // an adapter is named as its engines' kind needs (SGLang: BASE:ADAPTER); the client's answer keeps the engine's name
   const sent = target.adapter ? deps.adapters.engineModel(target.adapter) : target.model;
-  const body = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  const rewrite = (): Buffer =>
+    request.boundary !== undefined ? rewriteMultipartModel(raw, request.boundary, sent) : rewriteModel(raw, sent);
+  const body = target.aliased || sent !== target.model ? rewrite() : raw;
   const model = target.model;
   const scaled = scaledModel(target);
   // an adapter's requests are counted per endpoint (which adapters are idle), and an engine's 404 for it learned
@@ -478,7 +495,7 @@ export async function handleInference(
   if (!admit(r, source)) return;
   const raw = await readRequestBody(r, source);
   if (raw === undefined) return;
-  const request = parse(r, raw);
+  const request = AUDIO_PATHS.includes(path) ? await parseForm(r, raw) : parse(r, raw);
   if (!request) return;
   const resolution = await resolveModel(r, request.model);
   if (!resolution) return;
