@@ -30,7 +30,7 @@ import { METRICS_TOPICS } from '../metrics/metrics.js';
 import * as admin from '../server/admin.js';
 import { errors, sendError } from '../server/errors.js';
 import { presentedKey } from '../server/auth.js';
-import { handleInference, INFERENCE_PATHS, type InferenceDeps } from '../server/pipeline.js';
+import { handleInference, ROUTED_PATHS, type InferenceDeps } from '../server/pipeline.js';
 import { ApiKeys } from '../server/auth.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { FastLane } from '../server/fast/lane.js';
@@ -294,7 +294,7 @@ export class RouterApp {
       ...this.dashboard.routes(),
     ];
     const routes: Route[] = [
-      ...INFERENCE_PATHS.map(
+      ...ROUTED_PATHS.map(
         (p): Route => ({ method: 'POST', path: p, handler: (req, res, path) => handleInference(req, res, path, deps, req) }),
       ),
       { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, this.catalog, this.startedAt) },
@@ -312,7 +312,7 @@ export class RouterApp {
           {
             maxHeadBytes: sec.maxHeaderBytes,
             maxBodyBytes: config.maxBodyBytes,
-            paths: new Set(INFERENCE_PATHS),
+            paths: new Set(ROUTED_PATHS),
             keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
             clientTimeoutMs: sec.clientTimeoutMs,
           },

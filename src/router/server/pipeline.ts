@@ -38,9 +38,10 @@ export const INFERENCE_PATHS: readonly string[] = [
   '/tokenize',
   '/detokenize',
   '/v1/messages',
-  // the model is a multipart/form-data field there (src/router/server/multipart.ts)
-  ...AUDIO_PATHS,
 ];
+
+/** Every path handleInference answers: the JSON ones, and the audio ones whose model is a multipart/form-data field. */
+export const ROUTED_PATHS: readonly string[] = [...INFERENCE_PATHS, ...AUDIO_PATHS];
 
 export interface InferenceDeps {
   readonly catalog: ModelCatalog;
