@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { CHART_DIR, renderChart } from '../../tools/chart-render/render.js';
+import { requireTool } from '../support/tools.js';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -76,7 +77,7 @@ function discovery(pathname: string): unknown {
   };
 }
 
-describe('kubectl create --dry-run=client accepts the rendered chart', { timeout: 90_000 }, () => {
+describe('kubectl create --dry-run=client accepts the rendered chart', { timeout: 90_000, skip: requireTool('go', 'kubectl') }, () => {
   let server: http.Server;
   let url: string;
   let dir: string;

@@ -21,6 +21,7 @@ import { PROBE_FLAGS } from '../../src/tools/probe/cli.js';
 import { peerUrls } from '../../src/router/scaling/peer-pods.js';
 import { plainManifests } from '../../tools/chart-render/plain.js';
 import { CHART_DIR as CHART, ChartError, renderChart, type RenderedChart, type RenderOptions } from '../../tools/chart-render/render.js';
+import { requireTool } from '../support/tools.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures', 'chart');
@@ -106,7 +107,7 @@ function routerConfig(objs: Obj[]): ReturnType<typeof loadRouterConfig> {
   );
 }
 
-describe("Helm's engine, as tools/chart-render runs it", () => {
+describe("Helm's engine, as tools/chart-render runs it", { skip: requireTool('go') }, () => {
   test('Go templates: trim markers, variables, range with index, else if, and/or short-circuit', () => {
     const src =
       'out: {{- $n := len .Values.items -}}\n{{ range $i, $v := .Values.items }} {{ $i }}={{ $v }}{{ end }}\n{{- if eq $n 0 }} none{{ else if gt $n 2 }} many{{ else }} few{{ end }}|{{ and .Values.a .Values.a.b }}|{{ or .Values.missing "x" }}';
@@ -219,7 +220,7 @@ describe("Helm's engine, as tools/chart-render runs it", () => {
   });
 });
 
-describe('chart with default values', () => {
+describe('chart with default values', { skip: requireTool('go') }, () => {
   const chart = renderChart(CHART);
   const objs = objects(chart);
 
@@ -307,7 +308,7 @@ describe('chart with default values', () => {
   });
 });
 
-describe('chart with three models: one standalone, one at zero replicas with KEDA, one P/D pair', () => {
+describe('chart with three models: one standalone, one at zero replicas with KEDA, one P/D pair', { skip: requireTool('go') }, () => {
   const chart = renderChart(CHART, { values: [THREE_MODELS] });
   const objs = objects(chart);
 
@@ -481,7 +482,7 @@ describe('chart with three models: one standalone, one at zero replicas with KED
   });
 });
 
-describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair', () => {
+describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair', { skip: requireTool('go') }, () => {
   const chart = renderChart(CHART, { values: [LORA] });
   const objs = objects(chart);
   const engines = ['llm-router-llama-8b', 'llm-router-qwen-prefill', 'llm-router-qwen-decode'];
@@ -619,7 +620,7 @@ describe('chart with LoRA adapters: two on a standalone model, one on a P/D pair
   });
 });
 
-describe('chart errors are clear', () => {
+describe('chart errors are clear', { skip: requireTool('go') }, () => {
   test('an engine without a model, a P/D pair on a non-vLLM engine, a TGI served name it cannot serve', () => {
     assert.throws(
       () => renderChart(CHART, { values: [{ engines: [{ name: 'x' }] }] }),
@@ -656,7 +657,7 @@ describe('chart errors are clear', () => {
   });
 });
 
-describe('env values that YAML 1.1 reads as booleans or numbers stay strings', () => {
+describe('env values that YAML 1.1 reads as booleans or numbers stay strings', { skip: requireTool('go') }, () => {
   const chart = renderChart(CHART, { values: [path.join(FIXTURES, 'env-strings.yaml')] });
 
   test('value: "yes" renders quoted, and Kubernetes (YAML 1.1) reads a string', () => {
@@ -674,7 +675,7 @@ describe('env values that YAML 1.1 reads as booleans or numbers stay strings', (
   });
 });
 
-describe("the router's shutdown fits in its pod's termination grace period", () => {
+describe("the router's shutdown fits in its pod's termination grace period", { skip: requireTool('go') }, () => {
   /** Renders with `values` and returns the router pod's grace period and what the router's own loader reads. */
   function shutdown(values: Record<string, unknown>[]): { graceSeconds: number; drainMs: number; shutdownTimeoutMs: number } {
     const objs = objects(renderChart(CHART, { values }));
@@ -724,7 +725,7 @@ describe("the router's shutdown fits in its pod's termination grace period", () 
   });
 });
 
-describe('the router: admin port, API keys from a Secret, workers', () => {
+describe('the router: admin port, API keys from a Secret, workers', { skip: requireTool('go') }, () => {
   const values = { router: { adminPort: 9091, workers: 4, apiKeys: { existingSecret: 'router-keys' } }, serviceMonitor: { enabled: true } };
   const chart = renderChart(CHART, { values: [values] });
   const objs = objects(chart);
@@ -827,7 +828,7 @@ describe('the router: admin port, API keys from a Secret, workers', () => {
   });
 });
 
-describe('networkPolicy', () => {
+describe('networkPolicy', { skip: requireTool('go') }, () => {
   const on = { networkPolicy: { enabled: true } };
 
   test('off by default, with engines too', () => {
@@ -907,7 +908,7 @@ describe('networkPolicy', () => {
   });
 });
 
-describe('routing.logic kvaware: engines publish their KV-cache events, the router subscribes', () => {
+describe('routing.logic kvaware: engines publish their KV-cache events, the router subscribes', { skip: requireTool('go') }, () => {
   const chart = renderChart(CHART, { values: [KVAWARE] });
   const objs = objects(chart);
   const arg = (args: string[], flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);

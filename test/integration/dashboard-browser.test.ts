@@ -15,10 +15,11 @@ import { addReadyPod, deployment } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
 import { FAST_PROBES, startRouter, startSim, type Running } from '../support/router.js';
 import { within } from '../support/within.js';
+import { requireTool } from '../support/tools.js';
 
 const MODEL = 'demo-chat';
 
-describe('the dashboard in a browser', { timeout: 90_000 }, () => {
+describe('the dashboard in a browser', { timeout: 90_000, skip: requireTool('chromium') }, () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dashboard-browser-'));
   let kube: FakeKube;
   let router: Running;

@@ -3,7 +3,8 @@
 // blocks indexed, then the model's decisions by KV match and by fallback, as requests arrive, without a reload.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { requireTool } from '../support/tools.js';
 import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
@@ -13,14 +14,12 @@ import { call, FAST_PROBES, startRouter, startSim, type Running } from '../suppo
 import { within } from '../support/within.js';
 
 const MODEL = 'kv-model';
-/** as test/integration/dashboard-browser.test.ts: no chromium, no browser test */
-const NO_CHROMIUM = existsSync('/usr/bin/chromium') ? false : 'chromium is not installed (install: apt-get install -y chromium)';
 
 function words(seed: string, n: number): string {
   return Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
 }
 
-describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: NO_CHROMIUM }, () => {
+describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: requireTool('chromium') }, () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'dashboard-kv-browser-'));
   let sim: Running;
   let router: Running;

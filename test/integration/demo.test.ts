@@ -27,7 +27,7 @@ function running(pid: number): boolean {
 }
 
 test('llm-router demo: every printed curl case answers as printed; SIGINT stops router and engines', { timeout: 60_000 }, async () => {
-  const demo = startCli(['demo', '--port', '0', '--log-level', 'warn', '--idle-seconds', '2']);
+  const demo = startCli(['demo', '--port', '0', '--log-level', 'info', '--idle-seconds', '2']);
   await demo.waitForOutput('Press Ctrl-C', 30_000);
   const port = Number(/llm-router demo is up at http:\/\/127\.0\.0\.1:(\d+)/.exec(demo.output())?.[1]);
   const lines = demo
@@ -40,6 +40,13 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
     if (m) cases.push({ title: m[1] as string, expect: Number(m[2]), command: lines[i + 1] as string });
   });
   assert.ok(cases.length >= 6, `the demo printed its cases:\n${demo.output()}`);
+  // the banner names the operator's page at its real URL, and it is there
+  assert.match(demo.output(), new RegExp(`the operator's page: http://127\\.0\\.0\\.1:${port}/dashboard `));
+  assert.equal((await fetch(`http://127.0.0.1:${port}/dashboard`)).status, 200);
+  // the start-up line lists every demo model, demo-wakeup included
+  const startup = /models=\[([^\]]*)\]/.exec(demo.output())?.[1] ?? '';
+  for (const m of ['demo-chat', 'gpt-4o-mini', 'demo-embed', 'demo-sleeper', 'demo-wakeup', 'demo-pd', 'demo-chat-sql'])
+    assert.ok(startup.includes(m), `${m} in the start-up line: models=[${startup}]`);
   assert.ok(cases.every((c) => c.command.startsWith(`curl -s`) && c.command.includes(`127.0.0.1:${port}`)));
   const seen = new Set<number>();
   for (const c of cases) {
@@ -51,6 +58,7 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
     if (c.expect === 503) assert.match(stdout, /x-llm-router-model-state: scaled-to-zero/i);
     if (c.expect === 503) assert.match(stdout, /retry-after: \d+/i);
     if (c.expect === 404) assert.match(stdout, /"code":"model_not_found"/);
+    if (c.expect === 404) assert.match(stdout, /Did you mean \\"demo-chat\\"\?/);
     if (c.title.startsWith('streaming')) assert.match(stdout, /data: \[DONE\]/);
   }
   assert.deepEqual([...seen].sort(), [200, 404, 503]);
@@ -60,7 +68,11 @@ test('llm-router demo: every printed curl case answers as printed; SIGINT stops 
       (m) => m.id === 'demo-wakeup',
     )?.status;
   await eventually('demo-wakeup back at zero', wakeup, (status) => status === 'scaled-to-zero', 15_000, 200);
-  const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as { endpoints: { url: string }[] };
+  const engines = (await (await fetch(`http://127.0.0.1:${port}/engines`)).json()) as {
+    endpoints: { url: string; lastError?: string | null }[];
+  };
+  // the demo starts the router once its engines listen: no start-up race left as an endpoint's last error
+  for (const e of engines.endpoints) assert.doesNotMatch(String(e.lastError ?? ''), /ECONNREFUSED/, e.url);
   const enginePids = childrenOf(demo.child.pid as number);
   assert.ok(enginePids.length >= 3, `the demo runs its engines as child processes: ${enginePids.join(', ')}`);
   const code = await demo.stop('SIGINT');

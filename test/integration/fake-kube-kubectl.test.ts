@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
+import { requireTool } from '../support/tools.js';
 
 const run = promisify(execFile);
 
@@ -50,7 +51,7 @@ spec:
         containers: [{name: worker, image: sglang}]
 `;
 
-describe('kubectl against fake-kube', { timeout: 25_000 }, () => {
+describe('kubectl against fake-kube', { timeout: 25_000, skip: requireTool('kubectl') }, () => {
   let kube: FakeKube;
   let dir: string;
 

@@ -25,6 +25,7 @@ import {
   type Running,
 } from '../support/router.js';
 import { until } from '../support/within.js';
+import { requireTool } from '../support/tools.js';
 
 const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
@@ -65,7 +66,9 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     }).catch(() => assert.fail(`${model}: expected ${expected} from every router, got ${JSON.stringify(last)}`));
   }
 
-  test('the seed incident: a model at zero replicas is 503 on every router whenever it started; scale up, down and delete agree', async () => {
+  test('the seed incident: a model at zero replicas is 503 on every router whenever it started; scale up, down and delete agree', {
+    skip: requireTool('kubectl'),
+  }, async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'manifests-'));
     writeFileSync(path.join(dir, 'x.json'), JSON.stringify(deployment('x', 0, { labels: { model: 'model-x' } })));
     await kubectl('create', '-f', path.join(dir, 'x.json'), '--validate=false');

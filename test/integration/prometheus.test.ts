@@ -8,10 +8,11 @@ import { asGrafanaSends, documentedPromql, forModel, type PromqlSource } from '.
 import { stopAll } from '../support/process.js';
 import { call, chat, startRouter, startSim, type Running } from '../support/router.js';
 import { until } from '../support/within.js';
+import { requireTool } from '../support/tools.js';
 
 const SCRAPE_SECONDS = 1;
 
-describe('Prometheus and promtool against a real router', { timeout: 120_000 }, () => {
+describe('Prometheus and promtool against a real router', { timeout: 120_000, skip: requireTool('prometheus', 'promtool') }, () => {
   let router: Running;
   let prom: Prometheus;
   let sources: PromqlSource[];

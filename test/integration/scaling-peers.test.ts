@@ -14,6 +14,7 @@ import { promtoolCheckMetrics, startPrometheus } from '../support/prometheus.js'
 import { freePort, stopAll } from '../support/process.js';
 import { call, chat, kedaPort, startRouter, type Running } from '../support/router.js';
 import { until, within } from '../support/within.js';
+import { requireTool, withTool } from '../support/tools.js';
 
 interface Demand {
   instance: string;
@@ -159,7 +160,9 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
       assert.match(exposition, /^llm_router_scaler_peer_up\{peer="http:\/\/127\.0\.0\.1:\d+"\} 0$/m);
       assert.match(exposition, /^# TYPE llm_router_ipc_gather_missed_total counter$/m);
       assert.match(exposition, /^# TYPE llm_router_keda_scaler_errors_total counter$/m);
-      if (installed('promtool')) assert.deepEqual(await promtoolCheckMetrics(exposition), { code: 0, output: '' });
+      await withTool(t, 'promtool', 'promtool check metrics finds nothing', async () => {
+        assert.deepEqual(await promtoolCheckMetrics(exposition), { code: 0, output: '' });
+      });
     } finally {
       keda.close();
     }
@@ -168,7 +171,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
   });
 
   test('a real Prometheus scraping across a worker kill sees no counter reset: the trigger’s rate stays bounded', {
-    skip: installed('prometheus') ? false : 'prometheus is not installed',
+    skip: requireTool('prometheus'),
   }, async (t) => {
     const router = await startRouter(['--workers', '2', '--known-models', 'w', '--admin-port', '0']);
     await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);

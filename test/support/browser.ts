@@ -1,7 +1,9 @@
 // Debian's chromium driven by puppeteer-core (which downloads no browser): `.ci/run` installs the package.
 import puppeteer, { type Browser } from 'puppeteer-core';
+import { onPath } from './tools.js';
 
-const CHROMIUM = '/usr/bin/chromium';
+/** chromium as the PATH finds it (Debian's /usr/bin/chromium) */
+const CHROMIUM = onPath('chromium') ?? '/usr/bin/chromium';
 /** without the background-networking flags chromium's own connections are refused on a closed network, and it waits */
 const CHROMIUM_FLAGS = [
   '--headless',

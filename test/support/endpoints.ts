@@ -26,6 +26,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     lastProbe: undefined,
     lastError: undefined,
     lastErrorAt: undefined,
+    unreachable: undefined,
     inFlight: 0,
     adapters: new Map(),
     adapterSlots: undefined,

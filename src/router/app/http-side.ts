@@ -21,7 +21,7 @@ import { errors, sendError } from '../server/errors.js';
 import { FastLane } from '../server/fast/lane.js';
 import { createHttpServer, KEEP_ALIVE_TIMEOUT_MS } from '../server/http-server.js';
 import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
-import { handleInference, INFERENCE_PATHS, type InferenceDeps } from '../server/pipeline.js';
+import { handleInference, ROUTED_PATHS, type InferenceDeps } from '../server/pipeline.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import type { Logger } from '../util/log.js';
 import type { KvRouting } from './kv-routing.js';
@@ -142,7 +142,7 @@ export function buildRouteTable(p: RouteParts, deps: InferenceDeps): RouteTable 
     ...p.dashboard.routes(),
   ];
   const routes: Route[] = [
-    ...INFERENCE_PATHS.map(
+    ...ROUTED_PATHS.map(
       (path): Route => ({ method: 'POST', path, handler: (req, res, target) => handleInference(req, res, target, deps, req) }),
     ),
     { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, p.catalog, p.startedAt) },
@@ -170,14 +170,14 @@ export function buildServers(
   const { config } = p;
   const sec = config.security;
   const keys = p.admission.keys;
-  const server = createHttpServer(sec, createRequestListener(table.routes, { keys, onError }));
+  const server = createHttpServer({ ...sec, maxBodyBytes: config.maxBodyBytes }, createRequestListener(table.routes, { keys, onError }));
   const fastLane = config.fastPath
     ? new FastLane(
         server,
         {
           maxHeadBytes: sec.maxHeaderBytes,
           maxBodyBytes: config.maxBodyBytes,
-          paths: new Set(INFERENCE_PATHS),
+          paths: new Set(ROUTED_PATHS),
           keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
           clientTimeoutMs: sec.clientTimeoutMs,
         },

@@ -334,6 +334,7 @@ export class ModelCatalog implements InFlightLedger {
         lastProbe: undefined,
         lastError: undefined,
         lastErrorAt: undefined,
+        unreachable: undefined,
         inFlight: 0,
         adapters: new Map(),
         adapterSlots: undefined,
@@ -376,6 +377,13 @@ export class ModelCatalog implements InFlightLedger {
   }
 
   /** The prober's last look at an endpoint (shown in /engines; it does not move the state: setState does). */
+  /** The prober's verdict that an endpoint answers nothing at all (or undefined: it answers again). */
+  setUnreachable(e: Endpoint, why: string | undefined): void {
+    if (!this.contains(e) || e.unreachable === why) return;
+    own(e).unreachable = why;
+    this.rebuild();
+  }
+
   recordProbe(endpoint: Endpoint, record: ProbeRecord): void {
     if (!this.contains(endpoint)) return;
     const owned = own(endpoint);
@@ -531,6 +539,13 @@ export class ModelCatalog implements InFlightLedger {
 
   /** One model's state, routable endpoints and view, from its declarations and endpoints. */
   private answer(e: ModelEntry): ModelAnswer {
+    const answer = this.answerOf(e);
+    if (answer.state === 'ready') return answer;
+    const gone = e.endpoints.find((x) => !x.draining && x.unreachable !== undefined);
+    return gone ? { ...answer, unreachable: `${gone.url}: ${gone.unreachable}` } : answer;
+  }
+
+  private answerOf(e: ModelEntry): ModelAnswer {
     const declared = e.declaredBy.length > 0;
     const routable = e.endpoints.filter(isRoutable);
     const counts = { endpoints: e.endpoints.length, ready: routable.length };
@@ -581,6 +596,7 @@ function viewOf(id: string, a: ModelAnswer, declaredBy: readonly string[], alias
     readyEndpoints: a.counts.ready,
     ...(a.pd ? { pd: a.pd } : {}),
     ...(a.view ? { adapter: a.view } : {}),
+    ...(a.unreachable ? { unreachable: a.unreachable } : {}),
   };
 }
 
@@ -595,6 +611,8 @@ interface ModelAnswer {
   /** an adapter: how it is served, and what /v1/models and /engines show of it */
   readonly adapter?: AdapterRoute;
   readonly view?: AdapterView;
+  /** not ready and an endpoint answers nothing at all: "URL: why" */
+  readonly unreachable?: string;
 }
 
 function toResolution(requested: string, model: string, aliased: boolean, a: ModelAnswer): Resolution {
@@ -610,7 +628,15 @@ function toResolution(requested: string, model: string, aliased: boolean, a: Mod
       ...(a.adapter ? { adapter: a.adapter } : {}),
       ...base,
     };
-  return { kind: 'unavailable', requested, model, state: a.state, ...(a.missing ? { missing: a.missing } : {}), ...base };
+  return {
+    kind: 'unavailable',
+    requested,
+    model,
+    state: a.state,
+    ...(a.missing ? { missing: a.missing } : {}),
+    ...(a.unreachable ? { unreachable: a.unreachable } : {}),
+    ...base,
+  };
 }
 
 function sameSpec(e: Endpoint, spec: EndpointSpec): boolean {

@@ -75,6 +75,11 @@ export interface Endpoint {
   readonly draining: boolean;
   readonly lastProbe: ProbeRecord | undefined;
   readonly lastError: string | undefined;
+  /**
+   * set while its probes get no HTTP answer at all (connection refused, timed out, a TLS failure) past its start-up
+   * grace (src/router/health/prober.ts): what failed, e.g. "connection refused (/v1/models: ECONNREFUSED) for 12 s"
+   */
+  readonly unreachable: string | undefined;
   /** ms since epoch when lastError was last recorded */
   readonly lastErrorAt: number | undefined;
   /** requests this router is forwarding to it right now */

@@ -37,6 +37,8 @@ export type Resolution =
       readonly missing?: readonly PdRole[];
       /** an adapter: its base model, where demand, holds and cold starts count (its engines are what scales) */
       readonly base?: string;
+      /** no endpoint answers at all: the first unreachable one, "URL: why" */
+      readonly unreachable?: string;
     }
   | {
       readonly kind: 'routable';
@@ -82,6 +84,8 @@ export interface ModelView {
   readonly pd?: PdView;
   /** set only for a LoRA adapter (`endpoints` and `readyEndpoints` then count the endpoints that list it) */
   readonly adapter?: AdapterView;
+  /** not ready, and an endpoint of it answers nothing at all: "URL: why" (connection refused, timed out, TLS error) */
+  readonly unreachable?: string;
 }
 
 export interface AdapterView {

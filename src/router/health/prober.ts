@@ -22,6 +22,34 @@ interface Tracked extends ProbeCounters {
   /** a run of engine 5xx answers asked the prober to confirm: a bad probe now means failed at once */
   suspect: boolean;
   warmedUp: boolean;
+  /** consecutive probes that got no HTTP answer at all, and since when (ms since epoch) */
+  unanswered: number;
+  unansweredSince: number;
+  /** when the last WARN about the endpoint being unreachable was logged (0: not logged in this spell) */
+  warnedAt: number;
+}
+
+/**
+ * Unreachable versus loading. An endpoint whose probes get no HTTP answer at all (connection refused, timed out, a
+ * TLS failure) is *unreachable* once it has been ready before, or once nothing has answered for
+ * UNREACHABLE_AFTER_PROBES probes in a row and UNREACHABLE_AFTER_MS since its discovery (or since its last answer).
+ * Before that, or while it answers HTTP without serving the model yet (vLLM's /health 503, a /v1/models without it),
+ * it is *loading*. An engine that does not listen at all while it loads its weights is therefore reported unreachable
+ * after 10 s, with the reason; its model's state (x-llm-router-model-state, holds, --probe-startup-timeout) is
+ * unchanged: only the words say what is seen.
+ */
+export const UNREACHABLE_AFTER_PROBES = 3;
+export const UNREACHABLE_AFTER_MS = 10_000;
+/** while an endpoint stays unreachable, its WARN line is repeated at most this often */
+export const UNREACHABLE_WARN_EVERY_MS = 5 * 60_000;
+
+/** "connection refused", "timed out", "TLS error" or "no answer", from a probe's transport failure. */
+export function unreachableKind(refused: boolean, detail: string): string {
+  if (refused) return 'connection refused';
+  if (/TIMEOUT|Timeout|ETIMEDOUT|timed out/.test(detail)) return 'timed out';
+  if (/TLS|CERT|SSL|EPROTO|SELF_SIGNED|UNABLE_TO_VERIFY|certificate/i.test(detail)) return 'TLS error';
+  if (/ENOTFOUND|EAI_AGAIN/.test(detail)) return 'name not resolved';
+  return 'no answer';
 }
 
 export interface ProberOptions {
@@ -149,6 +177,9 @@ export class Prober implements ForwardObserver {
       passiveFailures: 0,
       suspect: false,
       warmedUp: !this.opts.probe.warmup,
+      unanswered: 0,
+      unansweredSince: 0,
+      warnedAt: 0,
     };
     this.tracked.set(endpoint, t);
     t.timer = this.clock.setTimeout(() => void this.run(endpoint), 0);
@@ -183,6 +214,7 @@ export class Prober implements ForwardObserver {
         else result = { verdict: 'serving-api', refused: false, detail: w.detail };
       }
       this.catalog.recordProbe(endpoint, { at: this.clock.now(), ok: result.verdict === 'ready', detail: result.detail });
+      this.noteReachability(endpoint, t, result);
       if (t.suspect) {
         t.suspect = false;
         if (result.verdict !== 'ready' && endpoint.state === 'ready') {
@@ -203,6 +235,37 @@ export class Prober implements ForwardObserver {
         this.clock.clearTimeout(t.timer);
         t.timer = this.clock.setTimeout(() => void this.run(endpoint), delay);
       }
+    }
+  }
+
+  /** Says out loud that an endpoint answers nothing at all (WARN, then every few minutes), and when it answers again. */
+  private noteReachability(endpoint: Endpoint, t: Tracked, result: ProbeResult): void {
+    const now = this.clock.now();
+    if (result.verdict !== 'unreachable') {
+      if (endpoint.unreachable !== undefined) {
+        this.log.info(
+          { endpoint: endpoint.url, models: endpoint.models, unreachableForMs: now - t.unansweredSince, probe: result.detail },
+          'engine reachable again',
+        );
+        this.catalog.setUnreachable(endpoint, undefined);
+      }
+      t.unanswered = 0;
+      t.warnedAt = 0;
+      return;
+    }
+    if (t.unanswered === 0) t.unansweredSince = endpoint.everReady ? now : Math.min(now, endpoint.discoveredAt);
+    t.unanswered++;
+    const graceOver = t.unanswered >= UNREACHABLE_AFTER_PROBES && now - t.unansweredSince >= UNREACHABLE_AFTER_MS;
+    if (!endpoint.everReady && !graceOver) return;
+    const kind = unreachableKind(result.refused, result.detail);
+    const seconds = Math.round((now - t.unansweredSince) / 1000);
+    this.catalog.setUnreachable(endpoint, `${kind} (${result.detail})${seconds > 0 ? ` for ${seconds} s` : ''}`);
+    if (t.warnedAt === 0 || now - t.warnedAt >= UNREACHABLE_WARN_EVERY_MS) {
+      t.warnedAt = now;
+      this.log.warn(
+        { endpoint: endpoint.url, models: endpoint.models, error: result.detail, unreachableForMs: now - t.unansweredSince },
+        `engine unreachable: ${endpoint.url} (${kind}: ${result.detail})`,
+      );
     }
   }
 

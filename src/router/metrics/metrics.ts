@@ -39,9 +39,12 @@ export type { ScalingGauges } from './state-gauges.js';
  */
 const MISNAMED_DEFAULT_GAUGES = ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'];
 
-/** prom-client's process and Node.js metrics, prefixed llm_router_process_, minus the misnamed gauges. */
+/**
+ * prom-client's process and Node.js metrics (named process_* and nodejs_*), prefixed llm_router_
+ * (llm_router_process_cpu_user_seconds_total), minus the misnamed gauges.
+ */
 function registerProcessMetrics(registry: Registry): void {
-  const prefix = 'llm_router_process_';
+  const prefix = 'llm_router_';
   collectDefaultMetrics({ register: registry, prefix });
   for (const name of MISNAMED_DEFAULT_GAUGES) registry.removeSingleMetric(prefix + name);
 }
@@ -148,7 +151,7 @@ export class RouterMetrics {
         if (model !== '' && model !== UNKNOWN_MODEL_LABEL && !keep.has(model)) this.tallies.delete(model);
       this.events.forgetColdStarts(keep);
     });
-    registerRequestMetrics(this.registry, this.tallies, scaledModels);
+    registerRequestMetrics(this.registry, this.tallies, declaredModels);
     this.events = new EventMetrics(this.registry);
     registerFastPathCounter(this.registry, () => this.fastPath());
     registerDiscoveryState(this.registry, () => this.discoveryHealth());

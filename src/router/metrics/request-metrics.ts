@@ -97,12 +97,12 @@ export function newModelTally(): ModelTally {
 /**
  * Registers the request metrics computed from `tallies` at scrape time: llm_router_requests_total,
  * llm_router_errors_total, llm_router_request_duration_seconds, llm_router_time_to_first_byte_seconds and
- * llm_router_model_demand_total (at 0 for each of `scaledModels()` from its declaration on).
+ * llm_router_model_demand_total (at 0 for each of `demandModels()` from its declaration on).
  */
 export function registerRequestMetrics(
   registry: Registry,
   tallies: ReadonlyMap<string, ModelTally>,
-  scaledModels: () => readonly string[],
+  demandModels: () => readonly string[],
 ): void {
   const registers = [registry];
   new Counter({
@@ -148,8 +148,9 @@ export function registerRequestMetrics(
     registers,
     collect() {
       this.reset();
-      // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero
-      for (const model of scaledModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
+      // at 0 from the declaration on, so that rate() and increase() count the very first request to a model at zero;
+      // an adapter has its own series too (its requests also count under its base, which is what scales)
+      for (const model of demandModels()) this.inc({ model }, tallies.get(model)?.demand ?? 0);
     },
   });
 }

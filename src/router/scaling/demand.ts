@@ -36,6 +36,11 @@ export interface WakeAlarm {
 
 export class DemandTracker {
   private readonly models = new Map<string, ModelDemand>();
+  /**
+   * Requests for LoRA adapters, under the adapter's own name: shown in /demand only. What scales is the base's engines,
+   * so the base counts them too (arrived()), and an adapter opens no stuck-wake episode of its own.
+   */
+  private readonly adapters = new Map<string, { arrivals: number; lastArrivalAt: number }>();
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
 
@@ -85,6 +90,16 @@ export class DemandTracker {
     d.arrivals++;
     d.lastArrivalAt = now;
     if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = now;
+  }
+
+  /** A request arrived for a LoRA adapter (its base's arrived() is called too). */
+  adapterArrived(adapter: string): void {
+    const now = this.now();
+    const a = this.adapters.get(adapter);
+    if (a) {
+      a.arrivals++;
+      a.lastArrivalAt = now;
+    } else this.adapters.set(adapter, { arrivals: 1, lastArrivalAt: now });
   }
 
   begin(model: string): void {
@@ -138,12 +153,16 @@ export class DemandTracker {
         oldestHeldAt: this.oldestHeldAt(m),
       };
     }
+    for (const [a, x] of this.adapters) {
+      if (!this.models.has(a)) out[a] = { ...EMPTY_MODEL_DEMAND, arrivals: x.arrivals, lastArrivalAt: x.lastArrivalAt };
+    }
     return { instance, at: this.now(), workers: 1, models: out };
   }
 
   /** Forgets models that are neither declared nor served any more and have nothing in flight or held. */
   prune(keep: ReadonlySet<string>): void {
     for (const [m, d] of this.models) if (!keep.has(m) && d.inFlight === 0 && this.held(m) === 0) this.models.delete(m);
+    for (const a of this.adapters.keys()) if (!keep.has(a)) this.adapters.delete(a);
   }
 
   /** Any endpoint at all (an alias counts its target's): a map lookup, since arrived() runs on every request. */

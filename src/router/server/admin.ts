@@ -168,6 +168,8 @@ export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt
       // an adapter: its base model, as vLLM lists it, and on how many endpoints it is loaded now
       ...(m.adapter ? { parent: m.adapter.parent, loaded_endpoints: m.adapter.loadedEndpoints } : {}),
       status: m.status,
+      // not ready and an engine of it answers nothing at all (connection refused, timed out, TLS error): which, and why
+      ...(m.unreachable ? { reason: `unreachable: ${m.unreachable}` } : {}),
       // a P/D model: its protocol and the roles with no ready endpoint
       ...(m.pd ? { pd: { protocol: m.pd.protocol, missing_roles: m.pd.missing } } : {}),
     })),

@@ -8,9 +8,14 @@ export class BodyTooLargeError extends Error {
 }
 class ClientAbortedError extends Error {}
 
+/** a declared body at least this large is copied into one buffer as it arrives instead of concatenated at its end */
+const COPY_INTO_BYTES = 1024 * 1024;
+
 export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) return Promise.reject(new BodyTooLargeError(limit));
+  // a large declared body (an audio upload) is copied into one buffer as it arrives: never held twice
+  const into = declared !== undefined && Number(declared) >= COPY_INTO_BYTES ? Buffer.allocUnsafe(Number(declared)) : undefined;
   return new Promise<Buffer>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -28,11 +33,13 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
         reject(new BodyTooLargeError(limit));
         return;
       }
-      chunks.push(chunk);
+      if (into && size <= into.length) chunk.copy(into, size - chunk.length);
+      else chunks.push(chunk);
     };
     const onEnd = (): void => {
       cleanup();
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+      if (into) resolve(size === into.length ? into : into.subarray(0, Math.min(size, into.length)));
+      else resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
     };
     const onError = (err: Error): void => {
       cleanup();

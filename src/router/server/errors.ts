@@ -53,6 +53,12 @@ export const errors = {
     param: 'model',
     message: `A model is required: ${detail}.`,
   }),
+  invalidMultipart: (detail: string): RouterError => ({
+    status: 400,
+    code: 'invalid_multipart',
+    type: 'invalid_request_error',
+    message: `The request body is not valid multipart/form-data: ${detail}.`,
+  }),
   bodyTooLarge: (limit: number): RouterError => ({
     status: 413,
     code: 'body_too_large',
@@ -66,14 +72,21 @@ export const errors = {
     param: 'model',
     message: `The model ${JSON.stringify(model)} does not exist.${similar.length > 0 ? ` Did you mean ${orList(similar)}?` : ''}`,
   }),
-  modelUnavailable: (model: string, state: string, retryAfterSeconds: number, missingRoles?: readonly string[]): RouterError => ({
+  modelUnavailable: (
+    model: string,
+    state: string,
+    retryAfterSeconds: number,
+    missingRoles?: readonly string[],
+    /** an endpoint that answers nothing at all, "URL: why": said instead of the state */
+    unreachable?: string,
+  ): RouterError => ({
     status: 503,
     code: 'model_unavailable',
     type: 'service_unavailable',
     param: 'model',
     message: missingRoles?.length
-      ? `The model ${JSON.stringify(model)} is served P/D and has no ready ${missingRoles.join(' or ')} engine (${state}); retry after ${retryAfterSeconds} s.`
-      : `The model ${JSON.stringify(model)} exists but has no ready engine (${state}); retry after ${retryAfterSeconds} s.`,
+      ? `The model ${JSON.stringify(model)} is served P/D and has no ready ${missingRoles.join(' or ')} engine (${unreachable ? `unreachable: ${unreachable}` : state}); retry after ${retryAfterSeconds} s.`
+      : `The model ${JSON.stringify(model)} exists but has no ready engine (${unreachable ? `unreachable: ${unreachable}` : state}); retry after ${retryAfterSeconds} s.`,
     headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
   }),
   queueFull: (model: string, retryAfterSeconds: number): RouterError => ({

@@ -10,6 +10,11 @@ export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 export interface ServerLimits {
   readonly maxHeaderBytes: number;
   readonly clientTimeoutMs: number;
+  /**
+   * --max-body-bytes: a request with `Expect: 100-continue` that announces a larger Content-Length gets no
+   * `100 Continue`; its handler answers 413 at once and the connection closes. Without it, 100 Continue is always sent.
+   */
+  readonly maxBodyBytes?: number;
 }
 
 const CLIENT_ERRORS: Record<string, RouterError> = {
@@ -151,6 +156,18 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
     },
   );
   server.on('clientError', answerClientError);
+  // node:http sends 100 Continue by itself unless this listener is there: a body announced over the limit is refused
+  // before the client sends it (the handler's body reader answers 413 from the Content-Length alone)
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    const declared = Number(req.headers['content-length']);
+    if (limits.maxBodyBytes !== undefined && Number.isFinite(declared) && declared > limits.maxBodyBytes) {
+      // the client may or may not send the body after a final answer: the connection is not reused
+      res.shouldKeepAlive = false;
+    } else {
+      res.writeContinue();
+    }
+    server.emit('request', req, res);
+  });
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) =>
     sendError(res, EXPECTATION_FAILED, { connection: 'close' }),
   );

@@ -12,7 +12,7 @@ import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
-import { rewriteModel } from '../proxy/rewrite-model.js';
+import { rewriteModel, rewriteMultipartModel } from '../proxy/rewrite-model.js';
 import { withoutKvTransferParams } from '../proxy/pd/bodies.js';
 import { loggable, type Logger } from '../util/log.js';
 import { nameIndexFor, similar } from '../util/suggest.js';
@@ -22,6 +22,7 @@ import type { SyncTracker } from '../discovery/sync.js';
 import type { AdapterManager } from '../adapters/manager.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
+import { AUDIO_PATHS, parseMultipart } from './multipart.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
 import { ClientGone } from '../core/client-gone.js';
 
@@ -39,6 +40,9 @@ export const INFERENCE_PATHS: readonly string[] = [
   '/detokenize',
   '/v1/messages',
 ];
+
+/** Every path handleInference answers: the JSON ones, and the audio ones whose model is a multipart/form-data field. */
+export const ROUTED_PATHS: readonly string[] = [...INFERENCE_PATHS, ...AUDIO_PATHS];
 
 export interface InferenceDeps {
   readonly catalog: ModelCatalog;
@@ -75,6 +79,8 @@ function requestIdOf(req: InboundRequest): string {
 interface Request {
   readonly body: Record<string, unknown>;
   readonly model: string;
+  /** an audio request: its multipart/form-data boundary (an alias rewrites the model field, not JSON) */
+  readonly boundary?: string;
 }
 
 type Parsed = ({ ok: true } & Request) | { ok: false; error: RouterError };
@@ -99,7 +105,9 @@ export function parseInference(raw: Buffer): Parsed {
 }
 
 function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfter: number): RouterError {
-  return r.kind === 'unknown' ? errors.modelNotFound(r.requested) : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing);
+  return r.kind === 'unknown'
+    ? errors.modelNotFound(r.requested)
+    : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing, r.unreachable);
 }
 
 type Routable = Extract<Resolution, { kind: 'routable' }>;
@@ -230,6 +238,16 @@ function parse(r: InferenceRecord, raw: Buffer): Request | undefined {
   return undefined;
 }
 
+/** Stage parse, for the audio routes: the form fields of a multipart/form-data body; the file part is skipped. */
+async function parseForm(r: InferenceRecord, raw: Buffer): Promise<Request | undefined> {
+  r.bodyBytes = raw.length;
+  const ct = r.req.headers['content-type'];
+  const parsed = await parseMultipart(raw, Array.isArray(ct) ? ct[0] : ct);
+  if (parsed.ok) return parsed;
+  r.answer(parsed.error);
+  return undefined;
+}
+
 /** Stage resolve: the catalog's answer; "unknown" only once discovery has listed, and then 404. */
 async function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
   const { catalog, sync } = r.deps;
@@ -270,6 +288,11 @@ async function resolveModel(r: InferenceRecord, requested: string): Promise<Know
   // demand counts every request for a known model, whatever its answer: the autoscaler's signal (an adapter's is its base's)
   r.deps.metrics.demanded(scaledModel(resolution));
   r.deps.scaling.demand.arrived(scaledModel(resolution));
+  // an adapter's requests are counted under its own name too (its demand series, its /demand entry)
+  if (resolution.base !== undefined) {
+    r.deps.metrics.demanded(resolution.model);
+    r.deps.scaling.demand.adapterArrived(resolution.model);
+  }
   return resolution;
 }
 
@@ -393,7 +416,9 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   const { deps, req } = r;
   // an adapter is named as its engines' kind needs (SGLang: BASE:ADAPTER); the client's answer keeps the engine's name
   const sent = target.adapter ? deps.adapters.engineModel(target.adapter) : target.model;
-  const renamed = target.aliased || sent !== target.model ? rewriteModel(raw, sent) : raw;
+  const rewrite = (): Buffer =>
+    request.boundary !== undefined ? rewriteMultipartModel(raw, request.boundary, sent) : rewriteModel(raw, sent);
+  const renamed = target.aliased || sent !== target.model ? rewrite() : raw;
   // kv_transfer_params name a host the engine connects to: a client's own go nowhere unless the operator allows them
   const body =
     !deps.allowClientKvTransferParams && Object.hasOwn(request.body, 'kv_transfer_params') ? withoutKvTransferParams(renamed) : renamed;
@@ -486,7 +511,7 @@ export async function handleInference(
   if (!admit(r, source)) return;
   const raw = await readRequestBody(r, source);
   if (raw === undefined) return;
-  const request = parse(r, raw);
+  const request = AUDIO_PATHS.includes(path) ? await parseForm(r, raw) : parse(r, raw);
   if (!request) return;
   const resolution = await resolveModel(r, request.model);
   if (!resolution) return;

@@ -34,7 +34,8 @@ const DEMO_MODELS = {
   wake: 'demo-wakeup',
   pd: 'demo-pd',
   adapter: 'demo-chat-sql',
-  unknown: 'no-such-model',
+  /** a near miss of demo-chat: the 404 names the model it was probably meant to be */
+  unknown: 'demo-caht',
 } as const;
 
 async function freePort(): Promise<number> {
@@ -44,6 +45,24 @@ async function freePort(): Promise<number> {
   s.close();
   await once(s, 'close');
   return port;
+}
+
+/** Resolves once something listens on 127.0.0.1:`port` (false after `timeoutMs`). */
+async function listening(port: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const s = net.connect(port, '127.0.0.1');
+      s.once('connect', () => {
+        s.destroy();
+        resolve(true);
+      });
+      s.once('error', () => resolve(false));
+    });
+    if (ok) return true;
+    await sleep(50);
+  }
+  return false;
 }
 
 interface Engine {
@@ -135,7 +154,11 @@ function demoCases(base: string): DemoCase[] {
       command: post('/v1/chat/completions', chat(DEMO_MODELS.adapter)),
       expectStatus: 200,
     },
-    { title: 'an unknown model: 404 model_not_found', command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)), expectStatus: 404 },
+    {
+      title: `a misspelt model: 404 model_not_found, with "Did you mean" the model it is closest to`,
+      command: post('/v1/chat/completions', chat(DEMO_MODELS.unknown)),
+      expectStatus: 404,
+    },
     { title: 'every model with its status', command: `curl -si ${base}/v1/models`, expectStatus: 200 },
     { title: 'every engine with its lifecycle state', command: `curl -si ${base}/engines`, expectStatus: 200 },
   ];
@@ -170,17 +193,7 @@ export async function runDemo(argv: string[]): Promise<void> {
   const engines = [
     startEngine(p1, DEMO_MODELS.ready, ['--ttft-ms', '50', '--itl-ms', '40', '--output-tokens', '12', ...lora]),
     // a second engine of the same model that takes a while to load: watch it go discovered -> serving-api -> ready in /engines
-    startEngine(p2, DEMO_MODELS.ready, [
-      '--startup-refuse-seconds',
-      '3',
-      '--startup-loading-seconds',
-      '5',
-      '--ttft-ms',
-      '50',
-      '--itl-ms',
-      '40',
-      ...lora,
-    ]),
+    startEngine(p2, DEMO_MODELS.ready, ['--startup-loading-seconds', '8', '--ttft-ms', '50', '--itl-ms', '40', ...lora]),
     startEngine(p3, DEMO_MODELS.embed, []),
     startEngine(p4, DEMO_MODELS.pd, ['--role', 'prefill', ...pd]),
     startEngine(p5, DEMO_MODELS.pd, ['--role', 'decode', ...pd]),
@@ -189,6 +202,14 @@ export async function runDemo(argv: string[]): Promise<void> {
     for (const e of engines) if (e.child.exitCode === null) e.child.kill('SIGTERM');
   };
   process.on('exit', stopEngines);
+  // the router starts once every engine listens: a probe sent before would leave an ECONNREFUSED of the start-up race
+  // as the endpoint's last error on the operator's page
+  if (!(await Promise.all([p1, p2, p3, p4, p5].map((p) => listening(p, 20_000)))).every(Boolean)) {
+    process.stderr.write('demo: the simulated engines did not listen in 20 s\n');
+    stopEngines();
+    process.exitCode = 1;
+    return;
+  }
 
   const config = loadRouterConfig(
     [
@@ -219,21 +240,25 @@ export async function runDemo(argv: string[]): Promise<void> {
   );
   const log = createLogger({ level: config.logLevel, format: 'text' });
   const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });
-  await app.start();
   const autoscaler = new DemoAutoscaler(
     app.catalog,
     app.scaling,
     {
       model: DEMO_MODELS.wake,
       startEngine: async () => {
-        const e = startEngine(await freePort(), DEMO_MODELS.wake, ['--startup-refuse-seconds', '1', '--startup-loading-seconds', '3']);
+        const port = await freePort();
+        const e = startEngine(port, DEMO_MODELS.wake, ['--startup-loading-seconds', '3']);
         engines.push(e);
+        // its endpoint appears once it listens (as a pod's does once it is running): no refused probe to show
+        await listening(port, 10_000);
         return { url: e.url, stop: () => e.child.kill('SIGTERM') };
       },
     },
     log,
   );
+  // the autoscaler declares demo-wakeup before the router starts: its start-up line lists every demo model
   autoscaler.start();
+  await app.start();
   const base = app.url;
   let stopping = false;
   const stop = (): void => {
@@ -257,6 +282,7 @@ export async function runDemo(argv: string[]): Promise<void> {
   const lines = [
     '',
     `llm-router demo is up at ${base}`,
+    `  the operator's page: ${base}/dashboard (open it in a browser: every model and engine, live)`,
     `  ${DEMO_MODELS.ready}: two simulated vLLM engines (the second one is still loading for a few seconds)`,
     `  ${DEMO_MODELS.alias}: an alias of ${DEMO_MODELS.ready}`,
     `  ${DEMO_MODELS.embed}: one simulated embedding engine`,

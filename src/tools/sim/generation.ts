@@ -37,6 +37,8 @@ export function answerLater(
   delayMs: number | (() => number),
   record: SuccessRecord,
   build: () => object,
+  /** how the answer is sent: JSON unless told (the audio routes' text and stream formats) */
+  send: (res: http.ServerResponse, answer: object) => void = (r, answer) => sendJson(r, 200, answer),
 ): void {
   let timer: NodeJS.Timeout | undefined;
   const lease = takeSlot(engine, exchange, () => {
@@ -44,7 +46,7 @@ export function answerLater(
       () => {
         lease.release();
         engine.requests.recordSuccess(record);
-        sendJson(res, 200, build());
+        send(res, build());
       },
       typeof delayMs === 'number' ? delayMs : delayMs(),
     );

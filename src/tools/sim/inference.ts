@@ -9,6 +9,7 @@ import { echoBody, embeddingsBody, errorBody, modelNotFound, type GenerationApi 
 import { resetSocket } from './request-stats.js';
 import { loadingError } from './status.js';
 import { fillerText, outputBudget, promptTokens } from './tokens.js';
+import { AUDIO_PATHS, answerAudio, readMultipart } from './audio.js';
 
 const GENERATION_PATHS: ReadonlyMap<string, GenerationApi> = new Map([
   ['/v1/chat/completions', 'chat'],
@@ -25,6 +26,7 @@ export const INFERENCE_PATHS: ReadonlySet<string> = new Set([
   ...ECHO_GENERATION_PATHS,
   ...ECHO_POOLING_PATHS,
   ...TOKENIZER_PATHS,
+  ...AUDIO_PATHS,
 ]);
 
 /** Answers a POST to one of INFERENCE_PATHS; counted in the stats from arrival to its end. */
@@ -39,9 +41,19 @@ export async function answerInference(
   if (engine.fault().mode === 'hang') return;
   let body: Record<string, unknown>;
   let raw: Buffer;
+  let fileBytes = 0;
   try {
-    ({ body, raw } = await readJsonRequest(req));
-    engine.requests.record(path, req.headers, raw);
+    if (AUDIO_PATHS.has(path)) {
+      // multipart/form-data: the fields are the body; the file is counted as it streams by
+      const form = await readMultipart(req);
+      body = { ...form.fields, ...(form.fields.stream !== undefined ? { stream: form.fields.stream === 'true' } : {}) };
+      raw = form.raw ?? Buffer.alloc(0);
+      fileBytes = form.fileBytes;
+      engine.requests.record(path, req.headers, raw, { sha256: form.sha256, bytes: form.bytes });
+    } else {
+      ({ body, raw } = await readJsonRequest(req));
+      engine.requests.record(path, req.headers, raw);
+    }
   } catch (err) {
     if (err instanceof BodyError && err.status === 499) return;
     const status = err instanceof BodyError ? err.status : 400;
@@ -82,6 +94,7 @@ export async function answerInference(
       { 'retry-after': '1' },
     );
   }
+  if (AUDIO_PATHS.has(path)) return answerAudio(engine, res, exchange, path, body, model, fileBytes);
   const api = GENERATION_PATHS.get(path);
   const stream = api !== undefined && body.stream === true;
   if (fault.mode === 'reset-mid-stream' && !stream) return resetSocket(res, exchange);

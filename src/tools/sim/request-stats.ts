@@ -1,5 +1,6 @@
 // Request statistics: the resettable /_sim/stats counters, the Prometheus totals that never reset,
 // and the per-request tracking that decides whether an inference request completed, failed or was aborted.
+import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import type { SlotQueue } from './queue.js';
 import type { RecordedRequest, SimStats } from './types.js';
@@ -69,11 +70,23 @@ export class RequestStats {
   }
 
   /** Keeps one received request for GET /_sim/requests. */
-  record(path: string, headers: http.IncomingHttpHeaders, raw: Buffer): void {
+  record(
+    path: string,
+    headers: http.IncomingHttpHeaders,
+    raw: Buffer,
+    /** a body streamed by (the audio routes): its digest and length; `raw` is then empty when it was large */
+    digest?: { sha256: string; bytes: number },
+  ): void {
     const kept: Record<string, string> = {};
     for (const [name, value] of Object.entries(headers))
       if (value !== undefined && !UNRECORDED_HEADERS.has(name)) kept[name] = Array.isArray(value) ? value.join(', ') : value;
-    this.recent.push({ path, headers: kept, bodyBase64: raw.toString('base64') });
+    this.recent.push({
+      path,
+      headers: kept,
+      bodyBase64: raw.toString('base64'),
+      bodySha256: digest?.sha256 ?? createHash('sha256').update(raw).digest('hex'),
+      bodyBytes: digest?.bytes ?? raw.length,
+    });
     if (this.recent.length > RECORDED_REQUESTS) this.recent.shift();
   }
 

@@ -71,8 +71,11 @@ export interface RecordedRequest {
   readonly path: string;
   /** lower-case names; credentials left out */
   readonly headers: Record<string, string>;
-  /** the body's exact bytes */
+  /** the body's exact bytes (empty for an audio body over 1 MB: see bodySha256) */
   readonly bodyBase64: string;
+  /** SHA-256 (hex) of the body's exact bytes, and their number */
+  readonly bodySha256: string;
+  readonly bodyBytes: number;
 }
 
 // KV-cache events (kv-events.ts); here so that reading the flags does not load ZeroMQ

@@ -41,6 +41,7 @@ export function explainModel(m: ModelView, endpoints: readonly Endpoint[], facts
   }
   const live = endpoints.filter((e) => !e.draining);
   const waiting = facts.held > 0 ? `; ${plural(facts.held, 'request')} held` : '';
+  if (m.status !== 'ready' && m.unreachable) return `unreachable: ${m.unreachable}${waiting}`;
   switch (m.status) {
     case 'ready': {
       const coming = live.filter((e) => e.state === 'discovered' || e.state === 'serving-api').length;

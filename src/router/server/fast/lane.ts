@@ -34,6 +34,9 @@ const PIPELINE_BUFFER_LIMIT = 64 * 1024;
 
 type ConnectionListener = (socket: Socket) => void;
 
+/** a body at least this large is copied into one buffer as it arrives instead of concatenated at its end */
+const COPY_INTO_BYTES = 1024 * 1024;
+
 export class FastLane {
   /** requests answered here, and connections handed to node:http (exported as llm_router_fast_path_total) */
   answered = 0;
@@ -92,7 +95,11 @@ class FastConnection implements ResponseOwner {
   /** bytes read and not yet parsed */
   private buffered: Buffer | undefined;
   /** a head whose body is still arriving, with the body bytes so far */
-  private waiting: { head: RequestHead; parts: Buffer[]; size: number; timer: NodeJS.Timeout } | undefined;
+  /**
+   * a body still arriving: its chunks, or for a large one (an audio upload) the one buffer of its Content-Length that
+   * they are copied into as they come, so that it is never held twice (chunks plus their concatenation)
+   */
+  private waiting: { head: RequestHead; parts: Buffer[]; size: number; timer: NodeJS.Timeout; into?: Buffer } | undefined;
   private active: FastResponse | undefined;
   private paused = false;
   private ending = false;
@@ -137,6 +144,13 @@ class FastConnection implements ResponseOwner {
   private received(chunk: Buffer): void {
     if (this.ending) return;
     const w = this.waiting;
+    if (w?.into) {
+      const take = Math.min(chunk.length, w.head.contentLength - w.size);
+      chunk.copy(w.into, w.size, 0, take);
+      w.size += take;
+      if (w.size >= w.head.contentLength) this.bodyArrived(w, take < chunk.length ? chunk.subarray(take) : undefined);
+      return;
+    }
     if (w) {
       w.parts.push(chunk);
       w.size += chunk.length;
@@ -170,12 +184,24 @@ class FastConnection implements ResponseOwner {
     }
     this.buffered = undefined;
     const timer = setTimeout(() => this.bodyTimedOut(), this.lane.options.clientTimeoutMs);
-    this.waiting = { head, parts: [buf.subarray(head.bodyStart)], size: buf.length - head.bodyStart, timer };
+    const first = buf.subarray(head.bodyStart);
+    if (head.contentLength >= COPY_INTO_BYTES) {
+      const into = Buffer.allocUnsafe(head.contentLength);
+      first.copy(into, 0);
+      this.waiting = { head, parts: [], size: first.length, timer, into };
+      return;
+    }
+    this.waiting = { head, parts: [first], size: first.length, timer };
   }
 
-  private bodyArrived(w: NonNullable<FastConnection['waiting']>): void {
+  private bodyArrived(w: NonNullable<FastConnection['waiting']>, rest?: Buffer): void {
     clearTimeout(w.timer);
     this.waiting = undefined;
+    if (w.into) {
+      this.buffered = rest;
+      this.dispatch(w.head, w.into);
+      return;
+    }
     const all = w.parts.length === 1 ? (w.parts[0] as Buffer) : Buffer.concat(w.parts, w.size);
     const need = w.head.contentLength;
     if (all.length > need) this.buffered = all.subarray(need);
