@@ -9,14 +9,13 @@ import type { TestContext } from 'node:test';
 export type Tool = 'go' | 'prometheus' | 'promtool' | 'chromium' | 'kubectl';
 
 const PROMETHEUS = 'apt-get install -y prometheus';
-/** the one command per tool (Debian/Ubuntu); kubectl is not in Debian's archive: the upstream binary */
+/** the one command per tool (Debian/Ubuntu; Debian's kubectl is in kubernetes-client) */
 export const INSTALL: Readonly<Record<Tool, string>> = {
   go: 'apt-get install -y golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v2-dev',
   prometheus: PROMETHEUS,
   promtool: PROMETHEUS,
   chromium: 'apt-get install -y chromium',
-  kubectl:
-    'curl -fsSLo /usr/local/bin/kubectl "https://dl.k8s.io/release/$(curl -fsSL https://dl.k8s.io/release/stable.txt)/bin/linux/amd64/kubectl" && chmod +x /usr/local/bin/kubectl',
+  kubectl: 'apt-get install -y kubernetes-client',
 };
 
 /** the Go sources tools/chart-render builds against (Debian's packaged GOPATH) */
@@ -66,7 +65,7 @@ export function installAllCommand(): string {
   const apt = [...new Set(Object.values(INSTALL).filter((c) => c.startsWith('apt-get install -y ')))]
     .map((c) => c.slice('apt-get install -y '.length))
     .join(' ');
-  return `apt-get update && apt-get install -y ${apt} && ${INSTALL.kubectl}`;
+  return `apt-get update && apt-get install -y ${apt}`;
 }
 
 /** Runs `fn` as a subtest that needs `tool`: skipped with the install line when it is missing (failed under CI). */
