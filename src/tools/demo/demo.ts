@@ -242,9 +242,9 @@ export async function runDemo(argv: string[]): Promise<void> {
   const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });
   const autoscaler = new DemoAutoscaler(
     app.catalog,
-    app.scaling,
     {
       model: DEMO_MODELS.wake,
+      graceMs: flags['idle-seconds'] * 1000,
       startEngine: async () => {
         const port = await freePort();
         const e = startEngine(port, DEMO_MODELS.wake, ['--startup-loading-seconds', '3']);
@@ -257,9 +257,10 @@ export async function runDemo(argv: string[]): Promise<void> {
     log,
   );
   // the autoscaler declares demo-wakeup before the router starts: its start-up line lists every demo model
-  autoscaler.start();
+  autoscaler.declare();
   await app.start();
   const base = app.url;
+  autoscaler.watch(base);
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
