@@ -190,3 +190,14 @@ test('kvaware: where the router sent a prompt counts only until its time is up; 
   now += 2000;
   assert.equal(await pick(policy, c), other);
 });
+
+test('kvaware: once an engine reports a prefix, where the router sent it no longer counts (its evictions are heard)', async () => {
+  const c = eps(2);
+  const gpu = new Map<string, Set<BlockKey>>();
+  const { policy } = setUp(new FakeIndex(gpu), KEYS, 60_000);
+  const first = (await pick(policy, c)) as Endpoint;
+  const other = c.find((e) => e !== first) as Endpoint;
+  // the first engine evicted it before reporting anything; the other reports holding half of it: 10 of 10 go there
+  gpu.set(other.id, new Set(KEYS.slice(0, 5)));
+  for (let i = 0; i < 10; i++) assert.equal(await pick(policy, c), other);
+});

@@ -93,7 +93,8 @@ export class KvAwarePolicy implements RoutingPolicy {
     const ids: string[] = [];
     for (const c of candidates) ids.push(c.id);
     const matches = this.opts.index.match(keys, ids);
-    const sent = this.pending.leading(keys);
+    // only for a prefix no engine reports yet: once one does, its events (stores and evictions) decide alone
+    const sent = matches.size === 0 ? this.pending.leading(keys) : undefined;
     if (matches.size === 0 && sent === undefined) return this.fallBack(candidates, request, exclude, 'no-match', count);
 
     let total = 0;
