@@ -23,6 +23,7 @@ import type { RouteRequest } from '../src/router/routing/policy.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
 import { blockIds, PrefixCache } from '../src/tools/sim/prefix-cache.js';
 import { WordTokenizer } from '../src/tools/sim/tokenizer.js';
+import { rng } from '../test/support/conversations.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DIST_CLI = path.join(root, 'dist', 'cli', 'main.js');
@@ -54,16 +55,8 @@ const ENGINES = 4;
 
 // ---- the workload: deterministic from the seed, identical for every policy ----
 
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The deterministic PRNG of the benchmark workloads (mulberry32), shared with the test conversations. */
+export const mulberry32 = rng;
 
 interface Turn {
   readonly user: string;

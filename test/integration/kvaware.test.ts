@@ -3,7 +3,7 @@
 // both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { call, FAST_PROBES, type Running, startRouter, startSim } from '../support/router.js';
+import { call, FAST_PROBES, type Running, simKvEndpoints, startRouter, startSim } from '../support/router.js';
 import { stopAll } from '../support/process.js';
 import { eventually } from '../support/within.js';
 import { request } from 'undici';
@@ -12,13 +12,6 @@ const MODEL = 'kv-model';
 
 function words(seed: string, n: number): string {
   return Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
-}
-
-/** the simulator's announced KV-cache event endpoints */
-function kvEndpoints(sim: Running): { events: string; replay: string } {
-  const m = /sim kv-events on (tcp:\/\/\S+) replay (tcp:\/\/\S+)\n/.exec(sim.proc.output());
-  if (!m) throw new Error(`no kv-events line in:\n${sim.proc.output()}`);
-  return { events: m[1] as string, replay: m[2] as string };
 }
 
 async function complete(base: string, prompt: string): Promise<string> {
@@ -48,8 +41,8 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
     const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '64'];
     a = await startSim([...simArgs, '--id', 'A']);
     b = await startSim([...simArgs, '--id', 'B']);
-    const ka = kvEndpoints(a);
-    const kb = kvEndpoints(b);
+    const ka = simKvEndpoints(a);
+    const kb = simKvEndpoints(b);
     for (let i = 0; i < 2; i++)
       routers.push(
         await startRouter([
@@ -121,7 +114,7 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
 
   before(async () => {
     sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'A']);
-    const k = kvEndpoints(sim);
+    const k = simKvEndpoints(sim);
     router = await startRouter([
       ...FAST_PROBES,
       '--routing-logic',

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { decode } from '@msgpack/msgpack';
 import { Dealer, Subscriber } from 'zeromq';
 import { stopAll } from '../support/process.js';
-import { call, startSim, type Running } from '../support/router.js';
+import { call, simKvEndpoints, startSim, type Running } from '../support/router.js';
 import { within } from '../support/within.js';
 
 const sockets: Array<{ close(): void }> = [];
@@ -23,9 +23,7 @@ interface Message {
 /** The events and replay endpoints from the sim's startup line; /_sim/stats must say the same. */
 async function kvSim(args: readonly string[]): Promise<{ sim: Running; events: string; replay: string }> {
   const sim = await startSim(['--kv-events-port', '0', '--kv-events-replay-port', '0', ...args]);
-  const m = /sim kv-events on (tcp:\/\/\S+) replay (tcp:\/\/\S+)\n/.exec(sim.proc.output());
-  assert.ok(m, `no kv-events line in:\n${sim.proc.output()}`);
-  const [, events, replay] = m as unknown as [string, string, string];
+  const { events, replay } = simKvEndpoints(sim);
   const stats = (await call(`${sim.url}/_sim/stats`)).json<{ kvEvents: { endpoint: string; port: number; replayEndpoint: string } }>();
   assert.equal(stats.kvEvents.endpoint, events);
   assert.equal(stats.kvEvents.replayEndpoint, replay);

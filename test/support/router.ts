@@ -51,6 +51,13 @@ export async function startSim(args: readonly string[], opts: { port?: number; w
   return { url, port: Number(new URL(url).port), adminUrl: url, proc, stop: (signal?: NodeJS.Signals) => proc.stop(signal) };
 }
 
+/** The KV-cache event endpoints a simulator started with --kv-events-port and --kv-events-replay-port announced. */
+export function simKvEndpoints(sim: Running): { readonly events: string; readonly replay: string } {
+  const m = /sim kv-events on (tcp:\/\/\S+) replay (tcp:\/\/\S+)\n/.exec(sim.proc.output());
+  if (!m) throw new Error(`no kv-events line in the simulator's output:\n${sim.proc.output()}`);
+  return { events: m[1] as string, replay: m[2] as string };
+}
+
 export interface Answer {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
