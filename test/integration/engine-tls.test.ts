@@ -12,6 +12,7 @@ import { addReadyPod } from '../support/kube-objects.js';
 import { stopAll } from '../support/process.js';
 import { call, chat, engines, startRouter, startSim, waitModelStatus, type EngineView, type Running } from '../support/router.js';
 import { eventually, until } from '../support/within.js';
+import { requireTool } from '../support/tools.js';
 
 const MODEL = 'tls-model';
 
@@ -82,7 +83,7 @@ async function assertNotReady(router: Running, why: RegExp, what: string): Promi
   assert.equal(answer.json<{ error: { code: string } }>().error.code, 'model_unavailable', what);
 }
 
-describe('https engines', { timeout: 120_000 }, () => {
+describe('https engines', { timeout: 120_000, skip: requireTool('openssl') }, () => {
   let dir: string;
   let server: { cert: string; key: string };
   let client: { cert: string; key: string };

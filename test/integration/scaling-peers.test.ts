@@ -4,8 +4,7 @@
 // in the peer list.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +14,7 @@ import { freePort, stopAll } from '../support/process.js';
 import { call, chat, kedaPort, startRouter, type Running } from '../support/router.js';
 import { until, within } from '../support/within.js';
 import { requireTool, withTool } from '../support/tools.js';
+import { testCa } from '../support/certs.js';
 
 interface Demand {
   instance: string;
@@ -23,7 +23,6 @@ interface Demand {
   models: Record<string, { held: number; inFlight: number; arrivals: number }>;
 }
 
-const installed = (cmd: string, args = ['--version']): boolean => spawnSync(cmd, args, { stdio: 'ignore' }).status === 0;
 /**
  * A GET on a new connection each time (one kept alive to a worker that was killed would fail), tried again when the
  * connection is reset: the primary may hand a connection to the worker being killed (Prometheus would see a failed
@@ -278,38 +277,12 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
   });
 
   test('KEDA over mutual TLS from the command line (--keda-tls-cert, --keda-tls-key, --keda-tls-ca); errors show in llm_router_keda_scaler_errors_total', {
-    skip: installed('openssl', ['version']) ? false : 'openssl is not installed',
+    skip: requireTool('openssl'),
   }, async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'keda-tls-'));
-    const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-    const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-    const file = (name: string) => path.join(dir, name);
+    const certs = testCa('keda-tls-');
     try {
-      ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=test-ca');
-      for (const [name, ext] of [
-        ['server', 'subjectAltName=IP:127.0.0.1,DNS:localhost'],
-        ['client', 'extendedKeyUsage=clientAuth'],
-      ] as const) {
-        writeFileSync(file(`${name}.ext`), `${ext}\n`);
-        ssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`);
-        ssl(
-          'x509',
-          '-req',
-          '-in',
-          `${name}.csr`,
-          '-CA',
-          'ca.crt',
-          '-CAkey',
-          'ca.key',
-          '-CAcreateserial',
-          '-out',
-          `${name}.crt`,
-          '-days',
-          '1',
-          '-extfile',
-          `${name}.ext`,
-        );
-      }
+      const server = certs.sign('server', 'server', 'subjectAltName=IP:127.0.0.1,DNS:localhost');
+      const client = certs.sign('client', 'client', 'extendedKeyUsage=clientAuth');
       const router = await startRouter([
         '--known-models',
         'm',
@@ -318,16 +291,16 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
         '--keda-scaler-port',
         '0',
         '--keda-tls-cert',
-        file('server.crt'),
+        server.certFile,
         '--keda-tls-key',
-        file('server.key'),
+        server.keyFile,
         '--keda-tls-ca',
-        file('ca.crt'),
+        certs.caFile,
       ]);
       const address = `127.0.0.1:${await kedaPort(router)}`;
       assert.match(router.proc.output(), /"tls":"mutual","port":\d+,"msg":"KEDA external scaler listening/);
-      const ca = readFileSync(file('ca.crt'));
-      const keda = kedaClient(address, grpcCredentials.createSsl(ca, readFileSync(file('client.key')), readFileSync(file('client.crt'))));
+      const ca = Buffer.from(certs.ca);
+      const keda = kedaClient(address, grpcCredentials.createSsl(ca, Buffer.from(client.key), Buffer.from(client.cert)));
       const anonymous = kedaClient(address, grpcCredentials.createSsl(ca));
       try {
         assert.equal(await keda.isActive(ref('m')), false);
@@ -341,7 +314,7 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
         await router.stop();
       }
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      certs.remove();
     }
   });
 

@@ -6,7 +6,7 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
 
-export type Tool = 'go' | 'prometheus' | 'promtool' | 'chromium' | 'kubectl';
+export type Tool = 'go' | 'prometheus' | 'promtool' | 'chromium' | 'kubectl' | 'openssl';
 
 const PROMETHEUS = 'apt-get install -y prometheus';
 /** the one command per tool (Debian/Ubuntu; Debian's kubectl is in kubernetes-client) */
@@ -16,6 +16,7 @@ export const INSTALL: Readonly<Record<Tool, string>> = {
   promtool: PROMETHEUS,
   chromium: 'apt-get install -y chromium',
   kubectl: 'apt-get install -y kubernetes-client',
+  openssl: 'apt-get install -y openssl',
 };
 
 /** the Go sources tools/chart-render builds against (Debian's packaged GOPATH) */

@@ -2,8 +2,7 @@
 // for workers that are gone, the peers' key, and TLS on the scaler's port.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -18,6 +17,8 @@ import { PeerDemand, StaticPeers } from '../../src/router/scaling/peers.js';
 import { peerAuthorization } from '../../src/router/scaling/system.js';
 import { createLogger } from '../../src/router/util/log.js';
 import { GRPC, grpcCode, grpcCredentials, kedaClient } from '../support/keda.js';
+import { testCa } from '../support/certs.js';
+import { requireTool } from '../support/tools.js';
 
 const silent = createLogger({ level: 'silent', format: 'json' });
 const m = (over: Partial<typeof EMPTY_MODEL_DEMAND>) => ({ ...EMPTY_MODEL_DEMAND, ...over });
@@ -292,41 +293,13 @@ test('--keda-tls-*: cert and key together, the CA only with them, only with --ke
   assert.equal(load([]).scaling.kedaTls, undefined);
 });
 
-const hasOpenssl = spawnSync('openssl', ['version'], { stdio: 'ignore' }).status === 0;
-
 test('the scaler over TLS, and mutual TLS with --keda-tls-ca; errors are counted by method and code', {
-  skip: hasOpenssl ? false : 'openssl is not installed',
+  skip: requireTool('openssl'),
 }, async () => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'keda-tls-'));
-  const f = (name: string) => path.join(dir, name);
-  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'ignore' });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  const certs = testCa('keda-tls-');
   try {
-    ssl('req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=test-ca');
-    const signed = (name: string, cn: string, ext: string) => {
-      writeFileSync(f(`${name}.ext`), `${ext}\n`);
-      ssl('req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`);
-      ssl(
-        'x509',
-        '-req',
-        '-in',
-        `${name}.csr`,
-        '-CA',
-        'ca.crt',
-        '-CAkey',
-        'ca.key',
-        '-CAcreateserial',
-        '-out',
-        `${name}.crt`,
-        '-days',
-        '1',
-        '-extfile',
-        `${name}.ext`,
-      );
-    };
-    signed('server', 'localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost');
-    signed('client', 'keda', 'extendedKeyUsage=clientAuth');
-    const read = (name: string) => readFileSync(f(name), 'utf8');
+    const server = certs.sign('server', 'localhost', 'subjectAltName=IP:127.0.0.1,DNS:localhost');
+    const client = certs.sign('client', 'keda', 'extendedKeyUsage=clientAuth');
     const errors: string[] = [];
     const view = {
       lookup: (model: string) => (model === 'm' ? ({ kind: 'known', model } as const) : ({ kind: 'unknown' } as const)),
@@ -335,10 +308,10 @@ test('the scaler over TLS, and mutual TLS with --keda-tls-ca; errors are counted
       onError: (method: string, code: string) => errors.push(`${method} ${code}`),
     };
     const ref = (model: string) => ({ name: 'so', namespace: 'ns', scalerMetadata: { model } });
-    const ca = Buffer.from(read('ca.crt'));
+    const ca = Buffer.from(certs.ca);
 
     const tls = new KedaScaler(view, silent);
-    await tls.start('127.0.0.1', 0, { cert: read('server.crt'), key: read('server.key') });
+    await tls.start('127.0.0.1', 0, { cert: server.cert, key: server.key });
     const ok = kedaClient(`127.0.0.1:${tls.port}`, grpcCredentials.createSsl(ca));
     const plain = kedaClient(`127.0.0.1:${tls.port}`);
     try {
@@ -353,10 +326,10 @@ test('the scaler over TLS, and mutual TLS with --keda-tls-ca; errors are counted
     }
 
     const mutual = new KedaScaler(view, silent);
-    await mutual.start('127.0.0.1', 0, { cert: read('server.crt'), key: read('server.key'), ca: read('ca.crt') });
+    await mutual.start('127.0.0.1', 0, { cert: server.cert, key: server.key, ca: certs.ca });
     const withCert = kedaClient(
       `127.0.0.1:${mutual.port}`,
-      grpcCredentials.createSsl(ca, Buffer.from(read('client.key')), Buffer.from(read('client.crt'))),
+      grpcCredentials.createSsl(ca, Buffer.from(client.key), Buffer.from(client.cert)),
     );
     const noCert = kedaClient(`127.0.0.1:${mutual.port}`, grpcCredentials.createSsl(ca));
     try {
@@ -368,6 +341,6 @@ test('the scaler over TLS, and mutual TLS with --keda-tls-ca; errors are counted
       await mutual.stop();
     }
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    certs.remove();
   }
 });
