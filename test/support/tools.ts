@@ -1,6 +1,6 @@
 // The external tools some suites need (Go for tools/chart-render, Prometheus/promtool, Chromium, kubectl). On a
 // machine with Node.js and npm only, a suite that needs one is skipped with one line naming the tool and the command
-// that installs it; with LLM_ROUTER_TEST_TOOLS=required (`.ci/run` sets it) a missing tool is a failure instead, so CI
+// that installs it; with TEST_TOOLS=required (`.ci/run` sets it) a missing tool is a failure instead, so CI
 // never skips. `npm run test:tools` prints the command that installs them all on Debian/Ubuntu.
 import { accessSync, constants, existsSync } from 'node:fs';
 import path from 'node:path';
@@ -46,18 +46,18 @@ export function hasTool(tool: Tool): boolean {
 }
 
 /** true when a missing tool must fail the suite (CI), not skip it */
-export const toolsRequired = (): boolean => process.env.LLM_ROUTER_TEST_TOOLS === 'required';
+export const toolsRequired = (): boolean => process.env.TEST_TOOLS === 'required';
 
 /**
  * The `skip` option of a `describe` or `test` that needs `tools`: false when they are all here; otherwise one line
- * naming the missing tool and how to install it. With LLM_ROUTER_TEST_TOOLS=required a missing tool throws instead,
+ * naming the missing tool and how to install it. With TEST_TOOLS=required a missing tool throws instead,
  * which fails the suite.
  */
 export function requireTool(...tools: Tool[]): string | false {
   const missing = tools.filter((t) => !hasTool(t));
   if (missing.length === 0) return false;
   const line = missing.map((t) => `${t} is not installed (install: ${INSTALL[t]})`).join('; ');
-  if (toolsRequired()) throw new Error(`LLM_ROUTER_TEST_TOOLS=required: ${line}`);
+  if (toolsRequired()) throw new Error(`TEST_TOOLS=required: ${line}`);
   return line;
 }
 
