@@ -33,14 +33,15 @@ function topUsage(): string {
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
-  const serve = await (COMMANDS.serve as (typeof COMMANDS)[string]).load();
+  // loaded only when serving: the other commands do not pay for the router's modules
+  const serve = (): Promise<(argv: string[]) => Promise<void>> => (COMMANDS.serve as (typeof COMMANDS)[string]).load();
   if (name === '--help' || name === '-h' || name === 'help') {
     // the commands, then the flags of serve, which is what runs without a command
     process.stdout.write(`${topUsage()}\n\n`);
-    return serve(['--help']);
+    return (await serve())(['--help']);
   }
   // like vllm_router's binary: no command serves (a container configured through LLM_ROUTER_* env only)
-  if (name === undefined) return serve([]);
+  if (name === undefined) return (await serve())([]);
   if (name === '--version' || name === 'version') {
     const { VERSION } = await import('../version.js');
     process.stdout.write(`llm-router ${VERSION}\n`);
@@ -48,7 +49,7 @@ async function main(argv: string[]): Promise<void> {
   }
   const command = COMMANDS[name];
   // vllm_router takes its flags with no subcommand: treat a leading flag as `serve` so binaries can be swapped
-  if (!command && name.startsWith('--')) return serve(argv);
+  if (!command && name.startsWith('--')) return (await serve())(argv);
   if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, Object.keys(COMMANDS))}\n\n${topUsage()}`);
   await (await command.load())(rest);
 }

@@ -5,6 +5,7 @@
 import cluster from 'node:cluster';
 import { runPrimary } from '../router/app/primary.js';
 import { loadRouterConfig } from '../router/config/config.js';
+import { loadKubernetesClient, usesKubernetes } from '../router/discovery/kubernetes/client.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../router/config/router-flags.js';
 import { RouterApp } from '../router/app/app.js';
 import { createLogger } from '../router/util/log.js';
@@ -30,6 +31,7 @@ export async function runServe(argv: string[]): Promise<void> {
     );
   }
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
+  if (usesKubernetes(config)) await loadKubernetesClient();
   if (config.workers > 1 && cluster.isPrimary) {
     runPrimary(config, log);
     return;

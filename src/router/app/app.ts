@@ -7,6 +7,7 @@ import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import type { ResponseSink } from '../core/exchange.js';
+import { loadKubernetesClient } from '../discovery/kubernetes/client.js';
 import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
 import { applyStaticSource } from '../discovery/static.js';
 import { SyncTracker } from '../discovery/sync.js';
@@ -203,6 +204,7 @@ export class RouterApp {
     applyStaticSource(this.catalog, this.config);
     this.sync.synced('static');
     if (this.config.kubernetes) {
+      await loadKubernetesClient();
       this.sync.register(KUBERNETES);
       this.kubernetes = new KubernetesSource(
         this.catalog,

@@ -9,7 +9,8 @@ import { DemandTracker, type WakeAlarm } from './demand.js';
 import type { DemandSnapshot } from './demand-snapshot.js';
 import type { DemandView } from './demand-view.js';
 import { HoldQueue } from './hold-queue.js';
-import { KedaScaler, type KedaTls, type ModelLookup } from './keda.js';
+// the gRPC server and its proto are loaded only by a router with a KEDA scaler port (a tenth of a second of CPU at start)
+import type { KedaScaler, KedaTls, ModelLookup } from './keda.js';
 
 /** What scaling reports as it happens (the operator's timeline, metrics). */
 export interface ScalingObservers {
@@ -105,7 +106,8 @@ export class Scaling {
         if (r.kind !== 'unknown') return { kind: 'known', model: r.model };
         return synced() ? { kind: 'unknown' } : { kind: 'not-synced' };
       };
-      this.keda = new KedaScaler(
+      const { KedaScaler: Scaler } = await import('./keda.js');
+      this.keda = new Scaler(
         { lookup, totals: async () => (await view.system()).models, graceMs: this.config.graceMs, onError: this.observers.kedaError },
         this.log,
       );

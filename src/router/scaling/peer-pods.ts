@@ -1,7 +1,8 @@
 // Router peers found in Kubernetes: the Ready pods of the router's own Deployment (--scaler-peer-selector), each
 // reached at its admin port (the pod annotation llm-router/admin-port, else this router's own admin or main port).
 import { bracketHost } from '../util/host.js';
-import { CoreV1Api, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { kubernetesClient } from '../discovery/kubernetes/client.js';
 import { podReady, type PodLike } from '../discovery/kubernetes/desired.js';
 import { Reflector } from '../discovery/kubernetes/reflector.js';
 import type { Logger } from '../util/log.js';
@@ -36,7 +37,7 @@ export class PeerPods implements PeerList {
   private current: string[] = [];
 
   constructor(opts: PeerPodsOptions, log: Logger) {
-    const core = opts.kubeConfig.makeApiClient(CoreV1Api);
+    const core = opts.kubeConfig.makeApiClient(kubernetesClient().CoreV1Api);
     this.pods = new Reflector({
       resource: 'router-pods',
       path: `/api/v1/namespaces/${opts.namespace}/pods`,

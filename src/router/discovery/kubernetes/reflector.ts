@@ -8,7 +8,8 @@
 // missed, or answers 410 and the informer re-lists by itself, so no event is lost and no periodic full re-list is
 // needed. The periodic resync (--k8s-resync-seconds) only restarts the watch from its resourceVersion, which guards
 // against a watch connection that died silently without costing the API server a list.
-import { makeInformer, type Informer, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { Informer, KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { kubernetesClient } from './client.js';
 import { realClock, type Clock, type ClockTimer } from '../../util/clock.js';
 import type { Logger } from '../../util/log.js';
 
@@ -144,7 +145,7 @@ export class Reflector<T extends KubernetesObject> {
     };
     const informer = this.opts.informer
       ? this.opts.informer(list)
-      : makeInformer<T>(this.opts.kubeConfig, this.opts.path, list, this.opts.labelSelector);
+      : kubernetesClient().makeInformer<T>(this.opts.kubeConfig, this.opts.path, list, this.opts.labelSelector);
     const upsert = (obj: T): void => {
       if (this.stopped) return;
       this.store.set(key(obj), obj);

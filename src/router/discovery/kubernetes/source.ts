@@ -5,14 +5,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { StartupError } from '../../core/startup-error.js';
-import {
-  AppsV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  KubeConfig,
-  type KubernetesListObject,
-  type KubernetesObject,
-} from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import { kubernetesClient } from './client.js';
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { Logger } from '../../util/log.js';
 import { desiredState, type KvEventsPorts, type PodLike, type WorkloadLike } from './desired.js';
@@ -44,7 +38,7 @@ export interface DiscoveryObserver {
  * quietly talk to http://localhost:8080 and fail on every request; the router says what is missing instead.
  */
 export function loadKubeConfig(why = '--service-discovery k8s'): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new (kubernetesClient().KubeConfig)();
   if (process.env.KUBERNETES_SERVICE_HOST) {
     kc.loadFromCluster();
     return kc;
@@ -97,9 +91,10 @@ export class KubernetesSource {
     const kc = opts.kubeConfig ?? loadKubeConfig();
     const ns = resolveNamespace(opts.namespace, kc);
     this.namespace = ns;
-    const core = kc.makeApiClient(CoreV1Api);
-    const apps = kc.makeApiClient(AppsV1Api);
-    const custom = kc.makeApiClient(CustomObjectsApi);
+    const k8s = kubernetesClient();
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    const apps = kc.makeApiClient(k8s.AppsV1Api);
+    const custom = kc.makeApiClient(k8s.CustomObjectsApi);
     const selector = opts.labelSelector || undefined;
     const sel = selector ? { labelSelector: selector } : {};
     const failures = new FailureLog(log);
