@@ -20,6 +20,9 @@ export function kubernetesClient(): KubernetesClient {
 }
 
 /** Whether a router with these settings talks to Kubernetes: pod discovery or peer replicas found by label. */
-export function usesKubernetes(config: { readonly kubernetes?: unknown; readonly scaling: { readonly peerSelector?: string | undefined } }): boolean {
+export function usesKubernetes(config: {
+  readonly kubernetes?: unknown;
+  readonly scaling: { readonly peerSelector?: string | undefined };
+}): boolean {
   return config.kubernetes !== undefined || Boolean(config.scaling.peerSelector);
 }
