@@ -1,12 +1,12 @@
 // What the router remembers of tokenizations, so that a conversation re-sent every turn is not tokenized whole every
 // turn. Two caches, both bounded by bytes (least recently used out first):
 //  - `SegmentedEncoder` (in-process tokenizer): a rendered chat is cut after each special token that splits text on its
-//    own (<|eot_id|>, <|im_end|>, ...); each piece's ids are kept under a hash of the whole text up to its end, so a
-//    new turn finds its earlier turns' pieces and tokenizes only the new tail. Reuse is exact only where no merge or
-//    normalizer rule reaches across such a token: the tokenizer checks that when it loads (`segmentable`), else every
-//    text is tokenized whole.
+//    own (<|eot_id|>, <|im_end|>, ...); each piece's ids are kept under the piece's own text chained to the entry of
+//    the piece before it (its number), so a new turn finds its earlier turns' pieces and tokenizes only the new tail.
+//    The keys are the texts themselves, not digests: a lookup costs the Map's own string hash and comparison, and two
+//    different texts can never share an entry. Reuse is exact only where no merge or normalizer rule reaches across
+//    such a token: the tokenizer checks that when it loads (`segmentable`), else every text is tokenized whole.
 //  - whole answers (the engine's /tokenize), under a hash of the model and the request's prompt fields.
-import { createHash, type Hash } from 'node:crypto';
 import type { HfTokenizer } from './hf-tokenizer.js';
 
 /** A map bounded by the bytes of what it holds; reading an entry makes it the most recently used. */
@@ -74,18 +74,30 @@ export interface EncodeStats {
   readonly encodedChars: number;
 }
 
+/** A cached piece: its ids, and its number, which the keys of the pieces that follow it name. */
+interface Piece {
+  readonly id: number;
+  readonly ids: Uint32Array;
+}
+
+/** The key of a piece of text that follows the piece numbered `parent` (0: the text's start). */
+function pieceKey(parent: number, text: string): string {
+  return `${parent}\u0001${text}`;
+}
+
 /** Encodes texts with an HfTokenizer, reusing the ids of pieces (ending at a boundary token) seen before. */
 export class SegmentedEncoder {
   private readonly boundary: RegExp | undefined;
   private readonly boundaryIds: ReadonlySet<number>;
-  private readonly cache: ByteLru<Uint32Array>;
+  private readonly cache: ByteLru<Piece>;
+  private nextPiece = 1;
   private lastStats: EncodeStats = { reusedChars: 0, encodedChars: 0 };
 
   constructor(
     readonly tokenizer: HfTokenizer,
     maxBytes: number,
   ) {
-    this.cache = new ByteLru<Uint32Array>(maxBytes, (v) => v.byteLength);
+    this.cache = new ByteLru<Piece>(maxBytes, (v) => v.ids.byteLength);
     const tokens = [...tokenizer.boundaryTokens.keys()].sort((a, b) => b.length - a.length);
     this.boundary = tokenizer.segmentable && tokens.length > 0 ? new RegExp(tokens.map(escapeRegExp).join('|'), 'g') : undefined;
     this.boundaryIds = new Set(tokenizer.boundaryTokens.values());
@@ -133,39 +145,35 @@ export class SegmentedEncoder {
   private *steps(text: string, addSpecialTokens: boolean, sliceChars: number): Generator<void, EncodeResult, void> {
     const wrap = this.tokenizer.wrap;
     if (!this.boundary || !wrap) return { ids: Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens)), reusedChars: 0 };
-    // where each piece ends (just after a boundary token), and the hash of the text up to there
+    // where each piece ends (just after a boundary token); the cached pieces from the start, each under its own text
+    // chained to the one before
     const ends: number[] = [];
-    const keys: string[] = [];
-    const hash: Hash = createHash('sha256');
-    let from = 0;
     this.boundary.lastIndex = 0;
-    for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) {
-      const end = m.index + m[0].length;
-      hash.update(text.slice(from, end));
-      from = end;
-      ends.push(end);
-      keys.push(hash.copy().digest('base64'));
-    }
+    for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) ends.push(m.index + m[0].length);
     const pieces: (Uint32Array | number[])[] = [];
+    let parent = 0;
     let k = 0;
-    for (; k < keys.length; k++) {
-      const ids = this.cache.get(keys[k] as string);
-      if (!ids) break;
-      pieces.push(ids);
+    for (let from = 0; k < ends.length; k++) {
+      const end = ends[k] as number;
+      const hit = this.cache.get(pieceKey(parent, text.slice(from, end)));
+      if (!hit) break;
+      pieces.push(hit.ids);
+      parent = hit.id;
+      from = end;
     }
     const reusedChars = k > 0 ? (ends[k - 1] as number) : 0;
     // the rest, whole pieces a slice at a time (each slice starts right after a boundary token), then what follows
     // the last boundary token
     let start = reusedChars;
-    while (k < keys.length) {
+    while (k < ends.length) {
       let j = k;
-      while (j + 1 < keys.length && (ends[j + 1] as number) - start <= sliceChars) j++;
+      while (j + 1 < ends.length && (ends[j + 1] as number) - start <= sliceChars) j++;
       const ids = this.tokenizer.encode(text.slice(start, ends[j]), false);
-      this.storePieces(ids, keys, k, j + 1);
+      parent = this.storePieces(text, ids, ends, start, k, j + 1, parent);
       pieces.push(ids);
       start = ends[j] as number;
       k = j + 1;
-      if (k < keys.length || start < text.length) yield;
+      if (k < ends.length || start < text.length) yield;
     }
     if (start < text.length) pieces.push(this.tokenizer.encode(text.slice(start), false));
     const before = addSpecialTokens ? wrap.before : [];
@@ -183,18 +191,37 @@ export class SegmentedEncoder {
     return { ids: out, reusedChars };
   }
 
-  /** Cuts `ids` (the text of pieces first..last-1) after each boundary id and keeps each piece under its key. */
-  private storePieces(ids: readonly number[], keys: readonly string[], first: number, last: number): void {
+  /**
+   * Cuts `ids` (the text of pieces first..last-1, from `start`) after each boundary id and keeps each piece under its
+   * text chained to `parent`; returns the number of the last piece kept, or -1 (no piece can follow) when the ids do not
+   * cut one to one.
+   */
+  private storePieces(
+    text: string,
+    ids: readonly number[],
+    ends: readonly number[],
+    start: number,
+    first: number,
+    last: number,
+    parent: number,
+  ): number {
+    if (parent < 0) return -1;
     const cuts: number[] = [];
     for (let i = 0; i < ids.length; i++) if (this.boundaryIds.has(ids[i] as number)) cuts.push(i + 1);
     // a boundary token's text inside a longer added token would break the one-to-one match: keep nothing then
-    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return;
-    let start = 0;
+    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return -1;
+    let at = 0;
+    let from = start;
     for (let k = first; k < last; k++) {
-      const end = cuts[k - first] as number;
-      this.cache.set(keys[k] as string, Uint32Array.from(ids.slice(start, end)));
-      start = end;
+      const cut = cuts[k - first] as number;
+      const end = ends[k] as number;
+      const piece: Piece = { id: this.nextPiece++, ids: Uint32Array.from(ids.slice(at, cut)) };
+      this.cache.set(pieceKey(parent, text.slice(from, end)), piece);
+      parent = piece.id;
+      at = cut;
+      from = end;
     }
+    return parent;
   }
 }
 
