@@ -159,6 +159,11 @@ export class HfTokenizer {
     return continueFinal ? cutAfterFinal(rendered, conversation) : rendered;
   }
 
+  /** The template a chat with these options is rendered with (as renderChat picks it); undefined when none. */
+  templateSource(opts: ChatRenderOptions = {}): string | undefined {
+    return opts.chat_template ?? this.pickTemplate(Boolean(opts.tools));
+  }
+
   /** transformers: a list of named templates gives 'tool_use' when tools are passed and it exists, else 'default'. */
   private pickTemplate(withTools: boolean): string | undefined {
     if (this.templates.length === 0) return undefined;

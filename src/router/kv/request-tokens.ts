@@ -11,6 +11,7 @@
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
+import { ChatPrefixCache, type ChatRenderer } from './chat-prefix.js';
 import { ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
 import { ByteLru, SegmentedEncoder } from './token-cache.js';
 
@@ -79,6 +80,12 @@ export interface RequestTokenizerOptions {
   readonly tls?: EngineTls;
   /** sent as a bearer token by the default `post` */
   readonly apiKey?: string;
+}
+
+/** A loaded tokenizer directory: its piece cache and its rendered-chat cache. */
+interface InProcess {
+  readonly encoder: SegmentedEncoder;
+  readonly chats: ChatPrefixCache;
 }
 
 /** Fields of a chat request that decide its tokens (vLLM's /tokenize takes them all). */
@@ -159,7 +166,7 @@ export class RequestTokenizer {
   private readonly backoffMs: number;
   private readonly now: () => number;
   private readonly sliceChars: number;
-  private readonly encoders = new Map<string, Promise<SegmentedEncoder | undefined>>();
+  private readonly encoders = new Map<string, Promise<InProcess | undefined>>();
 
   constructor(private readonly opts: RequestTokenizerOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -202,7 +209,7 @@ export class RequestTokenizer {
    * does not load is not tried again: its models get `tokenizer-error` until the process restarts.
    */
   async preload(dir: string): Promise<boolean> {
-    return (await this.encoderFor(dir)) !== undefined;
+    return (await this.inProcessFor(dir)) !== undefined;
   }
 
   /** Bytes held by the engine-answer cache. */
@@ -212,7 +219,12 @@ export class RequestTokenizer {
 
   /** The piece cache of a loaded tokenizer directory (for stats and tests). */
   async encoder(dir: string): Promise<SegmentedEncoder | undefined> {
-    return this.encoderFor(dir);
+    return (await this.inProcessFor(dir))?.encoder;
+  }
+
+  /** The rendered-chat cache of a loaded tokenizer directory (for stats and tests). */
+  async chats(dir: string): Promise<ChatPrefixCache | undefined> {
+    return (await this.inProcessFor(dir))?.chats;
   }
 
   async close(): Promise<void> {
@@ -220,10 +232,11 @@ export class RequestTokenizer {
   }
 
   private async inProcess(dir: string, p: PromptFields & { kind: 'chat' | 'prompt' }): Promise<TokenizeOutcome> {
-    const encoder = await this.encoderFor(dir);
-    if (!encoder) return { fallback: 'tokenizer-error' };
+    const tokenizer = await this.inProcessFor(dir);
+    if (!tokenizer) return { fallback: 'tokenizer-error' };
+    const { encoder, chats } = tokenizer;
     try {
-      const { text, addSpecialTokens } = promptText(encoder.tokenizer, p);
+      const { text, addSpecialTokens } = promptText(chats, p);
       // what is not cached is tokenized in slices, the event loop served between them
       const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
       return { tokens: ids, source: 'path', cached: reusedChars > 0 };
@@ -232,11 +245,11 @@ export class RequestTokenizer {
     }
   }
 
-  private encoderFor(dir: string): Promise<SegmentedEncoder | undefined> {
+  private inProcessFor(dir: string): Promise<InProcess | undefined> {
     let e = this.encoders.get(dir);
     if (!e) {
       e = HfTokenizer.load(dir).then(
-        (t) => new SegmentedEncoder(t, this.cacheBytes),
+        (t) => ({ encoder: new SegmentedEncoder(t, this.cacheBytes), chats: new ChatPrefixCache(t, this.cacheBytes) }),
         () => undefined,
       );
       this.encoders.set(dir, e);
@@ -305,7 +318,7 @@ export class RequestTokenizer {
  * ChatTemplateError for a chat the template cannot render.
  */
 export function promptText(
-  tokenizer: HfTokenizer,
+  tokenizer: ChatRenderer,
   p: PromptFields & { kind: 'chat' | 'prompt' },
 ): { text: string; addSpecialTokens: boolean } {
   const f = p.fields;
