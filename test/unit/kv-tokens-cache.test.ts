@@ -81,3 +81,25 @@ test('path mode serves the event loop while it tokenizes a long new conversation
   assert.equal(again.cached, true);
   assert.deepEqual(Array.from(again.tokens ?? []), hf.encode(hf.renderChat(next), false));
 });
+
+test('a text whose uncached part fits one slice is tokenized without a pause (a next turn waits for no loop turn)', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  const base = '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello there<|eot_id|>';
+  const next = `${base}<|start_header_id|>assistant<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`;
+  await enc.encodeAsync(base, false, 8192);
+  let turns = 0;
+  let done = false;
+  const spin = (): void => {
+    if (done) return;
+    turns++;
+    setImmediate(spin);
+  };
+  setImmediate(spin);
+  // the spinner's first turn comes before any pause the encoding takes; the pause would add another
+  const out = await enc.encodeAsync(next, false, 8192).finally(() => {
+    done = true;
+  });
+  assert.deepEqual(Array.from(out.ids), hf.encode(next, false));
+  assert.equal(out.reusedChars, base.length);
+  assert.equal(turns, 0);
+});

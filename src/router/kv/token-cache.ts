@@ -173,7 +173,8 @@ export class SegmentedEncoder {
       pieces.push(ids);
       start = ends[j] as number;
       k = j + 1;
-      if (k < ends.length || start < text.length) yield;
+      // a pause only before another slice: what follows the last boundary token (a chat's generation prompt) is short
+      if (k < ends.length) yield;
     }
     if (start < text.length) pieces.push(this.tokenizer.encode(text.slice(start), false));
     const before = addSpecialTokens ? wrap.before : [];
