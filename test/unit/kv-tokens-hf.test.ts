@@ -153,7 +153,7 @@ test('a tokenizer whose pre-tokenizer treats the first section differently is no
   assert.equal(t.segmentable, false);
 });
 
-test("the speed-ups (byte-level pieces by table, the two-generation word cache, added tokens by regex) give the library's own ids", () => {
+test("the speed-ups (byte-level pieces by table, split and byte-level in one pass, the two-generation word cache, added tokens by regex) give the library's own ids", () => {
   const plain = new Tokenizer(tokenizerJson, config);
   const check = (text: string): void => {
     for (const special of [false, true])
@@ -181,6 +181,10 @@ test("the speed-ups (byte-level pieces by table, the two-generation word cache, 
     { numRuns: 400, seed: 9 },
   );
   // and they are in place (the regex splitter replaced the trie walk)
-  const lib = (tok as unknown as { tokenizer: { splitter_unnormalized: object } }).tokenizer;
+  const lib = (tok as unknown as { tokenizer: { splitter_unnormalized: object; splitter_normalized: object; pre_tokenizer: object } })
+    .tokenizer;
   assert.ok(Object.hasOwn(lib.splitter_unnormalized, 'split'));
+  assert.ok(Object.hasOwn(lib.splitter_normalized, 'split'));
+  // and the Split + ByteLevel sequence runs in one pass
+  assert.ok(Object.hasOwn(lib.pre_tokenizer, 'pre_tokenize'));
 });
