@@ -9,10 +9,16 @@
 //  - whole answers (the engine's /tokenize), under a hash of the model and the request's prompt fields.
 import type { HfTokenizer } from './hf-tokenizer.js';
 
-/** A map bounded by the bytes of what it holds; reading an entry makes it the most recently used. */
+/**
+ * A map bounded by the bytes of what it holds, least recently used out first. Reading an entry makes it the most
+ * recently used, unless it is in the newer half already (moving it there again would cost a delete and an insert on
+ * every read of a conversation's pieces while changing no eviction: the older half goes first).
+ */
 export class ByteLru<V> {
-  private readonly map = new Map<string, { value: V; bytes: number }>();
+  private readonly map = new Map<string, { value: V; bytes: number; seq: number }>();
   private used = 0;
+  /** counts insertions: an entry's `seq` says how many came after it */
+  private seq = 0;
 
   constructor(
     private readonly maxBytes: number,
@@ -22,8 +28,11 @@ export class ByteLru<V> {
   get(key: string): V | undefined {
     const e = this.map.get(key);
     if (!e) return undefined;
-    this.map.delete(key);
-    this.map.set(key, e);
+    if (this.seq - e.seq > this.map.size >> 1) {
+      this.map.delete(key);
+      e.seq = ++this.seq;
+      this.map.set(key, e);
+    }
     return e.value;
   }
 
@@ -35,7 +44,7 @@ export class ByteLru<V> {
       this.map.delete(key);
     }
     if (bytes > this.maxBytes) return;
-    this.map.set(key, { value, bytes });
+    this.map.set(key, { value, bytes, seq: ++this.seq });
     this.used += bytes;
     for (const [k, e] of this.map) {
       if (this.used <= this.maxBytes) break;
