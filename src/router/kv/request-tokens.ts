@@ -4,7 +4,7 @@
 //    (`prompt`, or `messages` and the template arguments the request carries), so the engine's own tokenizer and
 //    template answer; whole answers are cached under a hash of the model and those fields;
 //  - a tokenizer directory: the Hugging Face tokenizer in process (hf-tokenizer.ts), earlier turns of a conversation
-//    reused piece by piece (token-cache.ts);
+//    reused: their rendering where the template allows (chat-prefix.ts), their ids piece by piece (token-cache.ts);
 //  - `off`.
 // Nothing here fails a request: a prompt it cannot tokenize, a slow or failing engine, comes back as a fallback reason
 // (the policy then hashes the prefix instead and counts the reason).
@@ -70,7 +70,7 @@ export interface RequestTokenizerOptions {
   readonly sliceChars?: number;
   /** prompts longer than this many characters are not tokenized (default 2 Mi) */
   readonly maxPromptChars?: number;
-  /** bytes each cache may hold: engine answers, and each tokenizer's pieces (default 64 MiB) */
+  /** bytes each cache may hold: engine answers, and each tokenizer's pieces and rendered chats (default 64 MiB) */
   readonly cacheBytes?: number;
   /** the engine's tokenize path (default /tokenize, vLLM's and SGLang's) */
   readonly tokenizePath?: string;
