@@ -103,3 +103,25 @@ test('a text whose uncached part fits one slice is tokenized without a pause (a 
   assert.equal(out.reusedChars, base.length);
   assert.equal(turns, 0);
 });
+
+test('an encoding resumed from an earlier text it starts with equals a whole tokenization, and leaves a point of its own', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  const fresh = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  await fc.assert(
+    fc.asyncProperty(text, text, text, fc.boolean(), async (a, b, c, special) => {
+      // the first text remembers a point at the end of `a` (the last piece end at or before it)
+      const first = await enc.encodeAsync(a + b, special, 8192, { keepAt: a.length });
+      assert.deepEqual(Array.from(first.ids), hf.encode(a + b, special));
+      if (first.resume === undefined) return;
+      assert.ok(first.resume.chars <= a.length);
+      assert.deepEqual(Array.from(first.resume.ids), hf.encode((a + b).slice(0, first.resume.chars), false));
+      // a text that starts with `a` resumes there; the same ids as a whole tokenization, and as a cold encoder's
+      const next = a + c;
+      const second = await enc.encodeAsync(next, special, 8192, { resume: first.resume, keepAt: next.length });
+      assert.deepEqual(Array.from(second.ids), hf.encode(next, special), JSON.stringify(next));
+      assert.deepEqual(Array.from(second.ids), Array.from((await fresh.encodeAsync(next, special)).ids));
+      assert.ok(second.reusedChars >= first.resume.chars);
+    }),
+    { numRuns: 300, seed: 20261204 },
+  );
+});

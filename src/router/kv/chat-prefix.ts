@@ -37,10 +37,26 @@ export interface ChatPrefixStats {
   readonly reusedMessages: number;
 }
 
-interface Node {
+interface Node<A> {
   readonly id: number;
+  /** its key in the cache */
+  readonly key: string;
   /** the rendering of the messages up to this one, without the generation prompt (when known) */
   rendered?: string;
+  /** what the caller attached to that rendering (RenderedChat.attach), and its bytes */
+  attached?: A;
+  attachedBytes?: number;
+}
+
+/** A rendered chat, with what the caller attached to the remembered rendering it starts with. */
+export interface RenderedChat<A> {
+  readonly text: string;
+  /** the remembered rendering `text` starts with (its length), and what was attached to it; undefined when none */
+  readonly prefix: { readonly chars: number; readonly attached: A | undefined } | undefined;
+  /** the length of this chat's own rendering without the generation prompt, when it is remembered */
+  readonly ownChars: number | undefined;
+  /** attaches a value (of about `bytes`) to this chat's remembered rendering, for a later chat that starts with it */
+  attach(value: A, bytes: number): void;
 }
 
 interface Context {
@@ -59,8 +75,8 @@ interface TemplateState {
 const MAX_TEMPLATES = 16;
 
 /** Renders chats through `tokenizer`, reusing remembered prefixes where the template allows (see the file's header). */
-export class ChatPrefixCache implements ChatRenderer {
-  private readonly nodes: ByteLru<Node>;
+export class ChatPrefixCache<A = never> implements ChatRenderer {
+  private readonly nodes: ByteLru<Node<A>>;
   private readonly contexts = new Map<string, Context>();
   private readonly templates = new Map<string, TemplateState>();
   private nextId = 1;
@@ -73,7 +89,7 @@ export class ChatPrefixCache implements ChatRenderer {
     private readonly verifyEvery = 64,
     private readonly verifyFirst = 4,
   ) {
-    this.nodes = new ByteLru<Node>(maxBytes, (n) => (n.rendered?.length ?? 0) * 2);
+    this.nodes = new ByteLru<Node<A>>(maxBytes, (n) => (n.rendered?.length ?? 0) * 2 + (n.attachedBytes ?? 0));
   }
 
   get stats(): ChatPrefixStats {
@@ -84,20 +100,38 @@ export class ChatPrefixCache implements ChatRenderer {
     return this.nodes.bytes;
   }
 
+  /**
+   * Checks the tokenizer's own templates (for chats without and with tools) now rather than on the first request that
+   * uses them: the probes render a few hundred small chats.
+   */
+  prepare(): void {
+    for (const tools of [null, PROBE_TOOLS]) {
+      const source = this.tokenizer.templateSource({ tools });
+      if (source === undefined) continue;
+      const state = this.templateState(source);
+      if (state.stable) this.context(state, { tools });
+    }
+  }
+
   /** The same text as tokenizer.renderChat(messages, opts); throws what it throws. */
   renderChat(messages: readonly unknown[], opts: ChatRenderOptions = {}): string {
+    return this.render(messages, opts).text;
+  }
+
+  /** renderChat, with the remembered rendering the text starts with and a way to attach to this chat's own. */
+  render(messages: readonly unknown[], opts: ChatRenderOptions = {}): RenderedChat<A> {
     const source = this.tokenizer.templateSource(opts);
-    if (source === undefined || opts.continue_final_message === true || messages.length < 2) return this.whole(messages, opts);
+    if (source === undefined || opts.continue_final_message === true || messages.length < 2) return plain(this.whole(messages, opts));
     const state = this.templateState(source);
-    if (!state.stable) return this.whole(messages, opts);
+    if (!state.stable) return plain(this.whole(messages, opts));
     const context = this.context(state, opts);
-    if (context === undefined) return this.whole(messages, opts);
+    if (context === undefined) return plain(this.whole(messages, opts));
     // the path of nodes for M[0..i], and the longest prefix with a remembered rendering
     const keys = messages.map((m) => JSON.stringify(m));
-    const path: (Node | undefined)[] = [];
+    const path: (Node<A> | undefined)[] = [];
     let parent = context.id;
     let k = 0;
-    let known: string | undefined;
+    let prefix: Node<A> | undefined;
     for (let i = 0; i < keys.length; i++) {
       const node = this.nodes.get(nodeKey(parent, keys[i] as string));
       if (!node) break;
@@ -105,16 +139,18 @@ export class ChatPrefixCache implements ChatRenderer {
       parent = node.id;
       if (node.rendered !== undefined) {
         k = i + 1;
-        known = node.rendered;
+        prefix = node;
       }
     }
+    const known = prefix?.rendered;
     const agp = opts.add_generation_prompt ?? true;
     let text: string | undefined;
+    let own: Node<A> | undefined;
     if (known !== undefined) {
       const withoutPrompt = k === messages.length ? known : this.extend(messages, k, known, opts, path, context);
       if (withoutPrompt !== undefined) {
         text = agp ? withoutPrompt + (context.generationPrompt as string) : withoutPrompt;
-        this.remember(context, keys, withoutPrompt, path);
+        own = this.remember(context, keys, withoutPrompt, path);
       }
     }
     state.uses++;
@@ -125,14 +161,33 @@ export class ChatPrefixCache implements ChatRenderer {
         this.counts.mismatches++;
         this.templates.set(source, { id: state.id, stable: false, uses: state.uses });
         this.nodes.clear();
-        return whole;
+        return plain(whole);
       }
-      if (text === undefined) this.rememberWhole(context, keys, whole, agp, path);
-      return whole;
+      if (text === undefined) {
+        own = this.rememberWhole(context, keys, whole, agp, path);
+        return this.rendered(whole, undefined, own);
+      }
+    } else {
+      this.counts.incremental++;
+      this.counts.reusedMessages += k;
     }
-    this.counts.incremental++;
-    this.counts.reusedMessages += k;
-    return text;
+    return this.rendered(text, prefix, own);
+  }
+
+  private rendered(text: string, prefix: Node<A> | undefined, own: Node<A> | undefined): RenderedChat<A> {
+    const nodes = this.nodes;
+    return {
+      text,
+      prefix: prefix?.rendered !== undefined ? { chars: prefix.rendered.length, attached: prefix.attached } : undefined,
+      ownChars: own?.rendered?.length,
+      attach(value: A, bytes: number): void {
+        if (own === undefined || own.rendered === undefined) return;
+        own.attached = value;
+        own.attachedBytes = bytes;
+        // set again, so that the cache counts the bytes
+        nodes.set(own.key, own);
+      },
+    };
   }
 
   private whole(messages: readonly unknown[], opts: ChatRenderOptions): string {
@@ -146,7 +201,7 @@ export class ChatPrefixCache implements ChatRenderer {
     k: number,
     known: string,
     opts: ChatRenderOptions,
-    path: readonly (Node | undefined)[],
+    path: readonly (Node<A> | undefined)[],
     context: Context,
   ): string | undefined {
     const headLength = headFor(messages, k);
@@ -172,23 +227,33 @@ export class ChatPrefixCache implements ChatRenderer {
   }
 
   /** Remembers R(M) on M's node, making the nodes of its path as needed (`found`: the first of them, already looked up). */
-  private remember(context: Context, keys: readonly string[], rendered: string, found: readonly (Node | undefined)[] = []): void {
+  private remember(
+    context: Context,
+    keys: readonly string[],
+    rendered: string,
+    found: readonly (Node<A> | undefined)[] = [],
+  ): Node<A> | undefined {
     let parent = context.id;
-    let node: Node | undefined;
+    let node: Node<A> | undefined;
     let key = '';
     for (let i = 0; i < keys.length; i++) {
       key = nodeKey(parent, keys[i] as string);
       node = i < found.length - 1 ? found[i] : this.nodes.get(key);
       if (!node) {
-        node = { id: this.nextId++ };
+        node = { id: this.nextId++, key };
         this.nodes.set(key, node);
       }
       parent = node.id;
     }
-    if (!node) return;
-    node.rendered = rendered;
+    if (!node) return undefined;
+    if (node.rendered !== rendered) {
+      node.rendered = rendered;
+      node.attached = undefined;
+      node.attachedBytes = undefined;
+    }
     // set again, so that the cache counts the text's bytes
     this.nodes.set(key, node);
+    return node;
   }
 
   /** After a whole rendering: R(M) is that text less the generation prompt, when it ends with it. */
@@ -197,11 +262,12 @@ export class ChatPrefixCache implements ChatRenderer {
     keys: readonly string[],
     whole: string,
     agp: boolean,
-    found: readonly (Node | undefined)[],
-  ): void {
+    found: readonly (Node<A> | undefined)[],
+  ): Node<A> | undefined {
     const gp = context.generationPrompt as string;
-    if (!agp) this.remember(context, keys, whole, found);
-    else if (whole.endsWith(gp)) this.remember(context, keys, whole.slice(0, whole.length - gp.length), found);
+    if (!agp) return this.remember(context, keys, whole, found);
+    if (whole.endsWith(gp)) return this.remember(context, keys, whole.slice(0, whole.length - gp.length), found);
+    return undefined;
   }
 
   /** The context of a request: its template and every argument but the messages and the generation prompt flag. */
@@ -248,6 +314,11 @@ export class ChatPrefixCache implements ChatRenderer {
     }
     return s;
   }
+}
+
+/** A rendering with nothing remembered about it. */
+function plain<A>(text: string): RenderedChat<A> {
+  return { text, prefix: undefined, ownChars: undefined, attach: () => undefined };
 }
 
 function nodeKey(parent: number, message: string): string {

@@ -12,8 +12,8 @@ import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
 import { ChatPrefixCache, type ChatRenderer } from './chat-prefix.js';
-import { ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
-import { ByteLru, SegmentedEncoder } from './token-cache.js';
+import { type ChatRenderOptions, ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
+import { ByteLru, type EncodeResume, SegmentedEncoder } from './token-cache.js';
 
 /** `engine`, `off`, or the path of a tokenizer directory. */
 export type TokenizerMode = string;
@@ -85,7 +85,8 @@ export interface RequestTokenizerOptions {
 /** A loaded tokenizer directory: its piece cache and its rendered-chat cache. */
 interface InProcess {
   readonly encoder: SegmentedEncoder;
-  readonly chats: ChatPrefixCache;
+  /** rendered chats, each with where its ids can be resumed from */
+  readonly chats: ChatPrefixCache<EncodeResume>;
 }
 
 /** Fields of a chat request that decide its tokens (vLLM's /tokenize takes them all). */
@@ -223,7 +224,7 @@ export class RequestTokenizer {
   }
 
   /** The rendered-chat cache of a loaded tokenizer directory (for stats and tests). */
-  async chats(dir: string): Promise<ChatPrefixCache | undefined> {
+  async chats(dir: string): Promise<ChatPrefixCache<EncodeResume> | undefined> {
     return (await this.inProcessFor(dir))?.chats;
   }
 
@@ -236,9 +237,20 @@ export class RequestTokenizer {
     if (!tokenizer) return { fallback: 'tokenizer-error' };
     const { encoder, chats } = tokenizer;
     try {
-      const { text, addSpecialTokens } = promptText(chats, p);
-      // what is not cached is tokenized in slices, the event loop served between them
-      const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
+      if (p.kind === 'prompt') {
+        const { text, addSpecialTokens } = promptText(chats, p);
+        // what is not cached is tokenized in slices, the event loop served between them
+        const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
+        return { tokens: ids, source: 'path', cached: reusedChars > 0 };
+      }
+      // a chat: its ids resume where those of the remembered rendering it starts with ended (those characters are not
+      // walked again), and it leaves such a point on its own rendering for the next turn
+      const chat = chats.render(p.fields.messages as unknown[], chatOptions(p.fields));
+      const { ids, reusedChars, resume } = await encoder.encodeAsync(chat.text, p.fields.add_special_tokens === true, this.sliceChars, {
+        resume: chat.prefix?.attached,
+        keepAt: chat.ownChars,
+      });
+      if (resume) chat.attach(resume, resume.ids.buffer.byteLength);
       return { tokens: ids, source: 'path', cached: reusedChars > 0 };
     } catch (err) {
       return { fallback: err instanceof ChatTemplateError ? 'unsupported-body' : 'tokenizer-error' };
@@ -249,7 +261,12 @@ export class RequestTokenizer {
     let e = this.encoders.get(dir);
     if (!e) {
       e = HfTokenizer.load(dir).then(
-        (t) => ({ encoder: new SegmentedEncoder(t, this.cacheBytes), chats: new ChatPrefixCache(t, this.cacheBytes) }),
+        (t) => {
+          const chats = new ChatPrefixCache<EncodeResume>(t, this.cacheBytes);
+          // the template checks run at load, not on the first request
+          chats.prepare();
+          return { encoder: new SegmentedEncoder(t, this.cacheBytes), chats };
+        },
         () => undefined,
       );
       this.encoders.set(dir, e);
@@ -323,15 +340,20 @@ export function promptText(
 ): { text: string; addSpecialTokens: boolean } {
   const f = p.fields;
   if (p.kind === 'prompt') return { text: f.prompt as string, addSpecialTokens: f.add_special_tokens !== false };
-  const text = tokenizer.renderChat(f.messages as unknown[], {
+  const text = tokenizer.renderChat(f.messages as unknown[], chatOptions(f));
+  return { text, addSpecialTokens: f.add_special_tokens === true };
+}
+
+/** The template arguments of a chat's prompt fields. */
+function chatOptions(f: Readonly<Record<string, unknown>>): ChatRenderOptions {
+  return {
     add_generation_prompt: optBool(f.add_generation_prompt),
     continue_final_message: optBool(f.continue_final_message),
     tools: Array.isArray(f.tools) ? f.tools : null,
     documents: Array.isArray(f.documents) ? f.documents : null,
     chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
     chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
-  });
-  return { text, addSpecialTokens: f.add_special_tokens === true };
+  };
 }
 
 /** A prompt's ids with an in-process tokenizer, at once (see promptText). */

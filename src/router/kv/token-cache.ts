@@ -74,11 +74,35 @@ export interface EncodeResult {
   readonly ids: Uint32Array;
   /** characters of the text whose ids came from the cache */
   readonly reusedChars: number;
+  /** where a text that starts with this one's first `keepAt` characters can resume (when asked for and known) */
+  readonly resume?: EncodeResume;
+  /** characters that came with the resume point handed in (not walked) */
+  readonly resumedChars?: number;
+}
+
+/**
+ * A point an encoding can resume from: the text's first `chars` characters end a piece (numbered `piece`) and their ids
+ * are `ids`. Whoever hands one back to `encodeAsync` vouches that the new text starts with those same characters.
+ */
+export interface EncodeResume {
+  readonly chars: number;
+  readonly piece: number;
+  readonly ids: Uint32Array;
+}
+
+/** Where to start from and where to stop remembering. */
+export interface EncodeFrom {
+  /** a resume point of an earlier text the new one starts with (its cached pieces are then not walked again) */
+  readonly resume?: EncodeResume | undefined;
+  /** the offset to make a resume point for (the last piece end at or before it), returned as `resume` */
+  readonly keepAt?: number | undefined;
 }
 
 export interface EncodeStats {
   /** characters of the text whose ids came from the cache */
   readonly reusedChars: number;
+  /** of those, characters not walked at all: they came with a resume point */
+  readonly resumedChars?: number;
   /** characters tokenized now */
   readonly encodedChars: number;
 }
@@ -139,38 +163,50 @@ export class SegmentedEncoder {
    * between slices: a long new conversation does not hold up every other request of this process for its whole
    * tokenization. Its own stats come back with the ids (`stats` are those of whichever encoding finished last).
    */
-  async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192): Promise<EncodeResult> {
-    const steps = this.steps(text, addSpecialTokens, sliceChars);
+  async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192, from: EncodeFrom = {}): Promise<EncodeResult> {
+    const steps = this.steps(text, addSpecialTokens, sliceChars, from);
     let r = steps.next();
     while (!r.done) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       r = steps.next();
     }
-    this.lastStats = { reusedChars: r.value.reusedChars, encodedChars: text.length - r.value.reusedChars };
+    this.lastStats = {
+      reusedChars: r.value.reusedChars,
+      encodedChars: text.length - r.value.reusedChars,
+      resumedChars: r.value.resumedChars ?? 0,
+    };
     return r.value;
   }
 
   /** The work of one encoding; it yields where it may pause (between slices of uncached pieces). */
-  private *steps(text: string, addSpecialTokens: boolean, sliceChars: number): Generator<void, EncodeResult, void> {
+  private *steps(text: string, addSpecialTokens: boolean, sliceChars: number, from: EncodeFrom = {}): Generator<void, EncodeResult, void> {
     const wrap = this.tokenizer.wrap;
     if (!this.boundary || !wrap) return { ids: Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens)), reusedChars: 0 };
+    // a resume point: its characters are not looked at again
+    const resume = from.resume !== undefined && from.resume.chars <= text.length ? from.resume : undefined;
+    const origin = resume?.chars ?? 0;
     // where each piece ends (just after a boundary token); the cached pieces from the start, each under its own text
     // chained to the one before
     const ends: number[] = [];
-    this.boundary.lastIndex = 0;
+    this.boundary.lastIndex = origin;
     for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) ends.push(m.index + m[0].length);
-    const pieces: (Uint32Array | number[])[] = [];
-    let parent = 0;
+    const pieces: (Uint32Array | number[])[] = resume ? [resume.ids] : [];
+    // the last piece end, its number and the ids up to it, for a resume point at or before `keepAt`
+    const keepAt = from.keepAt ?? -1;
+    let keep: { chars: number; piece: number; pieces: number } | undefined =
+      resume && resume.chars <= keepAt ? { chars: resume.chars, piece: resume.piece, pieces: 1 } : undefined;
+    let parent = resume?.piece ?? 0;
     let k = 0;
-    for (let from = 0; k < ends.length; k++) {
+    for (let from = origin; k < ends.length; k++) {
       const end = ends[k] as number;
       const hit = this.cache.get(pieceKey(parent, text.slice(from, end)));
       if (!hit) break;
       pieces.push(hit.ids);
       parent = hit.id;
       from = end;
+      if (end <= keepAt) keep = { chars: end, piece: parent, pieces: pieces.length };
     }
-    const reusedChars = k > 0 ? (ends[k - 1] as number) : 0;
+    const reusedChars = k > 0 ? (ends[k - 1] as number) : origin;
     // the rest, whole pieces a slice at a time (each slice starts right after a boundary token), then what follows
     // the last boundary token
     let start = reusedChars;
@@ -178,8 +214,17 @@ export class SegmentedEncoder {
       let j = k;
       while (j + 1 < ends.length && (ends[j + 1] as number) - start <= sliceChars) j++;
       const ids = this.tokenizer.encode(text.slice(start, ends[j]), false);
-      parent = this.storePieces(text, ids, ends, start, k, j + 1, parent);
-      pieces.push(ids);
+      const stored = this.storePieces(text, ids, ends, start, k, j + 1, parent);
+      if (stored !== undefined) {
+        for (const piece of stored) {
+          pieces.push(piece.ids);
+          if (piece.end <= keepAt) keep = { chars: piece.end, piece: piece.id, pieces: pieces.length };
+        }
+        parent = (stored[stored.length - 1] as StoredPiece).id;
+      } else {
+        pieces.push(ids);
+        parent = -1;
+      }
       start = ends[j] as number;
       k = j + 1;
       // a pause only before another slice: what follows the last boundary token (a chat's generation prompt) is short
@@ -198,13 +243,20 @@ export class SegmentedEncoder {
       at += p.length;
     }
     for (const id of after) out[at++] = id;
-    return { ids: out, reusedChars };
+    let resumeAt: EncodeResume | undefined;
+    if (keep !== undefined) {
+      let count = 0;
+      for (let i = 0; i < keep.pieces; i++) count += (pieces[i] as Uint32Array | number[]).length;
+      // a view of the ids returned (they are never written to)
+      resumeAt = { chars: keep.chars, piece: keep.piece, ids: out.subarray(before.length, before.length + count) };
+    }
+    return { ids: out, reusedChars, resumedChars: origin, ...(resumeAt ? { resume: resumeAt } : {}) };
   }
 
   /**
    * Cuts `ids` (the text of pieces first..last-1, from `start`) after each boundary id and keeps each piece under its
-   * text chained to `parent`; returns the number of the last piece kept, or -1 (no piece can follow) when the ids do not
-   * cut one to one.
+   * text chained to `parent`; returns the pieces kept, or undefined (no piece can follow) when the ids do not cut one to
+   * one or no piece precedes them.
    */
   private storePieces(
     text: string,
@@ -214,12 +266,13 @@ export class SegmentedEncoder {
     first: number,
     last: number,
     parent: number,
-  ): number {
-    if (parent < 0) return -1;
+  ): StoredPiece[] | undefined {
+    if (parent < 0) return undefined;
     const cuts: number[] = [];
     for (let i = 0; i < ids.length; i++) if (this.boundaryIds.has(ids[i] as number)) cuts.push(i + 1);
     // a boundary token's text inside a longer added token would break the one-to-one match: keep nothing then
-    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return -1;
+    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return undefined;
+    const out: StoredPiece[] = [];
     let at = 0;
     let from = start;
     for (let k = first; k < last; k++) {
@@ -227,12 +280,18 @@ export class SegmentedEncoder {
       const end = ends[k] as number;
       const piece: Piece = { id: this.nextPiece++, ids: Uint32Array.from(ids.slice(at, cut)) };
       this.cache.set(pieceKey(parent, text.slice(from, end)), piece);
+      out.push({ ...piece, end });
       parent = piece.id;
       at = cut;
       from = end;
     }
-    return parent;
+    return out;
   }
+}
+
+/** A piece just kept, and where it ends in the text. */
+interface StoredPiece extends Piece {
+  readonly end: number;
 }
 
 function escapeRegExp(s: string): string {
