@@ -188,3 +188,18 @@ test("the speed-ups (byte-level pieces by table, split and byte-level in one pas
   // and the Split + ByteLevel sequence runs in one pass
   assert.ok(Object.hasOwn(lib.pre_tokenizer, 'pre_tokenize'));
 });
+
+test('a special token that another added token contains does not cut pieces (a longer text may hold the longer token)', () => {
+  const json = structuredClone(tokenizerJson);
+  const addedTokens = json.added_tokens as { id: number; content: string; special: boolean }[];
+  const nextId = Math.max(...addedTokens.map((t) => t.id)) + 1;
+  addedTokens.push({ ...(addedTokens.find((t) => t.content === '<|eot_id|>') as object), id: nextId, content: '<|eot_id|>!' } as {
+    id: number;
+    content: string;
+    special: boolean;
+  });
+  const t = HfTokenizer.fromObjects(json, config);
+  assert.equal(t.boundaryTokens.has('<|eot_id|>'), false);
+  assert.equal(t.boundaryTokens.has('<|start_header_id|>'), true);
+  assert.equal(tok.boundaryTokens.has('<|eot_id|>'), true);
+});

@@ -74,6 +74,10 @@ export class HfTokenizer {
       if (t.special === true && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized && typeof t.content === 'string' && t.content)
         boundaries.set(t.content, t.id as number);
     }
+    // a token inside another added token (`<|a|>` in `<|a|>b`) is found or not depending on the text after it: a piece
+    // cut after it could be tokenized differently in a longer text, so it does not cut pieces
+    const contents = added.map((t) => t.content).filter((c): c is string => typeof c === 'string');
+    for (const b of [...boundaries.keys()]) if (contents.some((c) => c !== b && c.includes(b))) boundaries.delete(b);
     this.boundaryTokens = boundaries;
     this.wrap = this.findWrap();
     this.segmentable = this.wrap !== undefined && boundaries.size > 0 && this.checkSegments();
