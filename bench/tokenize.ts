@@ -129,9 +129,7 @@ function record(xs: number[], wall: number): void {
   console.log(`path: next turn, short exchange  ${fmt(short)}`);
   console.log(`path: cache ${((enc?.cacheBytes ?? 0) / 1024 / 1024).toFixed(1)} MiB in ${enc?.cacheEntries} pieces`);
   const chats = await rt.chats(DIR);
-  console.log(
-    `path: rendered chats ${((chats?.bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB; renders ${JSON.stringify(chats?.stats ?? {})}`,
-  );
+  console.log(`path: rendered chats ${((chats?.bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB; renders ${JSON.stringify(chats?.stats ?? {})}`);
   await rt.close();
 }
 
