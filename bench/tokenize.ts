@@ -10,7 +10,9 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { HfTokenizer } from '../src/router/kv/hf-tokenizer.js';
-import { RequestTokenizer } from '../src/router/kv/request-tokens.js';
+import { createHash } from 'node:crypto';
+import { request } from 'undici';
+import { promptFields, RequestTokenizer, tokensOfAnswer } from '../src/router/kv/request-tokens.js';
 import { type ChatMessageLike, conversation } from '../test/support/conversations.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -126,6 +128,8 @@ function record(xs: number[], wall: number): void {
   console.log(`path: next turn's new tail (tokenized now) p50 ${pct(tailChars, 50)} chars of ${hf.renderChat(sample).length}`);
   console.log(`path: next turn, short exchange  ${fmt(short)}`);
   console.log(`path: cache ${((enc?.cacheBytes ?? 0) / 1024 / 1024).toFixed(1)} MiB in ${enc?.cacheEntries} pieces`);
+  const chats = await rt.chats(DIR);
+  console.log(`path: rendered chats ${((chats?.bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB; renders ${JSON.stringify(chats?.stats ?? {})}`);
   await rt.close();
 }
 
@@ -166,7 +170,34 @@ function record(xs: number[], wall: number): void {
       );
       record(hit, await timeIt(() => rt.tokenize(MODEL, body, target)));
     }
+    // the two shares of a new turn: the router's own work around the call (prompt fields, the JSON sent, the cache
+    // key, the answer parsed), and the call itself (the engine tokenizing the whole chat, plus loopback HTTP)
+    const own: number[] = [];
+    const call: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      const body = { model: MODEL, messages: upToTurn(3000 + i, turns - 1) };
+      const payload = JSON.stringify({ model: MODEL, ...(promptFields(body) as { fields: Record<string, unknown> }).fields });
+      let answer = '';
+      record(
+        call,
+        await timeIt(async () => {
+          const res = await request(`${url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: payload });
+          answer = await res.body.text();
+        }),
+      );
+      record(
+        own,
+        await timeIt(() => {
+          const p = promptFields(body) as { fields: Record<string, unknown> };
+          const sent = JSON.stringify({ model: MODEL, ...p.fields });
+          createHash('sha256').update(sent).digest('base64');
+          tokensOfAnswer(answer);
+        }),
+      );
+    }
     console.log(`engine: new turn (one /tokenize) ${fmt(miss)}  fallbacks ${fallbacks}`);
+    console.log(`engine:   of which the router's own work ${fmt(own)}`);
+    console.log(`engine:   of which the /tokenize call (engine + loopback) ${fmt(call)}`);
     console.log(`engine: same request again (cache) ${fmt(hit)}`);
     await rt.close();
   } finally {

@@ -32,14 +32,24 @@ function corpus(): Record<string, unknown>[] {
       bodies.push(body);
     }
   }
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+  ];
   bodies.push({
     messages: [
       { role: 'system', content: 'Tools!' },
       { role: 'user', content: 'Weather in Paris?' },
     ],
-    tools: [
-      { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
-    ],
+    tools,
+  });
+  // a conversation with tools, turn by turn (the router renders later turns from earlier ones), and an assistant
+  // message continued
+  const withTools = conversation(99, 5, 25);
+  for (let end = 2; end <= withTools.length; end += 2) bodies.push({ messages: withTools.slice(0, end), tools });
+  bodies.push({
+    messages: [...withTools, { role: 'user', content: 'Go on' }, { role: 'assistant', content: 'Well, the answer ' }],
+    add_generation_prompt: false,
+    continue_final_message: true,
   });
   return bodies.map((b) => ({ model: 'sim-model', ...b }));
 }
@@ -67,6 +77,9 @@ test('path mode and the simulator started with --tokenizer give identical ids fo
     if (JSON.stringify(words) !== JSON.stringify(expected)) differsFromWords++;
   }
   assert.equal(differsFromWords, bodies.length, 'the word-level tokenizer gives other ids for every body');
+  // later turns were rendered from earlier ones (chat-prefix.ts), and never differed from a whole rendering
+  const chats = (await local.chats(DIR))?.stats;
+  assert.ok(chats !== undefined && chats.incremental >= 10 && chats.mismatches === 0, JSON.stringify(chats));
 });
 
 test('sim --tokenizer with a directory that is not a tokenizer refuses to start', async () => {

@@ -81,3 +81,47 @@ test('path mode serves the event loop while it tokenizes a long new conversation
   assert.equal(again.cached, true);
   assert.deepEqual(Array.from(again.tokens ?? []), hf.encode(hf.renderChat(next), false));
 });
+
+test('a text whose uncached part fits one slice is tokenized without a pause (a next turn waits for no loop turn)', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  const base = '<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello there<|eot_id|>';
+  const next = `${base}<|start_header_id|>assistant<|end_header_id|>\n\nHi!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n`;
+  await enc.encodeAsync(base, false, 8192);
+  let turns = 0;
+  let done = false;
+  const spin = (): void => {
+    if (done) return;
+    turns++;
+    setImmediate(spin);
+  };
+  setImmediate(spin);
+  // the spinner's first turn comes before any pause the encoding takes; the pause would add another
+  const out = await enc.encodeAsync(next, false, 8192).finally(() => {
+    done = true;
+  });
+  assert.deepEqual(Array.from(out.ids), hf.encode(next, false));
+  assert.equal(out.reusedChars, base.length);
+  assert.equal(turns, 0);
+});
+
+test('an encoding resumed from an earlier text it starts with equals a whole tokenization, and leaves a point of its own', async () => {
+  const enc = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  const fresh = new SegmentedEncoder(hf, 4 * 1024 * 1024);
+  await fc.assert(
+    fc.asyncProperty(text, text, text, fc.boolean(), async (a, b, c, special) => {
+      // the first text remembers a point at the end of `a` (the last piece end at or before it)
+      const first = await enc.encodeAsync(a + b, special, 8192, { keepAt: a.length });
+      assert.deepEqual(Array.from(first.ids), hf.encode(a + b, special));
+      if (first.resume === undefined) return;
+      assert.ok(first.resume.chars <= a.length);
+      assert.deepEqual(Array.from(first.resume.ids), hf.encode((a + b).slice(0, first.resume.chars), false));
+      // a text that starts with `a` resumes there; the same ids as a whole tokenization, and as a cold encoder's
+      const next = a + c;
+      const second = await enc.encodeAsync(next, special, 8192, { resume: first.resume, keepAt: next.length });
+      assert.deepEqual(Array.from(second.ids), hf.encode(next, special), JSON.stringify(next));
+      assert.deepEqual(Array.from(second.ids), Array.from((await fresh.encodeAsync(next, special)).ids));
+      assert.ok(second.reusedChars >= first.resume.chars);
+    }),
+    { numRuns: 300, seed: 20261204 },
+  );
+});

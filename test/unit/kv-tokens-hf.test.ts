@@ -153,7 +153,7 @@ test('a tokenizer whose pre-tokenizer treats the first section differently is no
   assert.equal(t.segmentable, false);
 });
 
-test("the speed-ups (byte-level pieces by table, the two-generation word cache) give the library's own ids", () => {
+test("the speed-ups (byte-level pieces by table, split and byte-level in one pass, the two-generation word cache, added tokens by regex) give the library's own ids", () => {
   const plain = new Tokenizer(tokenizerJson, config);
   const check = (text: string): void => {
     for (const special of [false, true])
@@ -168,4 +168,38 @@ test("the speed-ups (byte-level pieces by table, the two-generation word cache) 
     fc.property(fc.string({ maxLength: 80, unit: 'grapheme' }), (s) => check(s)),
     { numRuns: 300, seed: 8 },
   );
+  // added tokens whole, run together, cut short and inside words; words with and without a space before them
+  const added = (tokenizerJson.added_tokens as { content: string }[]).map((t) => t.content);
+  const fragment = fc.oneof(
+    fc.constantFrom(...added),
+    fc.constantFrom(...added).map((t) => t.slice(0, Math.max(1, t.length - 2))),
+    fc.constantFrom(...added).map((t) => t.slice(2)),
+    fc.constantFrom('Hello', ' world', ' ', '  ', '\n', '\n\n', 'x', ' x', '~', ' 42', "'s", '\t', 'é', ' 東京'),
+  );
+  fc.assert(
+    fc.property(fc.array(fragment, { maxLength: 30 }), (parts) => check(parts.join(''))),
+    { numRuns: 400, seed: 9 },
+  );
+  // and they are in place (the regex splitter replaced the trie walk)
+  const lib = (tok as unknown as { tokenizer: { splitter_unnormalized: object; splitter_normalized: object; pre_tokenizer: object } })
+    .tokenizer;
+  assert.ok(Object.hasOwn(lib.splitter_unnormalized, 'split'));
+  assert.ok(Object.hasOwn(lib.splitter_normalized, 'split'));
+  // and the Split + ByteLevel sequence runs in one pass
+  assert.ok(Object.hasOwn(lib.pre_tokenizer, 'pre_tokenize'));
+});
+
+test('a special token that another added token contains does not cut pieces (a longer text may hold the longer token)', () => {
+  const json = structuredClone(tokenizerJson);
+  const addedTokens = json.added_tokens as { id: number; content: string; special: boolean }[];
+  const nextId = Math.max(...addedTokens.map((t) => t.id)) + 1;
+  addedTokens.push({ ...(addedTokens.find((t) => t.content === '<|eot_id|>') as object), id: nextId, content: '<|eot_id|>!' } as {
+    id: number;
+    content: string;
+    special: boolean;
+  });
+  const t = HfTokenizer.fromObjects(json, config);
+  assert.equal(t.boundaryTokens.has('<|eot_id|>'), false);
+  assert.equal(t.boundaryTokens.has('<|start_header_id|>'), true);
+  assert.equal(tok.boundaryTokens.has('<|eot_id|>'), true);
 });

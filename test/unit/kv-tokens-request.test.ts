@@ -352,3 +352,22 @@ test('the piece cache stays within its bytes, drops least recently used pieces f
   lru.set('huge', new Uint32Array(1000));
   assert.equal(lru.get('huge'), undefined, 'an entry larger than the whole cache is not kept');
 });
+
+test('path mode: a next turn resumes the ids where the turn before ended (its characters are not walked again)', async () => {
+  const rt = new RequestTokenizer({ mode: DIR });
+  const hf = await HfTokenizer.load(DIR);
+  const all = conversation(31, 8, 40);
+  const users = all.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  let resumed = 0;
+  for (const u of users) {
+    const messages = all.slice(0, u + 1);
+    const out = await rt.tokenize('m', { model: 'm', messages });
+    assert.deepEqual(Array.from(out.tokens ?? []), hf.encode(hf.renderChat(messages), false));
+    const enc = await rt.encoder(DIR);
+    // the piece cache walked only the new text: the turn before's rendering came with its resume point
+    if ((enc?.stats.resumedChars ?? 0) > 0) resumed++;
+  }
+  assert.ok(resumed >= users.length - 2, `${resumed} of ${users.length} turns resumed`);
+  const chats = await rt.chats(DIR);
+  assert.ok((chats?.stats.incremental ?? 0) > 0);
+});

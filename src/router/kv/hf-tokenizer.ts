@@ -58,7 +58,11 @@ export class HfTokenizer {
   ) {
     this.tokenizer = new Tokenizer(tokenizerJson, config);
     fasterByteLevel(this.tokenizer.pre_tokenizer);
+    fasterSplitThenBytes(this.tokenizer.pre_tokenizer);
     fasterWordCache(this.tokenizer.model);
+    const lib = this.tokenizer as unknown as { splitter_unnormalized?: unknown; splitter_normalized?: unknown };
+    fasterSplitter(lib.splitter_unnormalized);
+    fasterSplitter(lib.splitter_normalized);
     this.templates = templates;
     for (const key of SPECIAL_TOKEN_KEYS) {
       const s = tokenString(config[key]);
@@ -70,6 +74,10 @@ export class HfTokenizer {
       if (t.special === true && !t.lstrip && !t.rstrip && !t.single_word && !t.normalized && typeof t.content === 'string' && t.content)
         boundaries.set(t.content, t.id as number);
     }
+    // a token inside another added token (`<|a|>` in `<|a|>b`) is found or not depending on the text after it: a piece
+    // cut after it could be tokenized differently in a longer text, so it does not cut pieces
+    const contents = added.map((t) => t.content).filter((c): c is string => typeof c === 'string');
+    for (const b of [...boundaries.keys()]) if (contents.some((c) => c !== b && c.includes(b))) boundaries.delete(b);
     this.boundaryTokens = boundaries;
     this.wrap = this.findWrap();
     this.segmentable = this.wrap !== undefined && boundaries.size > 0 && this.checkSegments();
@@ -159,6 +167,11 @@ export class HfTokenizer {
     return continueFinal ? cutAfterFinal(rendered, conversation) : rendered;
   }
 
+  /** The template a chat with these options is rendered with (as renderChat picks it); undefined when none. */
+  templateSource(opts: ChatRenderOptions = {}): string | undefined {
+    return opts.chat_template ?? this.pickTemplate(Boolean(opts.tools));
+  }
+
   /** transformers: a list of named templates gives 'tool_use' when tools are passed and it exists, else 'default'. */
   private pickTemplate(withTools: boolean): string | undefined {
     if (this.templates.length === 0) return undefined;
@@ -224,7 +237,20 @@ function fasterByteLevel(node: unknown): void {
   const table: string[] = [];
   for (let b = 0; b < 128; b++) table.push(bl.byte_encoder[b] as string);
   const utf8 = new TextEncoder();
+  // ASCII characters the byte-level alphabet keeps as they are (letters, digits, punctuation)
+  const same: boolean[] = table.map((t, c) => t === String.fromCharCode(c));
   const piece = (p: string): string => {
+    // the common shapes first: a word, or one mapped character (a space: Ġ) and a word; no new string but the result
+    const n = p.length;
+    const c0 = n > 0 ? p.charCodeAt(0) : 0;
+    const from = n > 0 && c0 < 128 && !same[c0] ? 1 : 0;
+    let i = from;
+    while (i < n) {
+      const c = p.charCodeAt(i);
+      if (c >= 128 || !same[c]) break;
+      i++;
+    }
+    if (i === n) return from === 0 ? p : (table[c0] as string) + p.slice(1);
     let out = '';
     for (let i = 0; i < p.length; i++) {
       const c = p.charCodeAt(i);
@@ -242,11 +268,12 @@ function fasterByteLevel(node: unknown): void {
     const pieces = bl.use_regex ? (t.match(bl.pattern) ?? []) : [t];
     return pieces.map(piece);
   };
-  const samples = ['Hello world', ' a  b\n\n\tc', "it's 1234 naïve 東京 🙂", ''];
+  const samples = ['Hello world', ' a  b\n\n\tc', "it's 1234 naïve 東京 🙂", '', ' x', '\nHello', 'Ġ', '~!', ' \x7f'];
   for (const s of samples) if (JSON.stringify(faster(s)) !== JSON.stringify(original(s))) return;
   const originalMany = bl.pre_tokenize?.bind(bl);
   if (!originalMany) return;
   bl.pre_tokenize_text = faster;
+  if (!bl.use_regex && !bl.add_prefix_space) bytePieces.set(bl, piece);
   // the library maps every piece to an array and flattens them all; one piece in, one (or, with the regex, some) out
   const many = (text: string | string[]): string[] => {
     if (!Array.isArray(text)) return faster(text);
@@ -258,6 +285,111 @@ function fasterByteLevel(node: unknown): void {
   const pieces = [['Hello', ' world', '\n\n'], ['東京', ' 🙂'], []];
   for (const p of pieces) if (JSON.stringify(many(p)) !== JSON.stringify(originalMany(p))) return;
   bl.pre_tokenize = many;
+}
+
+/** Byte-level pre-tokenizers sped up by fasterByteLevel that map each piece alone (no regex, no prefix space): their mapping. */
+const bytePieces = new WeakMap<object, (piece: string) => string>();
+
+type SplitLike = { pattern?: unknown; config?: { invert?: unknown; behavior?: unknown } };
+
+/**
+ * Llama-3-style pre-tokenization is a sequence of a Split (a regex, matches and the text between them kept as pieces)
+ * and a ByteLevel mapping each piece; the library runs it as arrays of arrays flattened at each step. One pass over the
+ * regex's matches, each mapped as it is found, gives the same pieces. Installed only on exactly that shape, and only
+ * when it gives the library's pieces on samples; a text where the regex matches empty goes the library's way.
+ */
+function fasterSplitThenBytes(node: unknown): void {
+  if ((typeof node !== 'object' && typeof node !== 'function') || node === null) return;
+  const seq = node as { tokenizers?: unknown; pre_tokenize?: unknown };
+  if (!Array.isArray(seq.tokenizers) || seq.tokenizers.length !== 2 || typeof seq.pre_tokenize !== 'function') return;
+  const [split, bytes] = seq.tokenizers as [SplitLike, object];
+  const piece = bytePieces.get(bytes);
+  const re = split?.pattern;
+  if (!piece || !(re instanceof RegExp) || !re.global || split.config?.invert !== false) return;
+  if (typeof split.config.behavior !== 'string' || split.config.behavior.toLowerCase() !== 'isolated') return;
+  const original = (seq.pre_tokenize as (text: string | string[], options?: unknown) => string[]).bind(seq);
+  const one = (text: string, options?: unknown): string[] => {
+    const out: string[] = [];
+    let prev = 0;
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      const s = m[0];
+      if (s.length === 0) return original(text, options);
+      if (prev < m.index) out.push(piece(text.slice(prev, m.index)));
+      out.push(piece(s));
+      prev = m.index + s.length;
+    }
+    if (prev < text.length) out.push(piece(text.slice(prev)));
+    return out;
+  };
+  const faster = (text: string | string[], options?: unknown): string[] => {
+    if (!Array.isArray(text)) return one(text, options);
+    const out: string[] = [];
+    for (const t of text) for (const p of one(t, options)) out.push(p);
+    return out;
+  };
+  const samples = ['Hello world', ' a  b\n\n\tc', "it's 1234 naïve 東京 🙂", '', '   ', 'x\r\n\r\ny', "I'M 12345678 don't"];
+  for (const t of samples) if (JSON.stringify(faster(t)) !== JSON.stringify(original(t))) return;
+  if (JSON.stringify(faster(samples)) !== JSON.stringify(original(samples))) return;
+  seq.pre_tokenize = faster;
+}
+
+/**
+ * The library finds added tokens in a text by walking a trie of them character by character (a property lookup per
+ * character of the whole text); one regular expression of the same tokens, longest first, finds the same ones (the
+ * longest at the leftmost place) natively. Installed only on the shape this was written for, and only when it splits
+ * samples (the tokens themselves, run together, cut short, inside text) exactly as the trie does.
+ */
+function fasterSplitter(splitter: unknown): void {
+  if (typeof splitter !== 'object' || splitter === null) return;
+  const sp = splitter as { trie?: unknown; split?: unknown };
+  if (typeof sp.trie !== 'object' || sp.trie === null || typeof sp.split !== 'function') return;
+  const original = (sp.split as (text: string) => string[]).bind(splitter);
+  const words: string[] = [];
+  const stack: unknown[] = [sp.trie];
+  while (stack.length > 0) {
+    const node = stack.pop() as Record<string, unknown>;
+    for (const key of Object.keys(node)) {
+      const v = node[key];
+      if (key === 'end') {
+        if (typeof v !== 'string') return;
+        words.push(v);
+      } else if (key.length === 1 && typeof v === 'object' && v !== null) stack.push(v);
+      else return;
+    }
+  }
+  const nonEmpty = words.filter((w) => w.length > 0).sort((a, b) => b.length - a.length);
+  // no tokens to find (the normalized ones, usually): the text is one section, or none when empty
+  const re = nonEmpty.length > 0 ? new RegExp(nonEmpty.map(escapeRegExp).join('|'), 'g') : undefined;
+  const split = (text: string): string[] => {
+    if (re === undefined) return text.length > 0 ? [text] : [];
+    const out: string[] = [];
+    let start = 0;
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (m.index > start) out.push(text.slice(start, m.index));
+      out.push(m[0]);
+      start = m.index + m[0].length;
+    }
+    if (start < text.length) out.push(text.slice(start));
+    return out;
+  };
+  const samples = [
+    '',
+    'plain text',
+    ' ',
+    '<|x|>',
+    nonEmpty.join(''),
+    nonEmpty.join(' x '),
+    `a${nonEmpty.map((w) => w.slice(0, -1)).join('b')}c`,
+  ];
+  for (const w of nonEmpty.slice(0, 64)) samples.push(`${w}${w}`, `x${w.slice(1)}${w}y`, ` ${w.slice(0, Math.ceil(w.length / 2))}`);
+  for (const t of samples) if (JSON.stringify(split(t)) !== JSON.stringify(original(t))) return;
+  sp.split = split;
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /**

@@ -4,15 +4,16 @@
 //    (`prompt`, or `messages` and the template arguments the request carries), so the engine's own tokenizer and
 //    template answer; whole answers are cached under a hash of the model and those fields;
 //  - a tokenizer directory: the Hugging Face tokenizer in process (hf-tokenizer.ts), earlier turns of a conversation
-//    reused piece by piece (token-cache.ts);
+//    reused: their rendering where the template allows (chat-prefix.ts), their ids piece by piece (token-cache.ts);
 //  - `off`.
 // Nothing here fails a request: a prompt it cannot tokenize, a slow or failing engine, comes back as a fallback reason
 // (the policy then hashes the prefix instead and counts the reason).
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
-import { ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
-import { ByteLru, SegmentedEncoder } from './token-cache.js';
+import { ChatPrefixCache, type ChatRenderer } from './chat-prefix.js';
+import { type ChatRenderOptions, ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
+import { ByteLru, type EncodeResume, SegmentedEncoder } from './token-cache.js';
 
 /** `engine`, `off`, or the path of a tokenizer directory. */
 export type TokenizerMode = string;
@@ -69,7 +70,7 @@ export interface RequestTokenizerOptions {
   readonly sliceChars?: number;
   /** prompts longer than this many characters are not tokenized (default 2 Mi) */
   readonly maxPromptChars?: number;
-  /** bytes each cache may hold: engine answers, and each tokenizer's pieces (default 64 MiB) */
+  /** bytes each cache may hold: engine answers, and each tokenizer's pieces and rendered chats (default 64 MiB) */
   readonly cacheBytes?: number;
   /** the engine's tokenize path (default /tokenize, vLLM's and SGLang's) */
   readonly tokenizePath?: string;
@@ -79,6 +80,13 @@ export interface RequestTokenizerOptions {
   readonly tls?: EngineTls;
   /** sent as a bearer token by the default `post` */
   readonly apiKey?: string;
+}
+
+/** A loaded tokenizer directory: its piece cache and its rendered-chat cache. */
+interface InProcess {
+  readonly encoder: SegmentedEncoder;
+  /** rendered chats, each with where its ids can be resumed from */
+  readonly chats: ChatPrefixCache<EncodeResume>;
 }
 
 /** Fields of a chat request that decide its tokens (vLLM's /tokenize takes them all). */
@@ -159,7 +167,7 @@ export class RequestTokenizer {
   private readonly backoffMs: number;
   private readonly now: () => number;
   private readonly sliceChars: number;
-  private readonly encoders = new Map<string, Promise<SegmentedEncoder | undefined>>();
+  private readonly encoders = new Map<string, Promise<InProcess | undefined>>();
 
   constructor(private readonly opts: RequestTokenizerOptions = {}) {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -202,7 +210,7 @@ export class RequestTokenizer {
    * does not load is not tried again: its models get `tokenizer-error` until the process restarts.
    */
   async preload(dir: string): Promise<boolean> {
-    return (await this.encoderFor(dir)) !== undefined;
+    return (await this.inProcessFor(dir)) !== undefined;
   }
 
   /** Bytes held by the engine-answer cache. */
@@ -212,7 +220,12 @@ export class RequestTokenizer {
 
   /** The piece cache of a loaded tokenizer directory (for stats and tests). */
   async encoder(dir: string): Promise<SegmentedEncoder | undefined> {
-    return this.encoderFor(dir);
+    return (await this.inProcessFor(dir))?.encoder;
+  }
+
+  /** The rendered-chat cache of a loaded tokenizer directory (for stats and tests). */
+  async chats(dir: string): Promise<ChatPrefixCache<EncodeResume> | undefined> {
+    return (await this.inProcessFor(dir))?.chats;
   }
 
   async close(): Promise<void> {
@@ -220,23 +233,40 @@ export class RequestTokenizer {
   }
 
   private async inProcess(dir: string, p: PromptFields & { kind: 'chat' | 'prompt' }): Promise<TokenizeOutcome> {
-    const encoder = await this.encoderFor(dir);
-    if (!encoder) return { fallback: 'tokenizer-error' };
+    const tokenizer = await this.inProcessFor(dir);
+    if (!tokenizer) return { fallback: 'tokenizer-error' };
+    const { encoder, chats } = tokenizer;
     try {
-      const { text, addSpecialTokens } = promptText(encoder.tokenizer, p);
-      // what is not cached is tokenized in slices, the event loop served between them
-      const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
+      if (p.kind === 'prompt') {
+        const { text, addSpecialTokens } = promptText(chats, p);
+        // what is not cached is tokenized in slices, the event loop served between them
+        const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
+        return { tokens: ids, source: 'path', cached: reusedChars > 0 };
+      }
+      // a chat: its ids resume where those of the remembered rendering it starts with ended (those characters are not
+      // walked again), and it leaves such a point on its own rendering for the next turn
+      const chat = chats.render(p.fields.messages as unknown[], chatOptions(p.fields));
+      const { ids, reusedChars, resume } = await encoder.encodeAsync(chat.text, p.fields.add_special_tokens === true, this.sliceChars, {
+        resume: chat.prefix?.attached,
+        keepAt: chat.ownChars,
+      });
+      if (resume) chat.attach(resume, resume.ids.buffer.byteLength);
       return { tokens: ids, source: 'path', cached: reusedChars > 0 };
     } catch (err) {
       return { fallback: err instanceof ChatTemplateError ? 'unsupported-body' : 'tokenizer-error' };
     }
   }
 
-  private encoderFor(dir: string): Promise<SegmentedEncoder | undefined> {
+  private inProcessFor(dir: string): Promise<InProcess | undefined> {
     let e = this.encoders.get(dir);
     if (!e) {
       e = HfTokenizer.load(dir).then(
-        (t) => new SegmentedEncoder(t, this.cacheBytes),
+        (t) => {
+          const chats = new ChatPrefixCache<EncodeResume>(t, this.cacheBytes);
+          // the template checks run at load, not on the first request
+          chats.prepare();
+          return { encoder: new SegmentedEncoder(t, this.cacheBytes), chats };
+        },
         () => undefined,
       );
       this.encoders.set(dir, e);
@@ -305,20 +335,25 @@ export class RequestTokenizer {
  * ChatTemplateError for a chat the template cannot render.
  */
 export function promptText(
-  tokenizer: HfTokenizer,
+  tokenizer: ChatRenderer,
   p: PromptFields & { kind: 'chat' | 'prompt' },
 ): { text: string; addSpecialTokens: boolean } {
   const f = p.fields;
   if (p.kind === 'prompt') return { text: f.prompt as string, addSpecialTokens: f.add_special_tokens !== false };
-  const text = tokenizer.renderChat(f.messages as unknown[], {
+  const text = tokenizer.renderChat(f.messages as unknown[], chatOptions(f));
+  return { text, addSpecialTokens: f.add_special_tokens === true };
+}
+
+/** The template arguments of a chat's prompt fields. */
+function chatOptions(f: Readonly<Record<string, unknown>>): ChatRenderOptions {
+  return {
     add_generation_prompt: optBool(f.add_generation_prompt),
     continue_final_message: optBool(f.continue_final_message),
     tools: Array.isArray(f.tools) ? f.tools : null,
     documents: Array.isArray(f.documents) ? f.documents : null,
     chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
     chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
-  });
-  return { text, addSpecialTokens: f.add_special_tokens === true };
+  };
 }
 
 /** A prompt's ids with an in-process tokenizer, at once (see promptText). */

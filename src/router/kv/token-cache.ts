@@ -1,18 +1,24 @@
 // What the router remembers of tokenizations, so that a conversation re-sent every turn is not tokenized whole every
 // turn. Two caches, both bounded by bytes (least recently used out first):
 //  - `SegmentedEncoder` (in-process tokenizer): a rendered chat is cut after each special token that splits text on its
-//    own (<|eot_id|>, <|im_end|>, ...); each piece's ids are kept under a hash of the whole text up to its end, so a
-//    new turn finds its earlier turns' pieces and tokenizes only the new tail. Reuse is exact only where no merge or
-//    normalizer rule reaches across such a token: the tokenizer checks that when it loads (`segmentable`), else every
-//    text is tokenized whole.
+//    own (<|eot_id|>, <|im_end|>, ...); each piece's ids are kept under the piece's own text chained to the entry of
+//    the piece before it (its number), so a new turn finds its earlier turns' pieces and tokenizes only the new tail.
+//    The keys are the texts themselves, not digests: a lookup costs the Map's own string hash and comparison, and two
+//    different texts can never share an entry. Reuse is exact only where no merge or normalizer rule reaches across
+//    such a token: the tokenizer checks that when it loads (`segmentable`), else every text is tokenized whole.
 //  - whole answers (the engine's /tokenize), under a hash of the model and the request's prompt fields.
-import { createHash, type Hash } from 'node:crypto';
 import type { HfTokenizer } from './hf-tokenizer.js';
 
-/** A map bounded by the bytes of what it holds; reading an entry makes it the most recently used. */
+/**
+ * A map bounded by the bytes of what it holds, least recently used out first. Reading an entry makes it the most
+ * recently used, unless it is in the newer half already (moving it there again would cost a delete and an insert on
+ * every read of a conversation's pieces while changing no eviction: the older half goes first).
+ */
 export class ByteLru<V> {
-  private readonly map = new Map<string, { value: V; bytes: number }>();
+  private readonly map = new Map<string, { value: V; bytes: number; seq: number }>();
   private used = 0;
+  /** counts insertions: an entry's `seq` says how many came after it */
+  private seq = 0;
 
   constructor(
     private readonly maxBytes: number,
@@ -22,8 +28,11 @@ export class ByteLru<V> {
   get(key: string): V | undefined {
     const e = this.map.get(key);
     if (!e) return undefined;
-    this.map.delete(key);
-    this.map.set(key, e);
+    if (this.seq - e.seq > this.map.size >> 1) {
+      this.map.delete(key);
+      e.seq = ++this.seq;
+      this.map.set(key, e);
+    }
     return e.value;
   }
 
@@ -35,7 +44,7 @@ export class ByteLru<V> {
       this.map.delete(key);
     }
     if (bytes > this.maxBytes) return;
-    this.map.set(key, { value, bytes });
+    this.map.set(key, { value, bytes, seq: ++this.seq });
     this.used += bytes;
     for (const [k, e] of this.map) {
       if (this.used <= this.maxBytes) break;
@@ -65,27 +74,63 @@ export interface EncodeResult {
   readonly ids: Uint32Array;
   /** characters of the text whose ids came from the cache */
   readonly reusedChars: number;
+  /** where a text that starts with this one's first `keepAt` characters can resume (when asked for and known) */
+  readonly resume?: EncodeResume;
+  /** characters that came with the resume point handed in (not walked) */
+  readonly resumedChars?: number;
+}
+
+/**
+ * A point an encoding can resume from: the text's first `chars` characters end a piece (numbered `piece`) and their ids
+ * are `ids`. Whoever hands one back to `encodeAsync` vouches that the new text starts with those same characters.
+ */
+export interface EncodeResume {
+  readonly chars: number;
+  readonly piece: number;
+  readonly ids: Uint32Array;
+}
+
+/** Where to start from and where to stop remembering. */
+export interface EncodeFrom {
+  /** a resume point of an earlier text the new one starts with (its cached pieces are then not walked again) */
+  readonly resume?: EncodeResume | undefined;
+  /** the offset to make a resume point for (the last piece end at or before it), returned as `resume` */
+  readonly keepAt?: number | undefined;
 }
 
 export interface EncodeStats {
   /** characters of the text whose ids came from the cache */
   readonly reusedChars: number;
+  /** of those, characters not walked at all: they came with a resume point */
+  readonly resumedChars?: number;
   /** characters tokenized now */
   readonly encodedChars: number;
+}
+
+/** A cached piece: its ids, and its number, which the keys of the pieces that follow it name. */
+interface Piece {
+  readonly id: number;
+  readonly ids: Uint32Array;
+}
+
+/** The key of a piece of text that follows the piece numbered `parent` (0: the text's start). */
+function pieceKey(parent: number, text: string): string {
+  return `${parent}\u0001${text}`;
 }
 
 /** Encodes texts with an HfTokenizer, reusing the ids of pieces (ending at a boundary token) seen before. */
 export class SegmentedEncoder {
   private readonly boundary: RegExp | undefined;
   private readonly boundaryIds: ReadonlySet<number>;
-  private readonly cache: ByteLru<Uint32Array>;
+  private readonly cache: ByteLru<Piece>;
+  private nextPiece = 1;
   private lastStats: EncodeStats = { reusedChars: 0, encodedChars: 0 };
 
   constructor(
     readonly tokenizer: HfTokenizer,
     maxBytes: number,
   ) {
-    this.cache = new ByteLru<Uint32Array>(maxBytes, (v) => v.byteLength);
+    this.cache = new ByteLru<Piece>(maxBytes, (v) => v.ids.byteLength);
     const tokens = [...tokenizer.boundaryTokens.keys()].sort((a, b) => b.length - a.length);
     this.boundary = tokenizer.segmentable && tokens.length > 0 ? new RegExp(tokens.map(escapeRegExp).join('|'), 'g') : undefined;
     this.boundaryIds = new Set(tokenizer.boundaryTokens.values());
@@ -118,54 +163,72 @@ export class SegmentedEncoder {
    * between slices: a long new conversation does not hold up every other request of this process for its whole
    * tokenization. Its own stats come back with the ids (`stats` are those of whichever encoding finished last).
    */
-  async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192): Promise<EncodeResult> {
-    const steps = this.steps(text, addSpecialTokens, sliceChars);
+  async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192, from: EncodeFrom = {}): Promise<EncodeResult> {
+    const steps = this.steps(text, addSpecialTokens, sliceChars, from);
     let r = steps.next();
     while (!r.done) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       r = steps.next();
     }
-    this.lastStats = { reusedChars: r.value.reusedChars, encodedChars: text.length - r.value.reusedChars };
+    this.lastStats = {
+      reusedChars: r.value.reusedChars,
+      encodedChars: text.length - r.value.reusedChars,
+      resumedChars: r.value.resumedChars ?? 0,
+    };
     return r.value;
   }
 
   /** The work of one encoding; it yields where it may pause (between slices of uncached pieces). */
-  private *steps(text: string, addSpecialTokens: boolean, sliceChars: number): Generator<void, EncodeResult, void> {
+  private *steps(text: string, addSpecialTokens: boolean, sliceChars: number, from: EncodeFrom = {}): Generator<void, EncodeResult, void> {
     const wrap = this.tokenizer.wrap;
     if (!this.boundary || !wrap) return { ids: Uint32Array.from(this.tokenizer.encode(text, addSpecialTokens)), reusedChars: 0 };
-    // where each piece ends (just after a boundary token), and the hash of the text up to there
+    // a resume point: its characters are not looked at again
+    const resume = from.resume !== undefined && from.resume.chars <= text.length ? from.resume : undefined;
+    const origin = resume?.chars ?? 0;
+    // where each piece ends (just after a boundary token); the cached pieces from the start, each under its own text
+    // chained to the one before
     const ends: number[] = [];
-    const keys: string[] = [];
-    const hash: Hash = createHash('sha256');
-    let from = 0;
-    this.boundary.lastIndex = 0;
-    for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) {
-      const end = m.index + m[0].length;
-      hash.update(text.slice(from, end));
-      from = end;
-      ends.push(end);
-      keys.push(hash.copy().digest('base64'));
-    }
-    const pieces: (Uint32Array | number[])[] = [];
+    this.boundary.lastIndex = origin;
+    for (let m = this.boundary.exec(text); m !== null; m = this.boundary.exec(text)) ends.push(m.index + m[0].length);
+    const pieces: (Uint32Array | number[])[] = resume ? [resume.ids] : [];
+    // the last piece end, its number and the ids up to it, for a resume point at or before `keepAt`
+    const keepAt = from.keepAt ?? -1;
+    let keep: { chars: number; piece: number; pieces: number } | undefined =
+      resume && resume.chars <= keepAt ? { chars: resume.chars, piece: resume.piece, pieces: 1 } : undefined;
+    let parent = resume?.piece ?? 0;
     let k = 0;
-    for (; k < keys.length; k++) {
-      const ids = this.cache.get(keys[k] as string);
-      if (!ids) break;
-      pieces.push(ids);
+    for (let from = origin; k < ends.length; k++) {
+      const end = ends[k] as number;
+      const hit = this.cache.get(pieceKey(parent, text.slice(from, end)));
+      if (!hit) break;
+      pieces.push(hit.ids);
+      parent = hit.id;
+      from = end;
+      if (end <= keepAt) keep = { chars: end, piece: parent, pieces: pieces.length };
     }
-    const reusedChars = k > 0 ? (ends[k - 1] as number) : 0;
+    const reusedChars = k > 0 ? (ends[k - 1] as number) : origin;
     // the rest, whole pieces a slice at a time (each slice starts right after a boundary token), then what follows
     // the last boundary token
     let start = reusedChars;
-    while (k < keys.length) {
+    while (k < ends.length) {
       let j = k;
-      while (j + 1 < keys.length && (ends[j + 1] as number) - start <= sliceChars) j++;
+      while (j + 1 < ends.length && (ends[j + 1] as number) - start <= sliceChars) j++;
       const ids = this.tokenizer.encode(text.slice(start, ends[j]), false);
-      this.storePieces(ids, keys, k, j + 1);
-      pieces.push(ids);
+      const stored = this.storePieces(text, ids, ends, start, k, j + 1, parent);
+      if (stored !== undefined) {
+        for (const piece of stored) {
+          pieces.push(piece.ids);
+          if (piece.end <= keepAt) keep = { chars: piece.end, piece: piece.id, pieces: pieces.length };
+        }
+        parent = (stored[stored.length - 1] as StoredPiece).id;
+      } else {
+        pieces.push(ids);
+        parent = -1;
+      }
       start = ends[j] as number;
       k = j + 1;
-      if (k < keys.length || start < text.length) yield;
+      // a pause only before another slice: what follows the last boundary token (a chat's generation prompt) is short
+      if (k < ends.length) yield;
     }
     if (start < text.length) pieces.push(this.tokenizer.encode(text.slice(start), false));
     const before = addSpecialTokens ? wrap.before : [];
@@ -180,22 +243,55 @@ export class SegmentedEncoder {
       at += p.length;
     }
     for (const id of after) out[at++] = id;
-    return { ids: out, reusedChars };
+    let resumeAt: EncodeResume | undefined;
+    if (keep !== undefined) {
+      let count = 0;
+      for (let i = 0; i < keep.pieces; i++) count += (pieces[i] as Uint32Array | number[]).length;
+      // a view of the ids returned (they are never written to)
+      resumeAt = { chars: keep.chars, piece: keep.piece, ids: out.subarray(before.length, before.length + count) };
+    }
+    return { ids: out, reusedChars, resumedChars: origin, ...(resumeAt ? { resume: resumeAt } : {}) };
   }
 
-  /** Cuts `ids` (the text of pieces first..last-1) after each boundary id and keeps each piece under its key. */
-  private storePieces(ids: readonly number[], keys: readonly string[], first: number, last: number): void {
+  /**
+   * Cuts `ids` (the text of pieces first..last-1, from `start`) after each boundary id and keeps each piece under its
+   * text chained to `parent`; returns the pieces kept, or undefined (no piece can follow) when the ids do not cut one to
+   * one or no piece precedes them.
+   */
+  private storePieces(
+    text: string,
+    ids: readonly number[],
+    ends: readonly number[],
+    start: number,
+    first: number,
+    last: number,
+    parent: number,
+  ): StoredPiece[] | undefined {
+    if (parent < 0) return undefined;
     const cuts: number[] = [];
     for (let i = 0; i < ids.length; i++) if (this.boundaryIds.has(ids[i] as number)) cuts.push(i + 1);
     // a boundary token's text inside a longer added token would break the one-to-one match: keep nothing then
-    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return;
-    let start = 0;
+    if (cuts.length !== last - first || cuts[cuts.length - 1] !== ids.length) return undefined;
+    const out: StoredPiece[] = [];
+    let at = 0;
+    let from = start;
     for (let k = first; k < last; k++) {
-      const end = cuts[k - first] as number;
-      this.cache.set(keys[k] as string, Uint32Array.from(ids.slice(start, end)));
-      start = end;
+      const cut = cuts[k - first] as number;
+      const end = ends[k] as number;
+      const piece: Piece = { id: this.nextPiece++, ids: Uint32Array.from(ids.slice(at, cut)) };
+      this.cache.set(pieceKey(parent, text.slice(from, end)), piece);
+      out.push({ ...piece, end });
+      parent = piece.id;
+      at = cut;
+      from = end;
     }
+    return out;
   }
+}
+
+/** A piece just kept, and where it ends in the text. */
+interface StoredPiece extends Piece {
+  readonly end: number;
 }
 
 function escapeRegExp(s: string): string {
