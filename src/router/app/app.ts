@@ -31,6 +31,7 @@ import { buildEngineSide } from './engine-side.js';
 import { buildAdmission, buildRouteTable, buildServers, inferenceDeps, type RouteParts } from './http-side.js';
 import type { KvRouting } from './kv-routing.js';
 import { buildScalingSide } from './scaling-side.js';
+import { Tracing } from '../tracing/tracing.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -66,6 +67,8 @@ export class RouterApp {
   private readonly link: WorkerLink | undefined;
   /** the operator's view: GET /dashboard and GET /events */
   private readonly dashboard: Dashboard;
+  /** OpenTelemetry tracing (--otel-endpoint, OTEL_EXPORTER_OTLP_*), when on */
+  private readonly tracing: Tracing | undefined;
 
   constructor(
     readonly config: RouterConfig,
@@ -75,6 +78,17 @@ export class RouterApp {
   ) {
     this.catalog = new ModelCatalog({ pdProtocol: config.pd.protocol });
     this.metrics = new RouterMetrics(this.catalog);
+    // tracing: one exporter per process, each --workers worker its own service.instance.id
+    const tracing = config.tracing
+      ? new Tracing({
+          config: config.tracing,
+          version: VERSION,
+          worker: cluster.worker?.id ?? null,
+          log: log.child({ component: 'tracing' }),
+        })
+      : undefined;
+    this.tracing = tracing;
+    if (tracing) this.metrics.watchSpanDrops(() => tracing.dropped);
     // https engines: one trust for requests, probes and stats scrapes (files read once, here)
     const engineTls = loadEngineTls(config.engineTls);
     this.pools = new UpstreamPools({
@@ -135,6 +149,7 @@ export class RouterApp {
       engineAuthorization: engine.engineAuthorization,
       admission,
       startedAt: this.startedAt,
+      tracer: this.tracing,
       shuttingDown: () => this.shuttingDown,
     };
     const deps = inferenceDeps(parts);
@@ -193,6 +208,16 @@ export class RouterApp {
 
   async start(): Promise<void> {
     for (const note of this.config.compatibilityNotes) this.log.info(note);
+    if (this.tracing && this.config.tracing)
+      this.log.info(
+        {
+          endpoint: this.config.tracing.endpoint,
+          protocol: this.config.tracing.protocol,
+          serviceName: this.tracing.serviceName,
+          instanceId: this.tracing.instanceId,
+        },
+        'tracing: spans are exported over OTLP',
+      );
     if (this.config.engineTls.insecure)
       this.log.warn(
         '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',
@@ -321,6 +346,8 @@ export class RouterApp {
     await this.kvRouting?.stop();
     await this.adapters.stop();
     await this.pools.closeAll();
+    // the spans of the requests just answered go out now, within what is left of the shutdown time (at least 1 s)
+    await this.tracing?.shutdown(Math.max(1000, stopStarted + drainMs + graceMs - Date.now()));
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
 }

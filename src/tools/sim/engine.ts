@@ -244,6 +244,7 @@ class SimServer implements SimEngine, EngineContext {
       );
       return;
     }
+    this.requests.recordTraceparent(req.method ?? 'GET', path, req.headers);
     const byPath = this.requests.counters.byPath;
     byPath[path] = (byPath[path] ?? 0) + 1;
     if (INFERENCE_PATHS.has(path)) {
