@@ -67,7 +67,7 @@ interface ExportRequest {
 
 const PROTO_ROOT = fileURLToPath(new URL('../fixtures/otlp/', import.meta.url));
 
-function valueOf(v: AnyValue | undefined): AttrValue {
+function anyValue(v: AnyValue | undefined): AttrValue {
   if (!v) return '';
   if (v.stringValue !== undefined && (v.value === undefined || v.value === 'stringValue')) return v.stringValue;
   if (v.value === 'boolValue') return v.boolValue === true;
@@ -78,7 +78,7 @@ function valueOf(v: AnyValue | undefined): AttrValue {
 
 function attrs(list: readonly KeyValue[] | undefined): Record<string, AttrValue> {
   const out: Record<string, AttrValue> = {};
-  for (const kv of list ?? []) out[kv.key] = valueOf(kv.value);
+  for (const kv of list ?? []) out[kv.key] = anyValue(kv.value);
   return out;
 }
 

@@ -1,0 +1,384 @@
+// Issue 26 checks: OpenTelemetry traces from client to engine. A real OTLP/gRPC receiver (test/support/otlp-receiver.ts,
+// built from the OpenTelemetry protocol's .proto files) takes the router's spans; the simulators record the traceparent
+// each call brought them (GET /_sim/traceparents).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { freePort, stopAll } from '../support/process.js';
+import { allReady, call, FAST_PROBES, metric, startRouter, startSim, type Running } from '../support/router.js';
+import {
+  parseTraceparent,
+  SPAN_KIND,
+  spanStrings,
+  startOtlpReceiver,
+  type OtlpReceiver,
+  type ReceivedSpan,
+} from '../support/otlp-receiver.js';
+import { eventually, within } from '../support/within.js';
+import { testCa } from '../support/certs.js';
+import { requireTool } from '../support/tools.js';
+import type { RecordedTraceparent } from '../../src/tools/sim/types.js';
+
+const MODEL = 'otel-model';
+const SERVICE = 'router-under-test';
+/** spans leave in batches every 100 ms in these tests (the default is 1 s) */
+const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '100' };
+
+function hex(bytes: number): string {
+  return randomBytes(bytes).toString('hex');
+}
+
+function clientContext(): { traceId: string; spanId: string; traceparent: string } {
+  const traceId = hex(16);
+  const spanId = hex(8);
+  return { traceId, spanId, traceparent: `00-${traceId}-${spanId}-01` };
+}
+
+function chatBody(content: string, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 4, ...extra });
+}
+
+async function traceparents(sim: Running): Promise<RecordedTraceparent[]> {
+  return (await call(`${sim.url}/_sim/traceparents`)).json<{ traceparents: RecordedTraceparent[] }>().traceparents;
+}
+
+/** Waits for the spans of `traceId` until `done` says they are all there (the request span ends last but one batch). */
+async function spansOf(receiver: OtlpReceiver, traceId: string, done: (spans: ReceivedSpan[]) => boolean): Promise<ReceivedSpan[]> {
+  return eventually(
+    `the spans of trace ${traceId}`,
+    () => receiver.spans.filter((s) => s.traceId === traceId),
+    done,
+    15_000,
+  );
+}
+
+function one(spans: readonly ReceivedSpan[], name: string, what = name): ReceivedSpan {
+  const found = spans.filter((s) => s.name === name);
+  assert.equal(found.length, 1, `one ${what} span: ${spans.map((s) => s.name).join(', ')}`);
+  return found[0] as ReceivedSpan;
+}
+
+function serverSpan(spans: readonly ReceivedSpan[]): ReceivedSpan {
+  const found = spans.filter((s) => s.kind === SPAN_KIND.server);
+  assert.equal(found.length, 1, 'one SERVER span');
+  return found[0] as ReceivedSpan;
+}
+
+describe('tracing: a request, its stages and the engine calls (kvaware: /tokenize too)', () => {
+  let receiver: OtlpReceiver;
+  let sim: Running;
+  let router: Running;
+
+  before(async () => {
+    receiver = await startOtlpReceiver();
+    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-a']);
+    router = await startRouter(
+      [
+        '--static-backends',
+        sim.url,
+        '--static-models',
+        MODEL,
+        '--routing-logic',
+        'kvaware',
+        '--otel-endpoint',
+        receiver.address,
+        '--otel-service-name',
+        SERVICE,
+        ...FAST_PROBES,
+      ],
+      FAST_EXPORT,
+    );
+    await allReady(router.url, 1);
+  });
+  after(async () => {
+    await stopAll();
+    await receiver?.stop();
+  });
+
+  test('the SERVER span continues the client span; stage spans under it; the engine gets the context of its own CLIENT span', async () => {
+    const client = clientContext();
+    const marker = `MARKER-${hex(8)}`;
+    const res = await call(`${router.url}/v1/chat/completions`, {
+      body: chatBody(`please repeat ${marker} back to me`),
+      headers: { traceparent: client.traceparent, tracestate: 'vendor=opaque', authorization: 'Bearer secret-key-xyz' },
+    });
+    assert.equal(res.status, 200, res.text);
+    const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+    for (const s of spans) assert.equal(s.resource['service.name'], SERVICE, `${s.name}: service.name`);
+
+    const server = serverSpan(spans);
+    assert.equal(server.parentSpanId, client.spanId, "the SERVER span's parent is the client's span");
+    assert.equal(server.name, 'POST /v1/chat/completions');
+    assert.equal(server.attributes['http.request.method'], 'POST');
+    assert.equal(server.attributes['http.route'], '/v1/chat/completions');
+    assert.equal(server.attributes['http.response.status_code'], 200);
+    assert.equal(server.attributes['server.address'], '127.0.0.1');
+    assert.equal(server.attributes['gen_ai.request.model'], MODEL);
+    assert.equal(server.attributes['llm_router.model'], MODEL);
+    assert.equal(server.attributes['llm_router.stream'], false);
+    assert.equal(server.attributes['llm_router.request_id'], res.headers['x-request-id']);
+
+    const resolve = one(spans, 'llm_router.resolve');
+    const route = one(spans, 'llm_router.route');
+    const engine = one(spans, 'llm_router.engine');
+    const tokenize = one(spans, 'llm_router.tokenize');
+    for (const stage of [resolve, route, engine]) assert.equal(stage.parentSpanId, server.spanId, `${stage.name} is under the SERVER span`);
+    assert.equal(tokenize.parentSpanId, route.spanId, "/tokenize's span is under the route span");
+    assert.equal(route.attributes['llm_router.routing.policy'], 'kvaware');
+    assert.equal(typeof route.attributes['llm_router.kv.fallback'], 'string', 'no KV events here: kvaware says why it fell back');
+    assert.equal(engine.kind, SPAN_KIND.client);
+    assert.equal(engine.attributes['llm_router.endpoint'], sim.url);
+    assert.equal(engine.attributes['llm_router.role'], 'both');
+    assert.equal(engine.attributes['llm_router.attempt'], 1);
+    assert.equal(engine.attributes['llm_router.outcome'], 'done');
+    assert.equal(engine.attributes['http.response.status_code'], 200);
+    assert.equal(typeof engine.attributes['llm_router.time_to_first_byte_ms'], 'number');
+    assert.ok(server.startNs <= engine.startNs && engine.endNs <= server.endNs, 'the engine call lies within the request');
+
+    // what the engine got: a traceparent of the same trace, its parent the router's CLIENT span, never the client's own
+    const seen = (await traceparents(sim)).filter((t) => parseTraceparent(t.traceparent).traceId === client.traceId);
+    const chat = seen.find((t) => t.path === '/v1/chat/completions');
+    const tok = seen.find((t) => t.path === '/tokenize');
+    assert.ok(chat && tok, `the engine saw the trace on both calls: ${JSON.stringify(seen)}`);
+    assert.equal(parseTraceparent(chat.traceparent).spanId, engine.spanId);
+    assert.equal(parseTraceparent(tok.traceparent).spanId, tokenize.spanId);
+    assert.equal(chat.tracestate, 'vendor=opaque', "the client's tracestate goes on with the trace");
+    assert.ok(seen.every((t) => t.traceparent !== client.traceparent), "the client's traceparent is never forwarded as is");
+
+    // no prompt, no key anywhere in the spans
+    const strings = spanStrings(spans);
+    assert.ok(!strings.some((s) => s.includes(marker)), 'the prompt appears in no attribute or event');
+    assert.ok(!strings.some((s) => s.includes('secret-key-xyz')), 'no credential appears in the spans');
+  });
+
+  test('a request without traceparent starts a trace; a 404 is traced with its error code', async () => {
+    const before = new Set(receiver.spans.map((s) => s.traceId));
+    const res = await call(`${router.url}/v1/chat/completions`, { body: JSON.stringify({ model: 'no-such-model', messages: [] }) });
+    assert.equal(res.status, 404);
+    const server = await eventually(
+      'a new root SERVER span',
+      () => receiver.spans.find((s) => s.kind === SPAN_KIND.server && !before.has(s.traceId)),
+      (s) => s !== undefined,
+      15_000,
+    );
+    assert.ok(server);
+    assert.equal(server.parentSpanId, '');
+    assert.equal(server.attributes['http.response.status_code'], 404);
+    assert.equal(server.attributes['llm_router.error_code'], 'model_not_found');
+    assert.equal(await metric(router.url, 'llm_router_otel_spans_dropped_total', { reason: 'export_failed' }), 0);
+    assert.equal(await metric(router.url, 'llm_router_otel_spans_dropped_total', { reason: 'queue_full' }), 0);
+  });
+
+  test('a client that is not sampled: the engine gets its trace, unsampled, and nothing is exported', async () => {
+    const traceId = hex(16);
+    const res = await call(`${router.url}/v1/chat/completions`, {
+      body: chatBody('hi'),
+      headers: { traceparent: `00-${traceId}-${hex(8)}-00` },
+    });
+    assert.equal(res.status, 200);
+    const seen = (await traceparents(sim)).filter((t) => parseTraceparent(t.traceparent).traceId === traceId);
+    assert.ok(seen.length > 0 && seen.every((t) => !parseTraceparent(t.traceparent).sampled), JSON.stringify(seen));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(receiver.spans.filter((s) => s.traceId === traceId).length, 0);
+  });
+});
+
+describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
+  let receiver: OtlpReceiver;
+  let prefill: Running;
+  let decode: Running;
+  let pdRouter: Running;
+
+  before(async () => {
+    receiver = await startOtlpReceiver();
+    const pdArgs = ['--model', MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '1', '--itl-ms', '1'];
+    [prefill, decode] = await Promise.all([
+      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim']),
+      startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+    ]);
+    pdRouter = await startRouter(
+      [
+        '--static-backends',
+        `${prefill.url},${decode.url}`,
+        '--static-models',
+        `${MODEL},${MODEL}`,
+        '--static-backend-roles',
+        'prefill,decode',
+        '--pd-protocol',
+        'vllm-nixl',
+        '--otel-endpoint',
+        receiver.address,
+        ...FAST_PROBES,
+      ],
+      FAST_EXPORT,
+    );
+    await allReady(pdRouter.url, 2);
+  });
+  after(async () => {
+    await stopAll();
+    await receiver?.stop();
+  });
+
+  test('prefill and decode calls are both children of the request span, each engine continuing its own', async () => {
+    const client = clientContext();
+    const res = await call(`${pdRouter.url}/v1/chat/completions`, {
+      body: chatBody('a prompt for two engines', { stream: true }),
+      headers: { traceparent: client.traceparent },
+    });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.headers['x-sim-engine'], 'decode-sim');
+    const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+    for (const s of spans) assert.equal(s.resource['service.name'], 'vllm-router', "vllm_router's default service name");
+    const server = serverSpan(spans);
+    assert.equal(server.parentSpanId, client.spanId);
+    assert.equal(server.attributes['llm_router.stream'], true);
+    const pre = one(spans, 'llm_router.engine.prefill');
+    const dec = one(spans, 'llm_router.engine', 'decode attempt');
+    assert.equal(pre.parentSpanId, server.spanId);
+    assert.equal(dec.parentSpanId, server.spanId);
+    assert.equal(pre.attributes['llm_router.role'], 'prefill');
+    assert.equal(dec.attributes['llm_router.role'], 'decode');
+    assert.equal(pre.attributes['llm_router.endpoint'], prefill.url);
+    assert.equal(dec.attributes['llm_router.endpoint'], decode.url);
+    assert.ok(pre.endNs <= dec.startNs, 'vllm-nixl: the decode call follows the prefill answer');
+    const route = one(spans, 'llm_router.route');
+    assert.equal(route.attributes['llm_router.pd.protocol'], 'vllm-nixl');
+    assert.equal(route.attributes['llm_router.prefill.endpoint'], prefill.url);
+
+    const onPrefill = (await traceparents(prefill)).find((t) => parseTraceparent(t.traceparent).traceId === client.traceId);
+    const onDecode = (await traceparents(decode)).find(
+      (t) => t.path === '/v1/chat/completions' && parseTraceparent(t.traceparent).traceId === client.traceId,
+    );
+    assert.ok(onPrefill && onDecode);
+    assert.equal(parseTraceparent(onPrefill.traceparent).spanId, pre.spanId);
+    assert.equal(parseTraceparent(onDecode.traceparent).spanId, dec.spanId);
+  });
+
+  test('a held request: the hold span covers the wait for the engine to load', async () => {
+    const port = await freePort();
+    const loading = await startSim(['--model', 'cold-model', '--startup-loading-seconds', '3', '--ttft-ms', '1', '--itl-ms', '1'], {
+      port,
+    });
+    const router = await startRouter(
+      [
+        '--static-backends',
+        loading.url,
+        '--static-models',
+        'cold-model',
+        '--cold-start-wait',
+        '20',
+        '--otel-endpoint',
+        receiver.address,
+        '--otel-service-name',
+        'held-router',
+        ...FAST_PROBES,
+      ],
+      FAST_EXPORT,
+    );
+    const client = clientContext();
+    const started = Date.now();
+    const res = await call(`${router.url}/v1/chat/completions`, {
+      body: JSON.stringify({ model: 'cold-model', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
+      headers: { traceparent: client.traceparent },
+      timeoutMs: 20_000,
+    });
+    const waitedMs = Date.now() - started;
+    assert.equal(res.status, 200, res.text);
+    const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+    const server = serverSpan(spans);
+    const hold = one(spans, 'llm_router.hold');
+    const engine = one(spans, 'llm_router.engine');
+    assert.equal(hold.parentSpanId, server.spanId);
+    assert.equal(hold.attributes['llm_router.model_state'], 'loading');
+    assert.equal(hold.attributes['llm_router.hold.outcome'], 'ready');
+    assert.equal(hold.attributes['llm_router.model_state_after'], 'ready');
+    // the hold began while the engine was loading and ended once it was ready: it covers the wait
+    const loadedAt = (await call(`${loading.url}/_sim/fault`)).json<{ loadedAt: number }>().loadedAt;
+    const holdStartMs = Number(hold.startNs / 1_000_000n);
+    const holdEndMs = Number(hold.endNs / 1_000_000n);
+    assert.ok(holdStartMs < loadedAt, `the hold began (${holdStartMs}) before the engine was ready (${loadedAt})`);
+    assert.ok(holdEndMs >= loadedAt - 5, `the hold ended (${holdEndMs}) once the engine was ready (${loadedAt})`);
+    assert.ok(holdEndMs - holdStartMs <= waitedMs, `the hold lies within the request (${waitedMs} ms)`);
+    assert.ok(hold.endNs <= engine.startNs, 'the engine is called once the hold is over');
+    await router.stop();
+    await loading.stop();
+  });
+});
+
+describe('tracing: TLS to the collector, a collector that is down, --workers', () => {
+  after(async () => {
+    await stopAll();
+  });
+
+  test('--otel-secure talks TLS to a receiver whose certificate the router trusts (OTEL_EXPORTER_OTLP_CERTIFICATE)', { skip: requireTool('openssl') }, async () => {
+    const ca = testCa('otel-ca-');
+    const cert = ca.sign('collector', '127.0.0.1', 'subjectAltName=IP:127.0.0.1');
+    const receiver = await startOtlpReceiver({ tls: { cert: cert.cert, key: cert.key } });
+    try {
+      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+      const router = await startRouter(
+        ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', receiver.address, '--otel-secure', ...FAST_PROBES],
+        { ...FAST_EXPORT, OTEL_EXPORTER_OTLP_CERTIFICATE: ca.caFile },
+      );
+      await allReady(router.url, 1);
+      const client = clientContext();
+      const res = await call(`${router.url}/v1/chat/completions`, { body: chatBody('tls'), headers: { traceparent: client.traceparent } });
+      assert.equal(res.status, 200);
+      const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+      assert.equal(serverSpan(spans).parentSpanId, client.spanId);
+      await router.stop();
+    } finally {
+      await receiver.stop();
+      ca.remove();
+    }
+  });
+
+  test('a collector that is down: requests are answered as always, the drop counter rises', async () => {
+    const down = await freePort();
+    const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+    const router = await startRouter(
+      ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', `127.0.0.1:${down}`, ...FAST_PROBES],
+      FAST_EXPORT,
+    );
+    await allReady(router.url, 1);
+    const statuses = await within(
+      15_000,
+      '20 requests with the collector down',
+      Promise.all(Array.from({ length: 20 }, () => call(`${router.url}/v1/chat/completions`, { body: chatBody('x') }).then((r) => r.status))),
+    );
+    assert.deepEqual(new Set(statuses), new Set([200]));
+    await eventually(
+      'spans counted as dropped',
+      () => metric(router.url, 'llm_router_otel_spans_dropped_total', { reason: 'export_failed' }),
+      (n) => n > 0,
+      20_000,
+    );
+    // stopping does not hang on the collector: pending spans are given up within the shutdown time
+    const code = await within(20_000, 'the router stopping with its collector down', router.stop());
+    assert.equal(code, 0);
+  });
+
+  test('--workers: each worker exports as an instance of its own', async () => {
+    const receiver = await startOtlpReceiver();
+    try {
+      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+      const router = await startRouter(
+        ['--static-backends', sim.url, '--static-models', MODEL, '--workers', '2', '--otel-endpoint', receiver.address, ...FAST_PROBES],
+        FAST_EXPORT,
+      );
+      await allReady(router.url, 1);
+      for (let i = 0; i < 12; i++)
+        assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chatBody('w'), newConnection: true })).status, 200);
+      const instances = await eventually(
+        'server spans from two instances',
+        () => new Set(receiver.spans.filter((s) => s.kind === SPAN_KIND.server).map((s) => String(s.resource['service.instance.id']))),
+        (ids) => ids.size >= 2,
+        15_000,
+      );
+      assert.equal(instances.size, 2);
+      await router.stop();
+    } finally {
+      await receiver.stop();
+    }
+  });
+});
