@@ -44,12 +44,7 @@ async function traceparents(sim: Running): Promise<RecordedTraceparent[]> {
 
 /** Waits for the spans of `traceId` until `done` says they are all there (the request span ends last but one batch). */
 async function spansOf(receiver: OtlpReceiver, traceId: string, done: (spans: ReceivedSpan[]) => boolean): Promise<ReceivedSpan[]> {
-  return eventually(
-    `the spans of trace ${traceId}`,
-    () => receiver.spans.filter((s) => s.traceId === traceId),
-    done,
-    15_000,
-  );
+  return eventually(`the spans of trace ${traceId}`, () => receiver.spans.filter((s) => s.traceId === traceId), done, 15_000);
 }
 
 function one(spans: readonly ReceivedSpan[], name: string, what = name): ReceivedSpan {
@@ -143,7 +138,10 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(parseTraceparent(chat.traceparent).spanId, engine.spanId);
     assert.equal(parseTraceparent(tok.traceparent).spanId, tokenize.spanId);
     assert.equal(chat.tracestate, 'vendor=opaque', "the client's tracestate goes on with the trace");
-    assert.ok(seen.every((t) => t.traceparent !== client.traceparent), "the client's traceparent is never forwarded as is");
+    assert.ok(
+      seen.every((t) => t.traceparent !== client.traceparent),
+      "the client's traceparent is never forwarded as is",
+    );
 
     // no prompt, no key anywhere in the spans
     const strings = spanStrings(spans);
@@ -310,7 +308,9 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     await stopAll();
   });
 
-  test('--otel-secure talks TLS to a receiver whose certificate the router trusts (OTEL_EXPORTER_OTLP_CERTIFICATE)', { skip: requireTool('openssl') }, async () => {
+  test('--otel-secure talks TLS to a receiver whose certificate the router trusts (OTEL_EXPORTER_OTLP_CERTIFICATE)', {
+    skip: requireTool('openssl'),
+  }, async () => {
     const ca = testCa('otel-ca-');
     const cert = ca.sign('collector', '127.0.0.1', 'subjectAltName=IP:127.0.0.1');
     const receiver = await startOtlpReceiver({ tls: { cert: cert.cert, key: cert.key } });
@@ -344,7 +344,9 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     const statuses = await within(
       15_000,
       '20 requests with the collector down',
-      Promise.all(Array.from({ length: 20 }, () => call(`${router.url}/v1/chat/completions`, { body: chatBody('x') }).then((r) => r.status))),
+      Promise.all(
+        Array.from({ length: 20 }, () => call(`${router.url}/v1/chat/completions`, { body: chatBody('x') }).then((r) => r.status)),
+      ),
     );
     assert.deepEqual(new Set(statuses), new Set([200]));
     await eventually(
