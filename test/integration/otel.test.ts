@@ -21,6 +21,11 @@ import type { RecordedTraceparent } from '../../src/tools/sim/types.js';
 
 const MODEL = 'otel-model';
 const SERVICE = 'router-under-test';
+/**
+ * The SDK stamps each span from the wall clock (ms) plus a monotonic offset taken at its start: two spans' times may
+ * disagree by a millisecond or two, so orderings between spans are checked within this much
+ */
+const SLOP_NS = 3_000_000n;
 /** spans leave in batches every 100 ms in these tests (the default is 1 s) */
 const FAST_EXPORT = { OTEL_BSP_SCHEDULE_DELAY: '100' };
 
@@ -113,11 +118,12 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(server.attributes['llm_router.stream'], false);
     assert.equal(server.attributes['llm_router.request_id'], res.headers['x-request-id']);
 
-    const resolve = one(spans, 'llm_router.resolve');
+    // the stages that take time have spans; a catalog lookup does not (its answer is on the request's span)
+    assert.equal(server.attributes['llm_router.model_state'], 'ready');
     const route = one(spans, 'llm_router.route');
     const engine = one(spans, 'llm_router.engine');
     const tokenize = one(spans, 'llm_router.tokenize');
-    for (const stage of [resolve, route, engine]) assert.equal(stage.parentSpanId, server.spanId, `${stage.name} is under the SERVER span`);
+    for (const stage of [route, engine]) assert.equal(stage.parentSpanId, server.spanId, `${stage.name} is under the SERVER span`);
     assert.equal(tokenize.parentSpanId, route.spanId, "/tokenize's span is under the route span");
     assert.equal(route.attributes['llm_router.routing.policy'], 'kvaware');
     assert.equal(typeof route.attributes['llm_router.kv.fallback'], 'string', 'no KV events here: kvaware says why it fell back');
@@ -128,7 +134,10 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(engine.attributes['llm_router.outcome'], 'done');
     assert.equal(engine.attributes['http.response.status_code'], 200);
     assert.equal(typeof engine.attributes['llm_router.time_to_first_byte_ms'], 'number');
-    assert.ok(server.startNs <= engine.startNs && engine.endNs <= server.endNs, 'the engine call lies within the request');
+    assert.ok(
+      server.startNs <= engine.startNs + SLOP_NS && engine.endNs <= server.endNs + SLOP_NS,
+      'the engine call lies within the request',
+    );
 
     // what the engine got: a traceparent of the same trace, its parent the router's CLIENT span, never the client's own
     const seen = (await traceparents(sim)).filter((t) => parseTraceparent(t.traceparent).traceId === client.traceId);
@@ -238,10 +247,8 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     assert.equal(dec.attributes['llm_router.role'], 'decode');
     assert.equal(pre.attributes['llm_router.endpoint'], prefill.url);
     assert.equal(dec.attributes['llm_router.endpoint'], decode.url);
-    assert.ok(pre.endNs <= dec.startNs, 'vllm-nixl: the decode call follows the prefill answer');
-    const route = one(spans, 'llm_router.route');
-    assert.equal(route.attributes['llm_router.pd.protocol'], 'vllm-nixl');
-    assert.equal(route.attributes['llm_router.prefill.endpoint'], prefill.url);
+    assert.ok(pre.endNs <= dec.startNs + SLOP_NS, 'vllm-nixl: the decode call follows the prefill answer');
+    assert.equal(server.attributes['llm_router.pd.protocol'], 'vllm-nixl');
 
     const onPrefill = (await traceparents(prefill)).find((t) => parseTraceparent(t.traceparent).traceId === client.traceId);
     const onDecode = (await traceparents(decode)).find(
@@ -297,7 +304,7 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     assert.ok(holdStartMs < loadedAt, `the hold began (${holdStartMs}) before the engine was ready (${loadedAt})`);
     assert.ok(holdEndMs >= loadedAt - 5, `the hold ended (${holdEndMs}) once the engine was ready (${loadedAt})`);
     assert.ok(holdEndMs - holdStartMs <= waitedMs, `the hold lies within the request (${waitedMs} ms)`);
-    assert.ok(hold.endNs <= engine.startNs, 'the engine is called once the hold is over');
+    assert.ok(hold.endNs <= engine.startNs + SLOP_NS, 'the engine is called once the hold is over');
     await router.stop();
     await loading.stop();
   });

@@ -71,8 +71,11 @@ export class Forwarder {
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
     const trace = job.trace;
+    // a pick that takes I/O (kvaware's /tokenize) has a span of its own; others take no time
     const routeSpan =
-      trace !== undefined && job.first === undefined ? trace.child(SPAN.route, 'internal', { [POLICY]: this.policy.name }) : undefined;
+      trace !== undefined && job.first === undefined && this.policy.prepare !== undefined
+        ? trace.child(SPAN.route, 'internal', { [POLICY]: this.policy.name })
+        : undefined;
     // kvaware tokenizes here (bounded by its own timeout; it never fails the request)
     if (job.first === undefined && this.policy.prepare !== undefined) await this.policy.prepare(candidates, job.route, routeSpan);
     let endpoint = job.first ?? this.policy.pick(candidates, job.route, undefined, routeSpan);

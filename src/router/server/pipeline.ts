@@ -281,18 +281,10 @@ async function parseForm(r: InferenceRecord, raw: Buffer): Promise<Request | und
 
 /** Stage resolve: the catalog's answer; "unknown" only once discovery has listed, and then 404. */
 async function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
-  if (r.trace === undefined) return resolveStage(r, requested);
-  const span = r.trace.child(SPAN.resolve, 'internal');
-  try {
-    const known = await resolveStage(r, requested);
-    if (known !== undefined) {
-      span.set(RESOLVED_MODEL, known.model);
-      span.set(MODEL_STATE, known.kind === 'routable' ? 'ready' : known.state);
-    } else span.fail('not routable');
-    return known;
-  } finally {
-    span.end();
-  }
+  const known = await resolveStage(r, requested);
+  // tracing: the catalog's answer on the request's span (a lookup takes no time; only a wait for the sync has a span)
+  if (r.trace !== undefined && known !== undefined) r.trace.set(MODEL_STATE, known.kind === 'routable' ? 'ready' : known.state);
+  return known;
 }
 
 async function resolveStage(r: InferenceRecord, requested: string): Promise<Known | undefined> {
@@ -301,8 +293,13 @@ async function resolveStage(r: InferenceRecord, requested: string): Promise<Know
   if (resolution.kind === 'unknown' && !sync.complete) {
     // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
     const client = r.gone.race();
+    const span = r.trace?.child(SPAN.syncWait, 'internal');
     const synced = await Promise.race([sync.whenSynced(r.deps.syncWaitMs, client.gone), client.gone]);
     client.cancel();
+    if (span !== undefined) {
+      span.set(OUTCOME, synced === 'gone' ? 'client-gone' : synced ? 'synced' : 'timeout');
+      span.end();
+    }
     if (synced === 'gone') {
       r.finish(499);
       return undefined;

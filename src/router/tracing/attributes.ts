@@ -53,7 +53,8 @@ export const WORKER = 'llm_router.worker';
 // span names
 export const SPAN = {
   readBody: 'llm_router.read_body',
-  resolve: 'llm_router.resolve',
+  /** a request for a model not known yet, waiting for discovery's first listing */
+  syncWait: 'llm_router.sync_wait',
   hold: 'llm_router.hold',
   route: 'llm_router.route',
   tokenize: 'llm_router.tokenize',

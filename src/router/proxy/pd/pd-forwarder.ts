@@ -94,7 +94,10 @@ export class PdForwarder {
   async forward(job: PdJob, res: ResponseSink): Promise<ForwardResult> {
     if (job.gone.gone) return { kind: 'client-gone', endpoint: undefined };
     if (job.trace === undefined) return this.forwardPicked(job, res, undefined);
-    const route = job.trace.child(SPAN.route, 'internal', { [POLICY]: this.policies.decode.name, [PD_PROTOCOL]: job.protocol });
+    job.trace.set(PD_PROTOCOL, job.protocol);
+    // a pick that takes I/O (kvaware's /tokenize for the prefill) has a span of its own; others take no time
+    if (this.policies.prefill.prepare === undefined) return this.forwardPicked(job, res, undefined);
+    const route = job.trace.child(SPAN.route, 'internal', { [POLICY]: this.policies.prefill.name });
     return this.forwardPicked(job, res, route);
   }
 
