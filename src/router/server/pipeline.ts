@@ -280,10 +280,14 @@ async function parseForm(r: InferenceRecord, raw: Buffer): Promise<Request | und
 }
 
 /** Stage resolve: the catalog's answer; "unknown" only once discovery has listed, and then 404. */
-async function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
+function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
+  return r.trace === undefined ? resolveStage(r, requested) : resolveTraced(r, r.trace, requested);
+}
+
+/** tracing: the catalog's answer on the request's span (a lookup takes no time; only a wait for the sync has a span) */
+async function resolveTraced(r: InferenceRecord, trace: TraceSpan, requested: string): Promise<Known | undefined> {
   const known = await resolveStage(r, requested);
-  // tracing: the catalog's answer on the request's span (a lookup takes no time; only a wait for the sync has a span)
-  if (r.trace !== undefined && known !== undefined) r.trace.set(MODEL_STATE, known.kind === 'routable' ? 'ready' : known.state);
+  if (known !== undefined) trace.set(MODEL_STATE, known.kind === 'routable' ? 'ready' : known.state);
   return known;
 }
 
@@ -509,7 +513,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           candidates: candidatesOf(deps, model),
           prefill: target.pd.prefill,
           ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
-          ...(r.trace ? { trace: r.trace } : {}),
+          trace: r.trace,
         },
         r.res,
       );
@@ -532,7 +536,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
         gone: r.gone,
         onFirstByte: r.onFirstByte,
         ...adapterJob,
-        ...(r.trace ? { trace: r.trace } : {}),
+        trace: r.trace,
       },
       r.res,
     );
