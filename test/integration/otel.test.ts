@@ -176,6 +176,60 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(await metric(router.url, 'llm_router_otel_spans_dropped_total', { reason: 'queue_full' }), 0);
   });
 
+  test('a LoRA adapter loaded for a request: the load is a CLIENT span under the adapter span, its context on the load call', async () => {
+    const loraSim = await startSim([
+      '--model',
+      'lbase',
+      '--enable-lora',
+      '--max-loras',
+      '2',
+      '--lora-load-delay-ms',
+      '200',
+      '--ttft-ms',
+      '1',
+      '--itl-ms',
+      '1',
+    ]);
+    const loraRouter = await startRouter(
+      [
+        '--static-backends',
+        loraSim.url,
+        '--static-models',
+        'lbase',
+        '--lora-adapters',
+        'sql@lbase=/adapters/sql',
+        '--otel-endpoint',
+        receiver.address,
+        ...FAST_PROBES,
+      ],
+      FAST_EXPORT,
+    );
+    await allReady(loraRouter.url, 1);
+    const client = clientContext();
+    const res = await call(`${loraRouter.url}/v1/chat/completions`, {
+      body: JSON.stringify({ model: 'sql', messages: [{ role: 'user', content: 'select' }], max_tokens: 2 }),
+      headers: { traceparent: client.traceparent },
+    });
+    assert.equal(res.status, 200, res.text);
+    const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+    const server = serverSpan(spans);
+    const adapter = one(spans, 'llm_router.adapter');
+    const load = one(spans, 'llm_router.lora.load');
+    assert.equal(adapter.parentSpanId, server.spanId);
+    assert.equal(load.parentSpanId, adapter.spanId);
+    assert.equal(load.kind, SPAN_KIND.client);
+    assert.equal(load.attributes['llm_router.adapter'], 'sql');
+    assert.equal(load.attributes['llm_router.outcome'], 'loaded');
+    assert.equal(adapter.attributes['llm_router.adapter.waited'], true);
+    const loadMs = Number(load.endNs - load.startNs) / 1e6;
+    assert.ok(loadMs >= 150, `the load span lasted ${loadMs} ms (the engine takes 200 ms)`);
+    const onLoad = (await traceparents(loraSim)).find((t) => t.path === '/v1/load_lora_adapter');
+    assert.ok(onLoad, 'the load call carried a traceparent');
+    assert.equal(parseTraceparent(onLoad.traceparent).spanId, load.spanId);
+    await loraRouter.stop();
+    await loraSim.stop();
+  });
+
   test('a client that is not sampled: the engine gets its trace, unsampled, and nothing is exported', async () => {
     const traceId = hex(16);
     const res = await call(`${router.url}/v1/chat/completions`, {
