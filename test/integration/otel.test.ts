@@ -4,7 +4,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { freePort, stopAll } from '../support/process.js';
+import { freePort, startCli, stopAll } from '../support/process.js';
 import { allReady, call, FAST_PROBES, metric, startRouter, startSim, type Running } from '../support/router.js';
 import {
   parseTraceparent,
@@ -419,6 +419,30 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     // stopping does not hang on the collector: pending spans are given up within the shutdown time
     const code = await within(20_000, 'the router stopping with its collector down', router.stop());
     assert.equal(code, 0);
+  });
+
+  test('llm-router demo passes --otel-endpoint and --otel-service-name through to its router', { timeout: 60_000 }, async () => {
+    const receiver = await startOtlpReceiver();
+    try {
+      const demo = startCli(
+        ['demo', '--port', '0', '--log-level', 'warn', '--otel-endpoint', receiver.address, '--otel-service-name', 'demo-router'],
+        FAST_EXPORT,
+      );
+      await demo.waitForOutput('Press Ctrl-C', 40_000);
+      const base = /llm-router demo is up at (http:\/\/127\.0\.0\.1:\d+)/.exec(demo.output())?.[1];
+      assert.ok(base, demo.output());
+      const client = clientContext();
+      const res = await call(`${base}/v1/chat/completions`, {
+        body: JSON.stringify({ model: 'demo-chat', messages: [{ role: 'user', content: 'hi' }], max_tokens: 2 }),
+        headers: { traceparent: client.traceparent },
+      });
+      assert.equal(res.status, 200, res.text);
+      const spans = await spansOf(receiver, client.traceId, (x) => x.some((y) => y.kind === SPAN_KIND.server));
+      assert.equal(serverSpan(spans).resource['service.name'], 'demo-router');
+      await demo.stop('SIGINT');
+    } finally {
+      await receiver.stop();
+    }
   });
 
   test('--workers: each worker exports as an instance of its own', async () => {
