@@ -58,8 +58,12 @@ function one(spans: readonly ReceivedSpan[], name: string, what = name): Receive
   return found[0] as ReceivedSpan;
 }
 
+/** the simulator's own spans (sim --otel-endpoint) */
+const SIM_SERVICE = 'llm-router-sim';
+
+/** The router's SERVER span (not a simulator's). */
 function serverSpan(spans: readonly ReceivedSpan[]): ReceivedSpan {
-  const found = spans.filter((s) => s.kind === SPAN_KIND.server);
+  const found = spans.filter((s) => s.kind === SPAN_KIND.server && s.resource['service.name'] !== SIM_SERVICE);
   assert.equal(found.length, 1, 'one SERVER span');
   return found[0] as ReceivedSpan;
 }
@@ -71,7 +75,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
 
   before(async () => {
     receiver = await startOtlpReceiver();
-    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-a']);
+    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-a', '--otel-endpoint', receiver.address]);
     router = await startRouter(
       [
         '--static-backends',
@@ -103,7 +107,15 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
       headers: { traceparent: client.traceparent, tracestate: 'vendor=opaque', authorization: 'Bearer secret-key-xyz' },
     });
     assert.equal(res.status, 200, res.text);
-    const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
+    // the router's spans, and the simulator's own SERVER span of the chat call (sim --otel-endpoint)
+    const all = await spansOf(
+      receiver,
+      client.traceId,
+      (s) =>
+        s.some((x) => x.kind === SPAN_KIND.server && x.resource['service.name'] === SERVICE) &&
+        s.some((x) => x.resource['service.name'] === SIM_SERVICE && x.name === 'POST /v1/chat/completions'),
+    );
+    const spans = all.filter((s) => s.resource['service.name'] !== SIM_SERVICE);
     for (const s of spans) assert.equal(s.resource['service.name'], SERVICE, `${s.name}: service.name`);
 
     const server = serverSpan(spans);
@@ -146,6 +158,9 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.ok(chat && tok, `the engine saw the trace on both calls: ${JSON.stringify(seen)}`);
     assert.equal(parseTraceparent(chat.traceparent).spanId, engine.spanId);
     assert.equal(parseTraceparent(tok.traceparent).spanId, tokenize.spanId);
+    const simSpan = all.find((x) => x.resource['service.name'] === SIM_SERVICE && x.name === 'POST /v1/chat/completions');
+    assert.equal(simSpan?.parentSpanId, engine.spanId, "the engine's own span continues the router's CLIENT span");
+    assert.equal(simSpan?.kind, SPAN_KIND.server);
     assert.equal(chat.tracestate, 'vendor=opaque', "the client's tracestate goes on with the trace");
     assert.ok(
       seen.every((t) => t.traceparent !== client.traceparent),
@@ -153,7 +168,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     );
 
     // no prompt, no key anywhere in the spans
-    const strings = spanStrings(spans);
+    const strings = spanStrings(all);
     assert.ok(!strings.some((s) => s.includes(marker)), 'the prompt appears in no attribute or event');
     assert.ok(!strings.some((s) => s.includes('secret-key-xyz')), 'no credential appears in the spans');
   });
@@ -164,7 +179,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(res.status, 404);
     const server = await eventually(
       'a new root SERVER span',
-      () => receiver.spans.find((s) => s.kind === SPAN_KIND.server && !before.has(s.traceId)),
+      () => receiver.spans.find((s) => s.kind === SPAN_KIND.server && s.resource['service.name'] === SERVICE && !before.has(s.traceId)),
       (s) => s !== undefined,
       15_000,
     );
