@@ -14,7 +14,7 @@ import {
   type OtlpReceiver,
   type ReceivedSpan,
 } from '../support/otlp-receiver.js';
-import { eventually, within } from '../support/within.js';
+import { eventually, until, within } from '../support/within.js';
 import { testCa } from '../support/certs.js';
 import { requireTool } from '../support/tools.js';
 import type { RecordedTraceparent } from '../../src/tools/sim/types.js';
@@ -468,16 +468,17 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
         ['--static-backends', sim.url, '--static-models', MODEL, '--workers', '2', '--otel-endpoint', receiver.address, ...FAST_PROBES],
         FAST_EXPORT,
       );
+      await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
       await allReady(router.url, 1);
       for (let i = 0; i < 12; i++)
         assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chatBody('w'), newConnection: true })).status, 200);
       const instances = await eventually(
         'server spans from two instances',
-        () => new Set(receiver.spans.filter((s) => s.kind === SPAN_KIND.server).map((s) => String(s.resource['service.instance.id']))),
-        (ids) => ids.size >= 2,
+        () => [...new Set(receiver.spans.filter((s) => s.kind === SPAN_KIND.server).map((s) => String(s.resource['service.instance.id'])))],
+        (ids) => ids.length >= 2,
         15_000,
       );
-      assert.equal(instances.size, 2);
+      assert.equal(instances.length, 2);
       await router.stop();
     } finally {
       await receiver.stop();

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { AdapterManager } from '../adapters/manager.js';
 import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
+import type { TracingConfig } from '../config/tracing-config.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { KubernetesSource, SOURCE as KUBERNETES } from '../discovery/kubernetes/source.js';
@@ -31,7 +32,8 @@ import { buildEngineSide } from './engine-side.js';
 import { buildAdmission, buildRouteTable, buildServers, inferenceDeps, type RouteParts } from './http-side.js';
 import type { KvRouting } from './kv-routing.js';
 import { buildScalingSide } from './scaling-side.js';
-import { Tracing } from '../tracing/tracing.js';
+import type { InferenceDeps } from '../server/pipeline.js';
+import type { Tracing } from '../tracing/tracing.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -67,8 +69,10 @@ export class RouterApp {
   private readonly link: WorkerLink | undefined;
   /** the operator's view: GET /dashboard and GET /events */
   private readonly dashboard: Dashboard;
-  /** OpenTelemetry tracing (--otel-endpoint, OTEL_EXPORTER_OTLP_*), when on */
-  private readonly tracing: Tracing | undefined;
+  /** OpenTelemetry tracing (--otel-endpoint, OTEL_EXPORTER_OTLP_*), when on; made by start() */
+  private tracing: Tracing | undefined;
+  /** the inference pipeline's deps, shared by both inbound paths: start() gives them the tracer when tracing is on */
+  private readonly deps: InferenceDeps;
 
   constructor(
     readonly config: RouterConfig,
@@ -78,17 +82,6 @@ export class RouterApp {
   ) {
     this.catalog = new ModelCatalog({ pdProtocol: config.pd.protocol });
     this.metrics = new RouterMetrics(this.catalog);
-    // tracing: one exporter per process, each --workers worker its own service.instance.id
-    const tracing = config.tracing
-      ? new Tracing({
-          config: config.tracing,
-          version: VERSION,
-          worker: cluster.worker?.id ?? null,
-          log: log.child({ component: 'tracing' }),
-        })
-      : undefined;
-    this.tracing = tracing;
-    if (tracing) this.metrics.watchSpanDrops(() => tracing.dropped);
     // https engines: one trust for requests, probes and stats scrapes (files read once, here)
     const engineTls = loadEngineTls(config.engineTls);
     this.pools = new UpstreamPools({
@@ -149,10 +142,10 @@ export class RouterApp {
       engineAuthorization: engine.engineAuthorization,
       admission,
       startedAt: this.startedAt,
-      tracer: this.tracing,
       shuttingDown: () => this.shuttingDown,
     };
     const deps = inferenceDeps(parts);
+    this.deps = deps;
     const servers = buildServers(parts, deps, buildRouteTable(parts, deps), (res, err) => this.internalError(res, err));
     this.server = servers.server;
     this.fastLane = servers.fastLane;
@@ -191,6 +184,28 @@ export class RouterApp {
     return dashboard;
   }
 
+  /**
+   * Tracing on: the OpenTelemetry SDK is loaded now, and only now (it takes a noticeable share of a start-up and of
+   * memory, which a router without tracing does not pay); one exporter per process, each --workers worker with its
+   * own service.instance.id. The pipeline gets its tracer before the first request is accepted.
+   */
+  private async startTracing(config: TracingConfig): Promise<void> {
+    const { Tracing } = await import('../tracing/tracing.js');
+    const tracing = new Tracing({
+      config,
+      version: VERSION,
+      worker: cluster.worker?.id ?? null,
+      log: this.log.child({ component: 'tracing' }),
+    });
+    this.tracing = tracing;
+    this.deps.tracer = tracing;
+    this.metrics.watchSpanDrops(() => tracing.dropped);
+    this.log.info(
+      { endpoint: config.endpoint, protocol: config.protocol, serviceName: tracing.serviceName, instanceId: tracing.instanceId },
+      'tracing: spans are exported over OTLP',
+    );
+  }
+
   private internalError(res: ResponseSink, err: unknown): void {
     this.log.error(
       { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) },
@@ -208,16 +223,7 @@ export class RouterApp {
 
   async start(): Promise<void> {
     for (const note of this.config.compatibilityNotes) this.log.info(note);
-    if (this.tracing && this.config.tracing)
-      this.log.info(
-        {
-          endpoint: this.config.tracing.endpoint,
-          protocol: this.config.tracing.protocol,
-          serviceName: this.tracing.serviceName,
-          instanceId: this.tracing.instanceId,
-        },
-        'tracing: spans are exported over OTLP',
-      );
+    if (this.config.tracing) await this.startTracing(this.config.tracing);
     if (this.config.engineTls.insecure)
       this.log.warn(
         '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',

@@ -1,7 +1,6 @@
 // The HTTP side of the router, built by RouterApp: admission (API keys, rate and concurrency limits), what the
 // inference pipeline is given, the route table (inference, /v1/models, probes, admin routes) and the servers (the
 // main port with its fast path, and --admin-port).
-import type { RequestTracer } from '../core/trace.js';
 import type http from 'node:http';
 import type { AdapterManager } from '../adapters/manager.js';
 import type { ModelCatalog } from '../catalog/catalog.js';
@@ -72,8 +71,6 @@ export interface RouteParts {
   readonly engineAuthorization: string | undefined;
   readonly admission: AdmissionGate;
   readonly startedAt: number;
-  /** OpenTelemetry tracing, when on */
-  readonly tracer: RequestTracer | undefined;
   shuttingDown(): boolean;
 }
 
@@ -95,7 +92,8 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
     forwardClientAuth: config.forwardClientAuth,
     allowClientKvTransferParams: config.allowClientKvTransferParams,
     admit: p.admission.admit,
-    ...(p.tracer ? { tracer: p.tracer } : {}),
+    // set by RouterApp.start() when tracing is on (the SDK is loaded only then)
+    tracer: undefined,
   };
 }
 

@@ -77,8 +77,11 @@ export interface InferenceDeps {
   readonly allowClientKvTransferParams: boolean;
   /** rate and concurrency limits: the function that frees an admitted request's slot, or the error to answer */
   readonly admit: (req: InboundRequest) => (() => void) | RouterError;
-  /** OpenTelemetry tracing (src/router/tracing), when on; without it no span is made anywhere on the request path */
-  readonly tracer?: RequestTracer;
+  /**
+   * OpenTelemetry tracing (src/router/tracing), when on; without it no span is made anywhere on the request path. Set
+   * once, before the router accepts requests (the SDK is loaded only when tracing is on).
+   */
+  tracer?: RequestTracer | undefined;
 }
 
 /** how much of a refused body is read and thrown away so the client sees the 413 */

@@ -4,7 +4,6 @@ import { startSimEngine, type SimEngine } from './engine.js';
 import { SIM_FLAGS, simOptionsFromFlags } from './flags.js';
 import { HfSimTokenizer } from './hf-sim-tokenizer.js';
 import { tracingSection } from '../../router/config/tracing-config.js';
-import { Tracing } from '../../router/tracing/tracing.js';
 import { createLogger } from '../../router/util/log.js';
 import { VERSION } from '../../version.js';
 
@@ -38,8 +37,14 @@ export async function runSim(argv: string[]): Promise<void> {
           process.env,
         )
       : undefined;
+  // the OpenTelemetry SDK is loaded only when asked for (it would slow every simulator's start)
   const tracing = tracingConfig
-    ? new Tracing({ config: tracingConfig, version: VERSION, worker: null, log: createLogger({ level: 'warn', format: 'text' }) })
+    ? new (await import('../../router/tracing/tracing.js')).Tracing({
+        config: tracingConfig,
+        version: VERSION,
+        worker: null,
+        log: createLogger({ level: 'warn', format: 'text' }),
+      })
     : undefined;
   if (tracing) options = { ...options, tracer: tracing };
 
