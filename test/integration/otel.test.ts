@@ -4,6 +4,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { freePort, startCli, stopAll } from '../support/process.js';
 import { allReady, call, FAST_PROBES, metric, startRouter, startSim, type Running } from '../support/router.js';
 import {
@@ -406,6 +408,57 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     } finally {
       await receiver.stop();
       ca.remove();
+    }
+  });
+
+  test('an http://HOST:PORT/v1/traces endpoint is OTLP over HTTP/protobuf', async () => {
+    const posts: { path: string; type: string; body: Buffer }[] = [];
+    const collector = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        posts.push({ path: req.url ?? '', type: String(req.headers['content-type']), body: Buffer.concat(chunks) });
+        res.writeHead(200, { 'content-type': 'application/x-protobuf' });
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (collector.address() as AddressInfo).port;
+      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+      const router = await startRouter(
+        [
+          '--static-backends',
+          sim.url,
+          '--static-models',
+          MODEL,
+          '--otel-endpoint',
+          `http://127.0.0.1:${port}/v1/traces`,
+          '--otel-service-name',
+          'router-over-http',
+          ...FAST_PROBES,
+        ],
+        FAST_EXPORT,
+      );
+      await allReady(router.url, 1);
+      const client = clientContext();
+      assert.equal(
+        (await call(`${router.url}/v1/chat/completions`, { body: chatBody('h'), headers: { traceparent: client.traceparent } })).status,
+        200,
+      );
+      const post = await eventually(
+        'a protobuf export naming the trace',
+        () => posts.find((p) => p.body.includes(Buffer.from(client.traceId, 'hex'))),
+        (p) => p !== undefined,
+        15_000,
+      );
+      assert.ok(post);
+      assert.equal(post.path, '/v1/traces');
+      assert.equal(post.type, 'application/x-protobuf');
+      assert.ok(post.body.includes(Buffer.from('router-over-http')), 'the service name is in the export');
+      await router.stop();
+    } finally {
+      collector.close();
     }
   });
 
