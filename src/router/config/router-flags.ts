@@ -579,7 +579,7 @@ export const ROUTER_FLAGS = [
     kind: 'boolean',
     vllmRouter: true,
     default: false,
-    help: 'talk TLS to a HOST:PORT --otel-endpoint (trust: the system CAs, NODE_EXTRA_CA_CERTS or OTEL_EXPORTER_OTLP_CERTIFICATE); insecure by default',
+    help: "talk TLS to a HOST:PORT --otel-endpoint (trusting the system's CAs and OTEL_EXPORTER_OTLP_CERTIFICATE's; gRPC does not read NODE_EXTRA_CA_CERTS); insecure by default",
   },
   { name: 'feature-gates', kind: 'string', vllmRouter: true, default: '', help: 'accepted for vllm_router compatibility when empty' },
 ] as const satisfies readonly FlagSpec[];
