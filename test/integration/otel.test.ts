@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { freePort, startCli, stopAll } from '../support/process.js';
-import { allReady, call, FAST_PROBES, metric, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, FAST_PROBES, metric, setFault, startRouter, startSim, type Running } from '../support/router.js';
 import {
   parseTraceparent,
   SPAN_KIND,
@@ -245,6 +245,75 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(parseTraceparent(onLoad.traceparent).spanId, load.spanId);
     await loraRouter.stop();
     await loraSim.stop();
+  });
+
+  test('a failover: one CLIENT span per attempt, numbered, each engine continuing its own, and a failover event', async () => {
+    const [busy, good] = await Promise.all([
+      startSim(['--model', 'fo-model', '--id', 'busy', '--ttft-ms', '1', '--itl-ms', '1']),
+      startSim(['--model', 'fo-model', '--id', 'good', '--ttft-ms', '1', '--itl-ms', '1']),
+    ]);
+    const foRouter = await startRouter(
+      [
+        '--static-backends',
+        `${busy.url},${good.url}`,
+        '--static-models',
+        'fo-model,fo-model',
+        '--otel-endpoint',
+        receiver.address,
+        ...FAST_PROBES,
+      ],
+      FAST_EXPORT,
+    );
+    await allReady(foRouter.url, 2);
+    // the engine's own 503 (back-pressure): retried on the other endpoint, and no mark against its health
+    await setFault(busy.url, { mode: 'overloaded' });
+    const traces: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const client = clientContext();
+      traces.push(client.traceId);
+      const res = await call(`${foRouter.url}/v1/chat/completions`, {
+        body: JSON.stringify({ model: 'fo-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+        headers: { traceparent: client.traceparent },
+      });
+      assert.equal(res.status, 200, res.text);
+      assert.equal(res.headers['x-sim-engine'], 'good');
+    }
+    const engines = await eventually(
+      'a trace with two attempts',
+      () =>
+        traces
+          .map((t) => receiver.spans.filter((s) => s.traceId === t && s.name === 'llm_router.engine'))
+          .find((attempts) => attempts.length === 2),
+      (attempts) => attempts !== undefined,
+      15_000,
+    );
+    assert.ok(engines);
+    const first = engines.find((s) => s.attributes['llm_router.attempt'] === 1);
+    const second = engines.find((s) => s.attributes['llm_router.attempt'] === 2);
+    assert.ok(first && second);
+    assert.equal(first.attributes['llm_router.endpoint'], busy.url);
+    assert.equal(first.attributes['llm_router.outcome'], 'retryable');
+    assert.equal(first.attributes['llm_router.failure'], 'engine-busy');
+    assert.equal(first.statusCode, 2, 'the failed attempt is an error');
+    assert.equal(second.attributes['llm_router.endpoint'], good.url);
+    assert.equal(second.attributes['llm_router.outcome'], 'done');
+    assert.equal(first.parentSpanId, second.parentSpanId);
+    const traceId = first.traceId;
+    const server = await eventually(
+      'the request span',
+      () => receiver.spans.find((s) => s.traceId === traceId && s.kind === SPAN_KIND.server),
+      (x) => x !== undefined,
+      15_000,
+    );
+    assert.equal(server?.spanId, first.parentSpanId);
+    const failover = server?.events.find((e) => e.name === 'failover');
+    assert.equal(failover?.attributes.from, busy.url);
+    assert.equal(failover?.attributes.to, good.url);
+    const onBusy = (await traceparents(busy)).find((t) => parseTraceparent(t.traceparent).traceId === traceId);
+    const onGood = (await traceparents(good)).find((t) => parseTraceparent(t.traceparent).traceId === traceId);
+    assert.equal(onBusy && parseTraceparent(onBusy.traceparent).spanId, first.spanId);
+    assert.equal(onGood && parseTraceparent(onGood.traceparent).spanId, second.spanId);
+    await foRouter.stop();
   });
 
   test('a client that is not sampled: the engine gets its trace, unsampled, and nothing is exported', async () => {
