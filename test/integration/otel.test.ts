@@ -531,6 +531,30 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     }
   });
 
+  test('stopping flushes the spans still queued', async () => {
+    const receiver = await startOtlpReceiver();
+    try {
+      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+      // batches every 60 s: only the shutdown's flush can send this request's spans in time
+      const router = await startRouter(
+        ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', receiver.address, ...FAST_PROBES],
+        { OTEL_BSP_SCHEDULE_DELAY: '60000' },
+      );
+      await allReady(router.url, 1);
+      const client = clientContext();
+      assert.equal(
+        (await call(`${router.url}/v1/chat/completions`, { body: chatBody('bye'), headers: { traceparent: client.traceparent } })).status,
+        200,
+      );
+      assert.equal(receiver.spans.filter((s) => s.traceId === client.traceId).length, 0, 'nothing exported before the stop');
+      assert.equal(await within(20_000, 'the router stopping', router.stop()), 0);
+      const spans = receiver.spans.filter((s) => s.traceId === client.traceId);
+      assert.equal(serverSpan(spans).parentSpanId, client.spanId, 'the request span was exported by the stop');
+    } finally {
+      await receiver.stop();
+    }
+  });
+
   test('a collector that is down: requests are answered as always, the drop counter rises', async () => {
     const down = await freePort();
     const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
