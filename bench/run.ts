@@ -1,6 +1,7 @@
 // `npm run bench`: the router against nginx and against the direct path, measured in one run, interleaved, on loopback.
 // Options: --quick (short run), --rounds N, --seconds S, --connections C, --chunks N, --streams N, --out FILE,
 // --only routing,suggest,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
+// --only tracing: what OpenTelemetry tracing at 100 % sampling adds (bench/tracing.ts): CPU per request and p50.
 // --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
 // The system soak (--only system, bench/system.ts): --seconds S (default 180, --quick 60), --rate R, --max-retries N.
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
@@ -24,6 +25,7 @@ import { runWake, type WakeResult } from './wake.js';
 import { renderSystem, runSystem, type SystemResult } from './system.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { loraRows, runLora, type LoraBenchResult } from './lora.js';
+import { runTracing, tracingRows, type TracingBenchResult } from './tracing.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -54,7 +56,7 @@ interface Options {
  * trace, ~25 min; ~5 with --quick) and `system` (~4 min) on request or with --all
  */
 const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
-const EXTRA_PARTS = ['quality', 'soak', 'kv', 'system'];
+const EXTRA_PARTS = ['quality', 'soak', 'kv', 'system', 'tracing'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -239,6 +241,8 @@ interface Results {
   readonly pd: PdBenchResult | undefined;
   /** LoRA: waits for adapter loads and load churn, the router against a policy that ignores adapters (part `lora`) */
   readonly lora: LoraBenchResult | undefined;
+  /** tracing on (100 % sampled) against off: added CPU per request and p50 (part `tracing`) */
+  readonly tracing: TracingBenchResult | undefined;
   readonly rows: Row[];
   readonly skipped: string[];
 }
@@ -466,6 +470,7 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
   }
   if (r.pd) rows.push(...pdRows(r.pd));
   if (r.lora) rows.push(...loraRows(r.lora));
+  if (r.tracing) rows.push(...tracingRows(r.tracing));
   if (r.hotpath) {
     const label = 'one request in process, no sockets (bench/hotpath.ts)';
     rows.push({ scenario: label, metric: 'handleInference ns/request', router: r.hotpath.routerNs, digits: 0 });
@@ -618,6 +623,12 @@ async function main(): Promise<void> {
     lora = await runLora({ cli: CLI, dir, quick: o.quick }, log);
   }
 
+  let tracing: TracingBenchResult | undefined;
+  if (o.only.has('tracing')) {
+    log('tracing: a router tracing every request to an OTLP receiver against one without tracing');
+    tracing = await runTracing({ cli: CLI, dir, quick: o.quick }, log);
+  }
+
   let soak: SoakResult | undefined;
   if (o.only.has('soak')) {
     log('soak: mixed requests with engine faults injected');
@@ -670,6 +681,7 @@ async function main(): Promise<void> {
     wake,
     pd,
     lora,
+    tracing,
     skipped,
   };
   const rows = buildRows(partial, o);

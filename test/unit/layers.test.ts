@@ -15,6 +15,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['router/core'],
   ['router/util'],
   ['router/config'],
+  ['router/tracing'],
   ['router/catalog'],
   ['router/kv'],
   ['router/discovery', 'router/health', 'router/routing', 'router/metrics'],

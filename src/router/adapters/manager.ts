@@ -7,6 +7,7 @@ import type { Endpoint } from '../core/endpoint.js';
 import { VLLM_MISSING, type AdapterLedger, type AdapterObserver, type MissingAdapterAnswer } from '../core/lora.js';
 import type { AdapterRoute } from '../core/model.js';
 import { allowsDecodeOnly, type PdProtocol } from '../core/pd.js';
+import type { TraceSpan } from '../core/trace.js';
 import type { Logger } from '../util/log.js';
 import type { AdapterAdmin } from './engine-admin.js';
 import { chooseLoader, chooseVictim, freeSlots, loadOf, shouldSpill, type AdapterUse, type LoaderFacts } from './placement.js';
@@ -125,13 +126,13 @@ export class AdapterManager {
    * other request for it); when every holder is loaded past --lora-spill-threshold, it is loaded on one more in the
    * background. A P/D base needs it on a prefill endpoint too (without one, protocols that can go decode-only do).
    */
-  async prepare(route: AdapterRoute, pdProtocol: PdProtocol | undefined): Promise<Prepared> {
+  async prepare(route: AdapterRoute, pdProtocol: PdProtocol | undefined, trace?: TraceSpan): Promise<Prepared> {
     const { name } = route;
     let waited = false;
     // the route was computed when the catalog last changed: what holds it and is ready now
     const holders = route.endpoints.filter((e) => isRoutable(e) && e.adapters.has(name));
     if (holders.length === 0) {
-      const loaded = await this.ensure('decode', route, route.endpoints);
+      const loaded = await this.ensure('decode', route, route.endpoints, trace);
       if (loaded.kind !== 'loaded') return this.notLoaded(loaded, route);
       waited = true;
     } else if (route.path !== undefined && shouldSpill(holders, this.opts.spillThreshold, (e) => this.load(e))) {
@@ -139,10 +140,11 @@ export class AdapterManager {
         'spill',
         route,
         route.endpoints.filter((e) => !e.adapters.has(name)),
+        trace,
       );
     }
     if (pdProtocol !== undefined && route.prefill.length > 0 && !route.prefill.some((e) => isRoutable(e) && e.adapters.has(name))) {
-      const loaded = await this.ensure('prefill', route, route.prefill);
+      const loaded = await this.ensure('prefill', route, route.prefill, trace);
       if (loaded.kind === 'loaded') waited = true;
       else if (!allowsDecodeOnly(pdProtocol)) return this.notLoaded(loaded, route);
     }
@@ -235,16 +237,22 @@ export class AdapterManager {
   }
 
   /** The one load of this adapter on this side, shared by every request that needs it meanwhile. */
-  private ensure(side: 'decode' | 'prefill' | 'spill', route: AdapterRoute, pool: readonly Endpoint[]): Promise<LoadOutcome> {
+  private ensure(
+    side: 'decode' | 'prefill' | 'spill',
+    route: AdapterRoute,
+    pool: readonly Endpoint[],
+    /** tracing on: the span of the request that starts the load (the load and unload calls' parent) */
+    trace: TraceSpan | undefined,
+  ): Promise<LoadOutcome> {
     const key = `${side} ${route.name}`;
     const under = this.pending.get(key);
     if (under) return under;
-    const started = this.loadSomewhere(route, pool).finally(() => this.pending.delete(key));
+    const started = this.loadSomewhere(route, pool, trace).finally(() => this.pending.delete(key));
     this.pending.set(key, started);
     return started;
   }
 
-  private async loadSomewhere(route: AdapterRoute, pool: readonly Endpoint[]): Promise<LoadOutcome> {
+  private async loadSomewhere(route: AdapterRoute, pool: readonly Endpoint[], trace: TraceSpan | undefined): Promise<LoadOutcome> {
     const { name, path } = route;
     if (path === undefined) return { kind: 'unavailable', detail: `${name} is not declared: it cannot be loaded` };
     const skipped = new Set<Endpoint>();
@@ -261,7 +269,7 @@ export class AdapterManager {
       if (pool.some((e) => isRoutable(e) && e.adapters.has(name))) return { kind: 'loaded' };
       const e = chooseLoader(name, pool, facts);
       if (!e) break;
-      const outcome = await this.loadOn(e, name, route.base, path);
+      const outcome = await this.loadOn(e, name, route.base, path, trace);
       if (outcome.kind !== 'unsupported') return outcome;
       skipped.add(e);
     }
@@ -288,14 +296,14 @@ export class AdapterManager {
   }
 
   /** Loads the adapter on `e` after the endpoint's earlier loads and unloads, unloading one adapter when slots are full. */
-  private loadOn(e: Endpoint, name: string, base: string, path: string): Promise<LoadOutcome> {
+  private loadOn(e: Endpoint, name: string, base: string, path: string, trace: TraceSpan | undefined): Promise<LoadOutcome> {
     this.reserved.set(e, (this.reserved.get(e) ?? 0) + 1);
     const run = async (): Promise<LoadOutcome> => {
       try {
         if (e.adapters.has(name)) return { kind: 'loaded' };
-        if (freeSlots(e, { defaultSlots: this.opts.defaultSlots, reserved: () => 0 }) <= 0) await this.evictOne(e);
+        if (freeSlots(e, { defaultSlots: this.opts.defaultSlots, reserved: () => 0 }) <= 0) await this.evictOne(e, trace);
         const started = this.now();
-        const answer = await this.admin.load(e, name, path);
+        const answer = trace !== undefined ? await this.admin.load(e, name, path, trace) : await this.admin.load(e, name, path);
         const seconds = (this.now() - started) / 1000;
         this.observer.loaded({ adapter: name, endpoint: e.url, result: answer.result, seconds, detail: answer.detail });
         switch (answer.result) {
@@ -344,7 +352,7 @@ export class AdapterManager {
    * nor, under --workers, in any other worker, which are asked first); with none, the engine holds one more than its
    * slots, and swaps them itself.
    */
-  private async evictOne(e: Endpoint): Promise<void> {
+  private async evictOne(e: Endpoint, trace: TraceSpan | undefined): Promise<void> {
     if (this.victimOn(e) === undefined) return;
     let others: readonly AdapterUses[] = [];
     if (this.opts.otherWorkers) {
@@ -364,7 +372,7 @@ export class AdapterManager {
     // routed nowhere from now on; it was idle, so no request of this router is using it
     this.use(e, victim).routerLoaded = false;
     this.catalog.adapterGone(e, victim);
-    const r = await this.admin.unload(e, victim);
+    const r = trace !== undefined ? await this.admin.unload(e, victim, trace) : await this.admin.unload(e, victim);
     if (!r.ok) this.log.warn({ endpoint: e.url, adapter: victim, detail: r.detail }, 'adapter unload failed');
     this.observer.unloaded({ adapter: victim, endpoint: e.url, reason: 'evicted', ok: r.ok, detail: r.detail });
   }

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import type { AdapterManager } from '../adapters/manager.js';
 import { ModelCatalog } from '../catalog/catalog.js';
 import type { RouterConfig } from '../config/config.js';
+import type { TracingConfig } from '../config/tracing-config.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import type { ResponseSink } from '../core/exchange.js';
 import { loadKubernetesClient } from '../discovery/kubernetes/client.js';
@@ -32,6 +33,8 @@ import { buildEngineSide } from './engine-side.js';
 import { buildAdmission, buildRouteTable, buildServers, inferenceDeps, type RouteParts } from './http-side.js';
 import type { KvRouting } from './kv-routing.js';
 import { buildScalingSide } from './scaling-side.js';
+import type { InferenceDeps } from '../server/pipeline.js';
+import type { Tracing } from '../tracing/tracing.js';
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -67,6 +70,10 @@ export class RouterApp {
   private readonly link: WorkerLink | undefined;
   /** the operator's view: GET /dashboard and GET /events */
   private readonly dashboard: Dashboard;
+  /** OpenTelemetry tracing (--otel-endpoint, OTEL_EXPORTER_OTLP_*), when on; made by start() */
+  private tracing: Tracing | undefined;
+  /** the inference pipeline's deps, shared by both inbound paths: start() gives them the tracer when tracing is on */
+  private readonly deps: InferenceDeps;
 
   constructor(
     readonly config: RouterConfig,
@@ -139,6 +146,7 @@ export class RouterApp {
       shuttingDown: () => this.shuttingDown,
     };
     const deps = inferenceDeps(parts);
+    this.deps = deps;
     const servers = buildServers(parts, deps, buildRouteTable(parts, deps), (res, err) => this.internalError(res, err));
     this.server = servers.server;
     this.fastLane = servers.fastLane;
@@ -177,6 +185,28 @@ export class RouterApp {
     return dashboard;
   }
 
+  /**
+   * Tracing on: the OpenTelemetry SDK is loaded now, and only now (it takes a noticeable share of a start-up and of
+   * memory, which a router without tracing does not pay); one exporter per process, each --workers worker with its
+   * own service.instance.id. The pipeline gets its tracer before the first request is accepted.
+   */
+  private async startTracing(config: TracingConfig): Promise<void> {
+    const { Tracing } = await import('../tracing/tracing.js');
+    const tracing = new Tracing({
+      config,
+      version: VERSION,
+      worker: cluster.worker?.id ?? null,
+      log: this.log.child({ component: 'tracing' }),
+    });
+    this.tracing = tracing;
+    this.deps.tracer = tracing;
+    this.metrics.watchSpanDrops(() => tracing.dropped);
+    this.log.info(
+      { endpoint: config.endpoint, protocol: config.protocol, serviceName: tracing.serviceName, instanceId: tracing.instanceId },
+      'tracing: spans are exported over OTLP',
+    );
+  }
+
   private internalError(res: ResponseSink, err: unknown): void {
     this.log.error(
       { err: err instanceof Error ? { message: err.message, stack: err.stack } : String(err) },
@@ -194,6 +224,7 @@ export class RouterApp {
 
   async start(): Promise<void> {
     for (const note of this.config.compatibilityNotes) this.log.info(note);
+    if (this.config.tracing) await this.startTracing(this.config.tracing);
     if (this.config.engineTls.insecure)
       this.log.warn(
         '--engine-tls-insecure: the certificates of https engines are not verified; anyone on the path to them can read and change requests and answers',
@@ -323,6 +354,8 @@ export class RouterApp {
     await this.kvRouting?.stop();
     await this.adapters.stop();
     await this.pools.closeAll();
+    // the spans of the requests just answered go out now, within what is left of the shutdown time (at least 1 s)
+    await this.tracing?.shutdown(Math.max(1000, stopStarted + drainMs + graceMs - Date.now()));
     this.log.info({ seconds: Math.round((Date.now() - stopStarted) / 100) / 10 }, 'drained and stopped');
   }
 }

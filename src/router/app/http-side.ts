@@ -92,6 +92,8 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
     forwardClientAuth: config.forwardClientAuth,
     allowClientKvTransferParams: config.allowClientKvTransferParams,
     admit: p.admission.admit,
+    // set by RouterApp.start() when tracing is on (the SDK is loaded only then)
+    tracer: undefined,
   };
 }
 

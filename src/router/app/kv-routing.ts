@@ -5,6 +5,7 @@ import type { ModelCatalog } from '../catalog/catalog.js';
 import type { KvConfig } from '../config/kv-config.js';
 import type { EngineTls } from '../config/engine-tls.js';
 import type { Endpoint } from '../core/endpoint.js';
+import type { TraceSpan } from '../core/trace.js';
 import { blockKeys, type BlockKey } from '../kv/block-key.js';
 import { KvEvents } from '../kv/kv-events.js';
 import { RequestTokenizer } from '../kv/request-tokens.js';
@@ -57,10 +58,10 @@ export class KvRouting implements KvKeySource, KvStreamView {
   }
 
   /** The kvaware policy's question: this request's block keys, or why there are none. */
-  async keys(request: KvRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason> {
+  async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<readonly BlockKey[] | KvFallbackReason> {
     const started = performance.now();
     const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
-    const outcome = await this.tokenizer.tokenize(request.model, request.body, target);
+    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace);
     if (outcome.fallback !== undefined) return outcome.fallback;
     const source = outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source;
     this.metrics.tokenized(source, (performance.now() - started) / 1000);

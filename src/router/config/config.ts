@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { parseFlags, UsageError, type FlagSource } from './flags.js';
+import { tracingSection, type TracingConfig } from './tracing-config.js';
 import type { EngineTlsConfig } from './engine-tls.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS, type RouterFlagValues } from './router-flags.js';
 import type { EngineClientKind, EngineKind } from '../core/engine.js';
@@ -191,6 +192,8 @@ export interface RouterConfig {
   readonly prefixBalanceEpsilon: number;
   /** honour the x-llm-router-routing request header */
   readonly allowRoutingHeader: boolean;
+  /** OpenTelemetry tracing (src/router/tracing); undefined: off (no endpoint configured) */
+  readonly tracing: TracingConfig | undefined;
   /** settings accepted for vllm_router compatibility that change nothing, with the reason, for a startup log line */
   readonly compatibilityNotes: readonly string[];
 }
@@ -591,7 +594,12 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   const models = modelsSection(v);
   const scaler = scalerSection(v);
   const engine = engineSection(v, env);
+  const tracing = tracingSection(v, env);
   const notes = compatibilityNotes(explicit);
+  if (tracing === undefined && (explicit('otel-service-name') || explicit('otel-secure')))
+    notes.push(
+      '--otel-service-name and --otel-secure have no effect without an endpoint: tracing is off (set --otel-endpoint or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)',
+    );
 
   // the remaining sections are built in this literal, in the order they always were (kv, scaling, security)
   return {
@@ -636,6 +644,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     prefixBlockChars: routing.prefixBlockChars,
     prefixBalanceEpsilon: routing.prefixBalanceEpsilon,
     allowRoutingHeader: routing.allowRoutingHeader,
+    tracing,
     compatibilityNotes: notes,
   };
 }

@@ -562,6 +562,25 @@ export const ROUTER_FLAGS = [
     choices: ['noop'],
     help: 'accepted for vllm_router compatibility; only noop exists',
   },
+  {
+    name: 'otel-endpoint',
+    kind: 'string',
+    vllmRouter: true,
+    help: 'OpenTelemetry traces go here: HOST:PORT (OTLP over gRPC, e.g. localhost:4317), http(s)://HOST:PORT (gRPC) or http(s)://HOST:PORT/v1/traces (OTLP over HTTP/protobuf); unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, and without any of them tracing is off',
+  },
+  {
+    name: 'otel-service-name',
+    kind: 'string',
+    vllmRouter: true,
+    help: "the traces' service.name (default: OTEL_SERVICE_NAME, else vllm-router, as vllm_router's)",
+  },
+  {
+    name: 'otel-secure',
+    kind: 'boolean',
+    vllmRouter: true,
+    default: false,
+    help: "talk TLS to a HOST:PORT --otel-endpoint (trusting the system's CAs and OTEL_EXPORTER_OTLP_CERTIFICATE's; gRPC does not read NODE_EXTRA_CA_CERTS); insecure by default",
+  },
   { name: 'feature-gates', kind: 'string', vllmRouter: true, default: '', help: 'accepted for vllm_router compatibility when empty' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -591,9 +610,6 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['sentry-dsn', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
   ['sentry-traces-sample-rate', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
   ['sentry-profile-session-sample-rate', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
-  ['otel-endpoint', `OpenTelemetry tracing is not implemented; ${NOT_SUPPORTED}`],
-  ['otel-service-name', `OpenTelemetry tracing is not implemented; ${NOT_SUPPORTED}`],
-  ['otel-secure', `OpenTelemetry tracing is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-model', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-dir', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-threshold', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],

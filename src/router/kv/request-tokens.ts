@@ -11,6 +11,8 @@
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
+import type { TraceSpan } from '../core/trace.js';
+import { ENDPOINT, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, SPAN, TOKENIZE_OUTCOME, URL_PATH } from '../tracing/attributes.js';
 import { ChatPrefixCache, type ChatRenderer } from './chat-prefix.js';
 import { type ChatRenderOptions, ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
 import { ByteLru, type EncodeResume, SegmentedEncoder } from './token-cache.js';
@@ -49,8 +51,16 @@ export interface TokenizeTarget {
   readonly url: string;
 }
 
-/** One JSON POST to an engine; resolves with the status and the body text, rejects when the call fails or is aborted. */
-export type EnginePost = (url: string, body: string, signal: AbortSignal) => Promise<{ status: number; text: string }>;
+/**
+ * One JSON POST to an engine; resolves with the status and the body text, rejects when the call fails or is aborted.
+ * `extraHeaders` (flat [name, value, ...]): the call's trace context, when tracing is on.
+ */
+export type EnginePost = (
+  url: string,
+  body: string,
+  signal: AbortSignal,
+  extraHeaders?: readonly string[],
+) => Promise<{ status: number; text: string }>;
 
 export interface RequestTokenizerOptions {
   /** the default mode: `engine` (default), `off`, or a tokenizer directory */
@@ -195,14 +205,20 @@ export class RequestTokenizer {
    * The request's token ids, or why not. `target` is the engine endpoint to ask in engine mode (a ready endpoint of
    * the model); it is not used in the other modes.
    */
-  async tokenize(model: string, body: Readonly<Record<string, unknown>>, target?: TokenizeTarget): Promise<TokenizeOutcome> {
+  async tokenize(
+    model: string,
+    body: Readonly<Record<string, unknown>>,
+    target?: TokenizeTarget,
+    /** tracing on: the parent of the /tokenize call's CLIENT span */
+    trace?: TraceSpan,
+  ): Promise<TokenizeOutcome> {
     const mode = this.modeOf(model);
     if (mode === 'off') return { fallback: 'off' };
     const p = promptFields(body);
     if (p.kind === 'fallback') return { fallback: p.reason };
     if (p.kind === 'ids') return { tokens: p.tokens, source: 'request', cached: false };
     if (p.chars > this.maxPromptChars) return { fallback: 'too-large' };
-    return mode === 'engine' ? this.viaEngine(model, p, target) : this.inProcess(mode, p);
+    return mode === 'engine' ? this.viaEngine(model, p, target, trace) : this.inProcess(mode, p);
   }
 
   /**
@@ -278,6 +294,7 @@ export class RequestTokenizer {
     model: string,
     p: PromptFields & { kind: 'chat' | 'prompt' },
     target: TokenizeTarget | undefined,
+    trace: TraceSpan | undefined,
   ): Promise<TokenizeOutcome> {
     const payload = JSON.stringify({ model, ...p.fields });
     const key = createHash('sha256').update(payload).digest('base64');
@@ -291,13 +308,28 @@ export class RequestTokenizer {
     }
     let pending = this.inFlight.get(key);
     if (!pending) {
-      pending = this.ask(target, payload, key).finally(() => this.inFlight.delete(key));
+      pending = this.ask(target, payload, key, trace).finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, pending);
     }
     return pending;
   }
 
-  private async ask(target: TokenizeTarget, payload: string, key: string): Promise<TokenizeOutcome> {
+  private async ask(target: TokenizeTarget, payload: string, key: string, trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
+    const span = trace?.child(SPAN.tokenize, 'client', {
+      [ENDPOINT]: target.url,
+      [HTTP_REQUEST_METHOD]: 'POST',
+      [URL_PATH]: this.tokenizePath,
+    });
+    const outcome = await this.askEngine(target, payload, key, span);
+    if (span) {
+      span.set(TOKENIZE_OUTCOME, outcome.fallback ?? 'tokens');
+      if (outcome.fallback !== undefined) span.fail(outcome.fallback);
+      span.end();
+    }
+    return outcome;
+  }
+
+  private async askEngine(target: TokenizeTarget, payload: string, key: string, span: TraceSpan | undefined): Promise<TokenizeOutcome> {
     const ac = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
@@ -305,7 +337,9 @@ export class RequestTokenizer {
       ac.abort();
     }, this.timeoutMs);
     try {
-      const res = await this.post(target.url + this.tokenizePath, payload, ac.signal);
+      const url = target.url + this.tokenizePath;
+      const res = await (span ? this.post(url, payload, ac.signal, span.propagation()) : this.post(url, payload, ac.signal));
+      span?.set(HTTP_RESPONSE_STATUS_CODE, res.status);
       if (res.status >= 500) this.backOff(target);
       if (res.status !== 200) return { fallback: 'engine-error' };
       const tokens = tokensOfAnswer(res.text);
@@ -394,8 +428,13 @@ export function undiciEnginePost(opts: { tls?: EngineTls; apiKey?: string; conne
   });
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
   if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
-  const post: EnginePost = async (url, body, signal) => {
-    const res = await request(url, { method: 'POST', headers, body, dispatcher: agent, signal });
+  const post: EnginePost = async (url, body, signal, extraHeaders) => {
+    let sent = headers;
+    if (extraHeaders !== undefined && extraHeaders.length > 0) {
+      sent = { ...headers };
+      for (let i = 0; i + 1 < extraHeaders.length; i += 2) sent[extraHeaders[i] as string] = extraHeaders[i + 1] as string;
+    }
+    const res = await request(url, { method: 'POST', headers: sent, body, dispatcher: agent, signal });
     if (Number(res.headers['content-length'] ?? 0) > MAX_ANSWER_BYTES) {
       await res.body.dump();
       return { status: 502, text: '' };

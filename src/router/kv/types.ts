@@ -1,5 +1,6 @@
 // What the routing policy reads of the KV-cache index; the index (built from the engines' KV-cache events) implements it.
 import type { Endpoint } from '../core/endpoint.js';
+import type { TraceSpan } from '../core/trace.js';
 import type { BlockKey } from './block-key.js';
 import { TOKENIZE_FALLBACKS } from './request-tokens.js';
 
@@ -36,7 +37,8 @@ export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
 
 /** Where the request's block keys come from (the tokenizer and the block size); never throws. */
 export interface KvKeySource {
-  keys(request: KvRequest, candidates: readonly Endpoint[]): Promise<readonly BlockKey[] | KvFallbackReason>;
+  /** `trace` (tracing on): the parent of the /tokenize call's span */
+  keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<readonly BlockKey[] | KvFallbackReason>;
 }
 
 /** What each decision tells metrics. */

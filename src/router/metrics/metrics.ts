@@ -18,6 +18,7 @@ import {
   type FastPathCounts,
   type ModelTally,
 } from './request-metrics.js';
+import { registerSpanDrops, type SpanDrops } from './otel-metrics.js';
 import {
   registerDiscoveryState,
   registerEndpointGauges,
@@ -131,6 +132,8 @@ export class RouterMetrics {
   /** set in a worker of --workers: the primary sums every worker's metrics */
   private clusterExposition: (() => Promise<string>) | undefined;
   private fastPath: () => FastPathCounts = () => ({ answered: 0, handedOver: 0 });
+  /** tracing's dropped spans, when tracing is on */
+  private spanDrops: () => SpanDrops | undefined = () => undefined;
   /** per model, so that the request path does no label hashing and builds no strings */
   private readonly tallies = new Map<string, ModelTally>();
 
@@ -154,6 +157,7 @@ export class RouterMetrics {
     registerRequestMetrics(this.registry, this.tallies, declaredModels);
     this.events = new EventMetrics(this.registry);
     registerFastPathCounter(this.registry, () => this.fastPath());
+    registerSpanDrops(this.registry, () => this.spanDrops());
     registerDiscoveryState(this.registry, () => this.discoveryHealth());
     registerEndpointGauges(this.registry, catalog);
     registerModelStateGauge(this.registry, catalog);
@@ -220,6 +224,11 @@ export class RouterMetrics {
   }
 
   /** Exposes the state of each discovery informer at scrape time. */
+  /** Tracing's dropped spans (llm_router_otel_spans_dropped_total). */
+  watchSpanDrops(drops: () => SpanDrops): void {
+    this.spanDrops = drops;
+  }
+
   watchDiscovery(health: () => Readonly<Record<string, string>>): void {
     this.discoveryHealth = health;
   }

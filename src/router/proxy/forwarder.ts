@@ -10,6 +10,10 @@ import type { FailureKind } from '../core/forward.js';
 import type { UpstreamPools } from './pools.js';
 import type { ForwardObserver, InFlightLedger } from '../core/forward.js';
 import type { AdapterLedger, MissingAdapterAnswer } from '../core/lora.js';
+import type { EndpointRole } from '../core/pd.js';
+import type { TraceSpan } from '../core/trace.js';
+import { engineSpan, endEngineSpan } from './attempt-span.js';
+import { ENDPOINT, POLICY, SPAN } from '../tracing/attributes.js';
 
 export interface ForwardJob {
   readonly route: RouteRequest;
@@ -30,6 +34,13 @@ export interface ForwardJob {
   readonly adapter?: AdapterLedger;
   /** an engine's answer that it does not hold the adapter: another holder is tried (generation paths of an adapter) */
   readonly adapterMissing?: MissingAdapterAnswer;
+  /**
+   * tracing on: the request's span. The pick gets a route span under it, each attempt a CLIENT span whose context the
+   * engine gets (job.headers carry no traceparent of the client's then)
+   */
+  readonly trace?: TraceSpan;
+  /** the endpoints' role, for the attempt spans (P/D: decode); default both */
+  readonly role?: EndpointRole;
 }
 
 export type ForwardResult =
@@ -59,9 +70,20 @@ export class Forwarder {
     const deadline = totalDeadline(this.timeouts.totalMs);
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
+    const trace = job.trace;
+    // a pick that takes I/O (kvaware's /tokenize) has a span of its own; others take no time
+    const routeSpan =
+      trace !== undefined && job.first === undefined && this.policy.prepare !== undefined
+        ? trace.child(SPAN.route, 'internal', { [POLICY]: this.policy.name })
+        : undefined;
     // kvaware tokenizes here (bounded by its own timeout; it never fails the request)
-    if (job.first === undefined && this.policy.prepare !== undefined) await this.policy.prepare(candidates, job.route);
-    let endpoint = job.first ?? this.policy.pick(candidates, job.route);
+    if (job.first === undefined && this.policy.prepare !== undefined) await this.policy.prepare(candidates, job.route, routeSpan);
+    let endpoint = job.first ?? this.policy.pick(candidates, job.route, undefined, routeSpan);
+    if (routeSpan !== undefined) {
+      if (endpoint !== undefined) routeSpan.set(ENDPOINT, endpoint.url);
+      else routeSpan.fail('no endpoint');
+      routeSpan.end();
+    }
     let last: { failure: FailureKind; detail: string } | undefined;
     for (let failovers = 0; endpoint !== undefined; failovers++) {
       // a client that left costs no (further) engine request
@@ -70,13 +92,16 @@ export class Forwarder {
       this.ledger.requestStarted(endpoint);
       job.adapter?.requestStarted(endpoint);
       let outcome: AttemptOutcome;
+      const span =
+        trace !== undefined ? engineSpan(trace, SPAN.engine, endpoint, job.role ?? 'both', failovers + 1, job.method, job.path) : undefined;
+      const onFirstByte = span !== undefined ? span.onFirstByte(job.onFirstByte) : job.onFirstByte;
       try {
         outcome = await attempt(
           this.pools.get(endpoint.url),
           {
             method: job.method,
             path: job.path,
-            headers: job.headers,
+            headers: span !== undefined ? job.headers.concat(span.span.propagation()) : job.headers,
             body: job.body,
             requestId: job.requestId,
             retryOnEngine503: mayRetry,
@@ -84,7 +109,7 @@ export class Forwarder {
             headersTimeoutMs: this.timeouts.headersMs,
             idleTimeoutMs: this.timeouts.idleMs,
             gone: job.gone,
-            ...(job.onFirstByte ? { onFirstByte: job.onFirstByte } : {}),
+            ...(onFirstByte ? { onFirstByte } : {}),
           },
           res,
           deadline,
@@ -93,6 +118,7 @@ export class Forwarder {
         this.ledger.requestEnded(endpoint);
         job.adapter?.requestEnded(endpoint);
       }
+      if (span !== undefined) endEngineSpan(span, outcome);
       switch (outcome.kind) {
         case 'done':
           if (outcome.status >= 500 && outcome.status !== 503)
@@ -120,6 +146,7 @@ export class Forwarder {
           const next = this.policy.pick(candidates, job.route, tried);
           if (!next) return { kind: 'unanswered', ...last, endpoint };
           this.observer.failover(job.route.model);
+          trace?.event('failover', { from: endpoint.url, to: next.url, failure: outcome.failure });
           endpoint = next;
         }
       }

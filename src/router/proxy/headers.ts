@@ -1,5 +1,6 @@
 // Hop-by-hop header filtering in both directions (RFC 9110 section 7.6.1), working on Node's flat raw header arrays.
 import { PREFILLER_HEADER } from '../core/pd.js';
+import { TRACE_HEADERS } from '../core/trace.js';
 
 const HOP_BY_HOP = new Set([
   'connection',
@@ -30,6 +31,11 @@ export interface RequestHeaderOptions {
   /** replaces the client's Authorization when set */
   readonly engineAuthorization: string | undefined;
   readonly forwardClientAuth: boolean;
+  /**
+   * tracing on: the client's traceparent and tracestate stay behind; each engine call carries its own span's context
+   * instead. Tracing off: they pass through as any other header (the router is not a hop of the trace).
+   */
+  readonly dropTraceContext?: boolean;
 }
 
 /** Headers for the engine: the client's, minus hop-by-hop, host, length, x-prefiller-host-port and (by default) its credentials. */
@@ -43,6 +49,7 @@ export function upstreamRequestHeaders(raw: readonly string[], opts: RequestHead
     if (HOP_BY_HOP.has(name) || name === 'host' || name === 'content-length' || name === 'x-request-id' || name === 'expect') continue;
     if (name === PREFILLER_HEADER) continue;
     if ((name === 'authorization' || name === 'x-api-key') && dropAuthorization) continue;
+    if (opts.dropTraceContext === true && TRACE_HEADERS.has(name)) continue;
     out.push(raw[i] as string, raw[i + 1] as string);
   }
   const extra =

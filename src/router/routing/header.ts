@@ -1,6 +1,7 @@
 // The per-request override: `x-llm-router-routing: <policy>` picks another configured policy for one request.
 // Only built with --allow-routing-header; an unknown value falls back to the configured policy.
 import type { Endpoint } from '../core/endpoint.js';
+import type { TraceSpan } from '../core/trace.js';
 import type { RouteRequest, RoutingPolicy } from './policy.js';
 
 const ROUTING_HEADER = 'x-llm-router-routing';
@@ -15,12 +16,12 @@ export class HeaderSelectedPolicy implements RoutingPolicy {
     this.name = configured.name;
   }
 
-  prepare(candidates: readonly Endpoint[], request: RouteRequest): Promise<void> {
-    return this.chosen(request).prepare?.(candidates, request) ?? Promise.resolve();
+  prepare(candidates: readonly Endpoint[], request: RouteRequest, trace?: TraceSpan): Promise<void> {
+    return this.chosen(request).prepare?.(candidates, request, trace) ?? Promise.resolve();
   }
 
-  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined {
-    return this.chosen(request).pick(candidates, request, exclude);
+  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined {
+    return this.chosen(request).pick(candidates, request, exclude, trace);
   }
 
   private chosen(request: RouteRequest): RoutingPolicy {

@@ -6,6 +6,8 @@
 // match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
+import type { TraceSpan } from '../core/trace.js';
+import { KV_BLOCKS, KV_FALLBACK, KV_MATCHED_BLOCKS } from '../tracing/attributes.js';
 import type { BlockKey } from '../kv/block-key.js';
 import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource } from '../kv/types.js';
 import { PendingPrefixes } from '../kv/pending.js';
@@ -57,26 +59,28 @@ export class KvAwarePolicy implements RoutingPolicy {
     this.pending = new PendingPrefixes(opts.pendingMs ?? 10_000, opts.pendingMaxKeys ?? 262_144, this.now);
   }
 
-  async prepare(candidates: readonly Endpoint[], request: RouteRequest): Promise<void> {
+  async prepare(candidates: readonly Endpoint[], request: RouteRequest, trace?: TraceSpan): Promise<void> {
     if (this.prepared.has(request)) return;
     let keys: Prepared;
     try {
-      keys = await this.opts.keys.keys(request, candidates);
+      keys = await this.opts.keys.keys(request, candidates, trace);
     } catch {
       keys = 'tokenizer-error';
     }
     this.prepared.set(request, keys);
   }
 
-  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined {
+  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined {
     const n = candidates.length;
     if (n === 0) return undefined;
     const keys = this.prepared.get(request);
     // a failover pick (exclude set) is not a new decision: count each request once
     const count = exclude === undefined;
-    if (keys === undefined || typeof keys === 'string') return this.fallBack(candidates, request, exclude, keys ?? 'no-prompt', count);
-    if (keys.length === 0) return this.fallBack(candidates, request, exclude, 'too-short', count);
-    const chosen = this.byMatch(candidates, keys, request, exclude, count);
+    if (keys === undefined || typeof keys === 'string')
+      return this.fallBack(candidates, request, exclude, keys ?? 'no-prompt', count, trace);
+    trace?.set(KV_BLOCKS, keys.length);
+    if (keys.length === 0) return this.fallBack(candidates, request, exclude, 'too-short', count, trace);
+    const chosen = this.byMatch(candidates, keys, request, exclude, count, trace);
     // the engine chosen is about to hold this prompt, whichever way it was chosen
     if (chosen !== undefined) this.pending.record(keys, chosen.id);
     return chosen;
@@ -88,6 +92,7 @@ export class KvAwarePolicy implements RoutingPolicy {
     request: RouteRequest,
     exclude: ReadonlySet<Endpoint> | undefined,
     count: boolean,
+    trace: TraceSpan | undefined,
   ): Endpoint | undefined {
     const n = candidates.length;
     const ids: string[] = [];
@@ -95,7 +100,7 @@ export class KvAwarePolicy implements RoutingPolicy {
     const matches = this.opts.index.match(keys, ids);
     // only for a prefix no engine reports yet: once one does, its events (stores and evictions) decide alone
     const sent = matches.size === 0 ? this.pending.leading(keys) : undefined;
-    if (matches.size === 0 && sent === undefined) return this.fallBack(candidates, request, exclude, 'no-match', count);
+    if (matches.size === 0 && sent === undefined) return this.fallBack(candidates, request, exclude, 'no-match', count, trace);
 
     let total = 0;
     let maxLoad = 0;
@@ -129,8 +134,9 @@ export class KvAwarePolicy implements RoutingPolicy {
       } else if (score >= bestScore - 1e-9) tied.push(e);
     }
     // every holder is over the bound (or excluded): the prefix spills as prefixaware would spill it
-    if (tied.length === 0) return this.fallBack(candidates, request, exclude, 'overloaded', count);
+    if (tied.length === 0) return this.fallBack(candidates, request, exclude, 'overloaded', count, trace);
     if (count) this.opts.observer?.matched(request.model, bestMatched, keys.length);
+    trace?.set(KV_MATCHED_BLOCKS, bestMatched);
     if (tied.length === 1) return tied[0];
     return this.fallback.pick(tied, request) ?? tied[0];
   }
@@ -141,8 +147,10 @@ export class KvAwarePolicy implements RoutingPolicy {
     exclude: ReadonlySet<Endpoint> | undefined,
     reason: KvFallbackReason,
     count: boolean,
+    trace?: TraceSpan,
   ): Endpoint | undefined {
     if (count) this.opts.observer?.fallback(request.model, reason);
+    trace?.set(KV_FALLBACK, reason);
     return this.fallback.pick(candidates, request, exclude);
   }
 }

@@ -1,5 +1,6 @@
 // A routing policy only picks among the candidates it is handed; it knows nothing of discovery or Kubernetes.
 import type { Endpoint } from '../core/endpoint.js';
+import type { TraceSpan } from '../core/trace.js';
 
 export interface RouteRequest {
   /** the canonical model name (after alias resolution) */
@@ -14,8 +15,12 @@ export interface RoutingPolicy {
   /**
    * Work a pick needs that takes I/O (kvaware: the request's token ids). The forwarders await it once per request,
    * before the first pick; it never throws and never fails a request (a policy that cannot prepare falls back).
+   * `trace` (tracing on): the route span, parent of the calls it makes (kvaware's /tokenize).
    */
-  prepare?(candidates: readonly Endpoint[], request: RouteRequest): Promise<void>;
-  /** Picks one of `candidates` (all ready), skipping those in `exclude`; undefined when none is left. */
-  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>): Endpoint | undefined;
+  prepare?(candidates: readonly Endpoint[], request: RouteRequest, trace?: TraceSpan): Promise<void>;
+  /**
+   * Picks one of `candidates` (all ready), skipping those in `exclude`; undefined when none is left. `trace` (tracing
+   * on, the first pick only): the route span, where a policy may say how it chose (kvaware: matched blocks).
+   */
+  pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined;
 }

@@ -25,6 +25,19 @@ import { errors, sendError, type RouterError } from './errors.js';
 import { AUDIO_PATHS, parseMultipart } from './multipart.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
 import { ClientGone } from '../core/client-gone.js';
+import type { RequestTracer, TraceSpan } from '../core/trace.js';
+import {
+  ADAPTER,
+  ADAPTER_WAITED,
+  BODY_BYTES,
+  HOLD_OUTCOME,
+  MODEL_STATE,
+  MODEL_STATE_AFTER,
+  OUTCOME,
+  RESOLVED_MODEL,
+  SPAN,
+} from '../tracing/attributes.js';
+import { endRequestSpan, requestParsed, startRequestSpan } from './request-span.js';
 
 /** Paths routed by the JSON body's `model`. */
 export const INFERENCE_PATHS: readonly string[] = [
@@ -64,6 +77,11 @@ export interface InferenceDeps {
   readonly allowClientKvTransferParams: boolean;
   /** rate and concurrency limits: the function that frees an admitted request's slot, or the error to answer */
   readonly admit: (req: InboundRequest) => (() => void) | RouterError;
+  /**
+   * OpenTelemetry tracing (src/router/tracing), when on; without it no span is made anywhere on the request path. Set
+   * once, before the router accepts requests (the SDK is loaded only when tracing is on).
+   */
+  tracer?: RequestTracer | undefined;
 }
 
 /** how much of a refused body is read and thrown away so the client sees the 413 */
@@ -133,6 +151,8 @@ class InferenceRecord {
    * subscribed to by every stage that waits (sync wait, hold, adapter load, P/D, the engine attempt).
    */
   readonly gone: ClientGone;
+  /** tracing on: the request's SERVER span, parent of its stages' spans; undefined with tracing off */
+  readonly trace: TraceSpan | undefined;
   private firstByteSeen = false;
   /** the first body byte goes to the client now: llm_router_time_to_first_byte_seconds */
   readonly onFirstByte = (): void => {
@@ -158,6 +178,7 @@ class InferenceRecord {
     this.requestId = requestIdOf(req);
     this.writtenBefore = req.socket.bytesWritten;
     this.gone = new ClientGone(res);
+    this.trace = deps.tracer === undefined ? undefined : startRequestSpan(deps.tracer, req, path, this.requestId);
   }
 
   /** Answers with one of the router's own errors, and ends the request. */
@@ -170,6 +191,7 @@ class InferenceRecord {
   /** `code`: the stable code of an error the router answered itself */
   finish(status: number, code?: string): void {
     this.freeSlot?.();
+    if (this.trace !== undefined) endRequestSpan(this.trace, status, code, this.metricModel);
     const ms = performance.now() - this.started;
     this.deps.metrics.answered(this.metricModel, status, ms / 1000, code);
     // the access log: what was asked of whom and how it ended; never the prompt, the answer or credentials
@@ -212,9 +234,13 @@ function admit(r: InferenceRecord, source: IncomingMessage | Buffer): boolean {
 /** Stage read body: bounded by --max-body-bytes; the fast path has read it already. */
 async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buffer): Promise<Buffer | undefined> {
   if (Buffer.isBuffer(source)) return source;
+  const span = r.trace?.child(SPAN.readBody, 'internal');
   try {
-    return await readBody(source, r.deps.maxBodyBytes);
+    const body = await readBody(source, r.deps.maxBodyBytes);
+    span?.set(BODY_BYTES, body.length);
+    return body;
   } catch (err) {
+    span?.fail(err instanceof BodyTooLargeError ? 'body too large' : 'client left');
     if (err instanceof BodyTooLargeError) {
       // answer now, and keep reading (and dropping) what the client still sends, up to a bound, so that a client
       // that writes its whole body before reading gets the 413 instead of a reset connection
@@ -226,6 +252,8 @@ async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buf
       r.finish(499);
     }
     return undefined;
+  } finally {
+    span?.end();
   }
 }
 
@@ -233,7 +261,10 @@ async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buf
 function parse(r: InferenceRecord, raw: Buffer): Request | undefined {
   r.bodyBytes = raw.length;
   const parsed = parseInference(raw);
-  if (parsed.ok) return parsed;
+  if (parsed.ok) {
+    if (r.trace !== undefined) requestParsed(r.trace, parsed.model, parsed.body);
+    return parsed;
+  }
   r.answer(parsed.error);
   return undefined;
 }
@@ -243,20 +274,39 @@ async function parseForm(r: InferenceRecord, raw: Buffer): Promise<Request | und
   r.bodyBytes = raw.length;
   const ct = r.req.headers['content-type'];
   const parsed = await parseMultipart(raw, Array.isArray(ct) ? ct[0] : ct);
-  if (parsed.ok) return parsed;
+  if (parsed.ok) {
+    if (r.trace !== undefined) requestParsed(r.trace, parsed.model, parsed.body);
+    return parsed;
+  }
   r.answer(parsed.error);
   return undefined;
 }
 
 /** Stage resolve: the catalog's answer; "unknown" only once discovery has listed, and then 404. */
-async function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
+function resolveModel(r: InferenceRecord, requested: string): Promise<Known | undefined> {
+  return r.trace === undefined ? resolveStage(r, requested) : resolveTraced(r, r.trace, requested);
+}
+
+/** tracing: the catalog's answer on the request's span (a lookup takes no time; only a wait for the sync has a span) */
+async function resolveTraced(r: InferenceRecord, trace: TraceSpan, requested: string): Promise<Known | undefined> {
+  const known = await resolveStage(r, requested);
+  if (known !== undefined) trace.set(MODEL_STATE, known.kind === 'routable' ? 'ready' : known.state);
+  return known;
+}
+
+async function resolveStage(r: InferenceRecord, requested: string): Promise<Known | undefined> {
   const { catalog, sync } = r.deps;
   let resolution = catalog.resolve(requested);
   if (resolution.kind === 'unknown' && !sync.complete) {
     // a router that just started has not listed the cluster yet: "unknown" would be a guess, and a fatal one
     const client = r.gone.race();
+    const span = r.trace?.child(SPAN.syncWait, 'internal');
     const synced = await Promise.race([sync.whenSynced(r.deps.syncWaitMs, client.gone), client.gone]);
     client.cancel();
+    if (span !== undefined) {
+      span.set(OUTCOME, synced === 'gone' ? 'client-gone' : synced ? 'synced' : 'timeout');
+      span.end();
+    }
     if (synced === 'gone') {
       r.finish(499);
       return undefined;
@@ -319,8 +369,18 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
     }
     const leave = (): void => held.abort();
     r.gone.on(leave);
+    const span = r.trace?.child(SPAN.hold, 'internal', {
+      [RESOLVED_MODEL]: model,
+      [MODEL_STATE]: current.kind === 'unavailable' ? current.state : 'ready',
+    });
     const outcome = await held.outcome;
     r.gone.off(leave);
+    if (span !== undefined) {
+      span.set(HOLD_OUTCOME, outcome);
+      const after = catalog.resolve(requested);
+      span.set(MODEL_STATE_AFTER, after.kind === 'unavailable' ? after.state : after.kind === 'routable' ? 'ready' : 'unknown');
+      span.end();
+    }
     if (outcome === 'aborted') {
       r.finish(499);
       return undefined;
@@ -353,8 +413,17 @@ async function loadAdapter(
   const route = target.adapter;
   if (route === undefined) return { ready: target, waited: false };
   const client = r.gone.race();
-  const prepared = await Promise.race([deps.adapters.prepare(route, target.pd?.protocol), client.gone]);
+  const span = r.trace?.child(SPAN.adapter, 'internal', { [ADAPTER]: route.name });
+  const preparing =
+    span !== undefined ? deps.adapters.prepare(route, target.pd?.protocol, span) : deps.adapters.prepare(route, target.pd?.protocol);
+  const prepared = await Promise.race([preparing, client.gone]);
   client.cancel();
+  if (span !== undefined) {
+    span.set(OUTCOME, prepared === 'gone' ? 'client-gone' : prepared.kind);
+    if (prepared !== 'gone' && prepared.kind === 'ready') span.set(ADAPTER_WAITED, prepared.waited);
+    else span.fail(prepared === 'gone' ? 'client left' : prepared.kind);
+    span.end();
+  }
   if (prepared === 'gone') {
     r.finish(499);
     return undefined;
@@ -447,6 +516,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           candidates: candidatesOf(deps, model),
           prefill: target.pd.prefill,
           ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
+          trace: r.trace,
         },
         r.res,
       );
@@ -462,12 +532,14 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           contentLength: body.length,
           engineAuthorization: deps.engineAuthorization,
           forwardClientAuth: deps.forwardClientAuth,
+          dropTraceContext: r.trace !== undefined,
         }),
         body,
         requestId: r.requestId,
         gone: r.gone,
         onFirstByte: r.onFirstByte,
         ...adapterJob,
+        trace: r.trace,
       },
       r.res,
     );

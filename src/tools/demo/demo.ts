@@ -24,6 +24,13 @@ const DEMO_FLAGS = [
     min: 0.1,
     help: 'seconds without requests after which the simulated autoscaler takes demo-wakeup back to zero',
   },
+  {
+    name: 'otel-endpoint',
+    kind: 'string',
+    help: "the router's OpenTelemetry traces go here (as serve's --otel-endpoint: HOST:PORT for OTLP/gRPC, or an http(s) URL); OTEL_EXPORTER_OTLP_* work too",
+  },
+  { name: 'otel-service-name', kind: 'string', help: "the traces' service.name (as serve's; default vllm-router)" },
+  { name: 'otel-secure', kind: 'boolean', default: false, help: "TLS to a HOST:PORT --otel-endpoint (as serve's)" },
 ] as const satisfies readonly FlagSpec[];
 
 const DEMO_MODELS = {
@@ -235,8 +242,12 @@ export async function runDemo(argv: string[]): Promise<void> {
       String(flags['idle-seconds']),
       '--log-level',
       flags['log-level'],
+      // tracing passes through to the router: the flags, and the standard OTEL_* variables
+      ...(flags['otel-endpoint'] !== undefined ? ['--otel-endpoint', flags['otel-endpoint']] : []),
+      ...(flags['otel-service-name'] !== undefined ? ['--otel-service-name', flags['otel-service-name']] : []),
+      ...(flags['otel-secure'] ? ['--otel-secure'] : []),
     ],
-    {},
+    Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('OTEL_'))),
   );
   const log = createLogger({ level: config.logLevel, format: 'text' });
   const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });

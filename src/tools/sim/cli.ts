@@ -3,6 +3,9 @@ import { UsageError, parseFlags, usage } from '../../router/config/flags.js';
 import { startSimEngine, type SimEngine } from './engine.js';
 import { SIM_FLAGS, simOptionsFromFlags } from './flags.js';
 import { HfSimTokenizer } from './hf-sim-tokenizer.js';
+import { tracingSection } from '../../router/config/tracing-config.js';
+import { createLogger } from '../../router/util/log.js';
+import { VERSION } from '../../version.js';
 
 const SUMMARY = [
   'Run a simulated OpenAI-compatible inference engine (vLLM, SGLang or TGI flavour) for tests, demos and benchmarks.',
@@ -26,13 +29,31 @@ export async function runSim(argv: string[]): Promise<void> {
     }
   }
   if (options.models?.length === 0) throw new UsageError('--model needs at least one name');
+  // its own spans, when asked: the router's module, one SERVER span per request (src/tools/sim/engine.ts)
+  const tracingConfig =
+    flags['otel-endpoint'] !== undefined && flags['otel-endpoint'] !== ''
+      ? tracingSection(
+          { 'otel-endpoint': flags['otel-endpoint'], 'otel-service-name': flags['otel-service-name'], 'otel-secure': flags['otel-secure'] },
+          process.env,
+        )
+      : undefined;
+  // the OpenTelemetry SDK is loaded only when asked for (it would slow every simulator's start)
+  const tracing = tracingConfig
+    ? new (await import('../../router/tracing/tracing.js')).Tracing({
+        config: tracingConfig,
+        version: VERSION,
+        worker: null,
+        log: createLogger({ level: 'warn', format: 'text' }),
+      })
+    : undefined;
+  if (tracing) options = { ...options, tracer: tracing };
 
   let engine: SimEngine | undefined;
   // a refused port has no open handle; this keeps the process alive until a signal arrives
   const keepAlive = setInterval(() => undefined, 1 << 30);
   const stop = (): void => {
     clearInterval(keepAlive);
-    const closing = engine ? engine.close() : Promise.resolve();
+    const closing = (engine ? engine.close() : Promise.resolve()).then(() => tracing?.shutdown(2_000));
     closing.then(
       () => process.exit(0),
       () => process.exit(0),

@@ -17,6 +17,7 @@ export async function answerControl(
   const describe = (): object => ({ ...engine.fault(), phase: engine.phase(), loadedAt: engine.loadedAt() });
   if (path === '/_sim/stats' && req.method === 'GET') return sendJson(res, 200, engine.stats());
   if (path === '/_sim/requests' && req.method === 'GET') return sendJson(res, 200, { requests: engine.requests.recent });
+  if (path === '/_sim/traceparents' && req.method === 'GET') return sendJson(res, 200, { traceparents: engine.requests.traceparents });
   if ((path === '/_sim/kv/pull' || path === '/_sim/bootstrap/join') && req.method === 'POST') {
     let body: Record<string, unknown>;
     try {

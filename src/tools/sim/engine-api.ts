@@ -1,4 +1,5 @@
 // The simulated engine's public surface: the options startSimEngine takes and the handle it resolves to.
+import type { RequestTracer } from '../../router/core/trace.js';
 import type { Fault, FaultMode, SimPhase, SimStats } from './types.js';
 import type { EngineKind } from '../../router/core/engine.js';
 import type { EndpointRole, PdProtocol } from '../../router/core/pd.js';
@@ -52,11 +53,13 @@ export interface SimEngineOptions {
   readonly kvEvents?: Partial<SimKvEventsOptions> & Pick<SimKvEventsOptions, 'port'>;
   /** the token ids the prefix cache, its events and /tokenize use; unset: the word-level WordTokenizer */
   readonly tokenizer?: SimTokenizer;
+  /** OpenTelemetry (--otel-endpoint): a SERVER span per request, continuing the caller's traceparent */
+  readonly tracer?: RequestTracer;
 }
 
 /** Every setting resolved (the sim command's flag table holds the defaults); only id, tls and lora may stay unset. */
-export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora' | 'kvEvents' | 'tokenizer'>> &
-  Pick<SimEngineOptions, 'id' | 'tls' | 'tokenizer'> & {
+export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora' | 'kvEvents' | 'tokenizer' | 'tracer'>> &
+  Pick<SimEngineOptions, 'id' | 'tls' | 'tokenizer' | 'tracer'> & {
     /** LoRA adapters: every setting resolved; unset when the engine serves none */
     readonly lora?: SimLoraOptions;
     /** KV-cache events: every setting resolved; unset when off */

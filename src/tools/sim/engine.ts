@@ -1,6 +1,7 @@
 // The simulated inference engine: a node:http server that answers like vLLM's OpenAI server
 // (or SGLang / TGI), with load phases, a batch-slot queue, faults and request statistics.
 // This module owns the server's life (refuse, load, listen, fault switch, close) and sends each request to its handler.
+import type { RequestTracer } from '../../router/core/trace.js';
 import { bracketHost } from '../../router/util/host.js';
 import http from 'node:http';
 import https from 'node:https';
@@ -244,6 +245,8 @@ class SimServer implements SimEngine, EngineContext {
       );
       return;
     }
+    this.requests.recordTraceparent(req.method ?? 'GET', path, req.headers);
+    if (this.options.tracer !== undefined) traceExchange(this.options.tracer, req, res, path, this.id);
     const byPath = this.requests.counters.byPath;
     byPath[path] = (byPath[path] ?? 0) + 1;
     if (INFERENCE_PATHS.has(path)) {
@@ -279,4 +282,19 @@ class SimServer implements SimEngine, EngineContext {
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { detail: 'Method Not Allowed' });
     answerStatus(this, res, path);
   }
+}
+
+/** --otel-endpoint: one SERVER span per request, a child of the caller's span (its traceparent), ended with the answer. */
+function traceExchange(tracer: RequestTracer, req: http.IncomingMessage, res: http.ServerResponse, path: string, engine: string): void {
+  const method = req.method ?? 'GET';
+  const span = tracer.request(`${method} ${path}`, req.headers, {
+    'http.request.method': method,
+    'http.route': path,
+    'llm_router_sim.engine': engine,
+  });
+  res.once('close', () => {
+    span.set('http.response.status_code', res.statusCode);
+    if (!res.writableFinished) span.fail('the answer did not complete');
+    span.end();
+  });
 }

@@ -157,6 +157,13 @@ export const SIM_FLAGS = [
     default: true,
     help: 'with --enable-lora, vLLM: serve POST /v1/load_lora_adapter and /v1/unload_lora_adapter (VLLM_ALLOW_RUNTIME_LORA_UPDATING); false: they are 404',
   },
+  {
+    name: 'otel-endpoint',
+    kind: 'string',
+    help: "export a SERVER span per request (continuing the caller's traceparent) to this OTLP endpoint, as serve's --otel-endpoint: HOST:PORT (gRPC) or an http(s) URL",
+  },
+  { name: 'otel-service-name', kind: 'string', default: 'llm-router-sim', help: "with --otel-endpoint: the spans' service.name" },
+  { name: 'otel-secure', kind: 'boolean', default: false, help: 'with --otel-endpoint HOST:PORT: talk TLS' },
   { name: 'help', kind: 'boolean', help: 'print this help' },
 ] as const satisfies readonly FlagSpec[];
 
@@ -279,6 +286,7 @@ export function simSettings(options: SimEngineOptions): SimSettings {
     ...(options.lora !== undefined ? { lora: { ...LORA_DEFAULTS, ...options.lora } } : {}),
     ...(options.kvEvents !== undefined ? { kvEvents: { ...KV_EVENTS_DEFAULTS, ...options.kvEvents } } : {}),
     ...(options.tokenizer !== undefined ? { tokenizer: options.tokenizer } : {}),
+    ...(options.tracer !== undefined ? { tracer: options.tracer } : {}),
   };
 }
 

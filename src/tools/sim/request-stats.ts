@@ -3,11 +3,13 @@
 import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import type { SlotQueue } from './queue.js';
-import type { RecordedRequest, SimStats } from './types.js';
+import type { RecordedRequest, RecordedTraceparent, SimStats } from './types.js';
 
 /** requests GET /_sim/requests keeps, newest last */
 const RECORDED_REQUESTS = 32;
 const UNRECORDED_HEADERS = new Set(['authorization', 'x-api-key', 'cookie']);
+/** W3C trace contexts GET /_sim/traceparents keeps, newest last */
+const RECORDED_TRACEPARENTS = 256;
 
 /** One inference request in flight: what to undo when it ends, and whether a fault (not the client) cut it. */
 export interface Exchange {
@@ -47,6 +49,8 @@ export class RequestStats {
   counters: SimStats = emptyStats();
   /** the last inference requests received, as they came */
   recent: RecordedRequest[] = [];
+  /** the W3C trace context of the last requests that carried one, on any path but /_sim/ (GET /_sim/traceparents) */
+  traceparents: RecordedTraceparent[] = [];
   // Prometheus counters are never reset: a reset would look like an engine restart to a scraper
   readonly successByReason: Record<string, number> = {};
   promptTokenTotal = 0;
@@ -67,6 +71,22 @@ export class RequestStats {
   reset(): void {
     this.counters = emptyStats();
     this.recent = [];
+    this.traceparents = [];
+  }
+
+  /** Keeps the traceparent (and tracestate) a request came with, if any. */
+  recordTraceparent(method: string, path: string, headers: http.IncomingHttpHeaders): void {
+    const traceparent = headers.traceparent;
+    if (typeof traceparent !== 'string') return;
+    const tracestate = headers.tracestate;
+    this.traceparents.push({
+      method,
+      path,
+      traceparent,
+      ...(typeof tracestate === 'string' ? { tracestate } : {}),
+      at: Date.now(),
+    });
+    if (this.traceparents.length > RECORDED_TRACEPARENTS) this.traceparents.shift();
   }
 
   /** Keeps one received request for GET /_sim/requests. */

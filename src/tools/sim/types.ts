@@ -66,6 +66,17 @@ export interface SimPdStats {
   transferFailed: number;
 }
 
+/** The W3C trace context one request came with (GET /_sim/traceparents): the router's span that made the call. */
+export interface RecordedTraceparent {
+  readonly method: string;
+  /** without query */
+  readonly path: string;
+  readonly traceparent: string;
+  readonly tracestate?: string;
+  /** ms since the epoch, when it arrived */
+  readonly at: number;
+}
+
 /** One inference request as the engine received it (GET /_sim/requests). */
 export interface RecordedRequest {
   readonly path: string;

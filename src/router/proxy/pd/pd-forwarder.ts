@@ -10,6 +10,9 @@ import type { ForwardObserver, InFlightLedger } from '../../core/forward.js';
 import { saysAdapterMissing, VLLM_MISSING, type AdapterLedger, type MissingAdapterAnswer } from '../../core/lora.js';
 import { allowsDecodeOnly, type DecodeOnlyReason, type PdObserver, type PdProtocol } from '../../core/pd.js';
 import type { RouteRequest, RoutingPolicy } from '../../routing/policy.js';
+import type { TraceSpan } from '../../core/trace.js';
+import { DECODE_ENDPOINT, PD_PROTOCOL, POLICY, PREFILL_ENDPOINT, SPAN } from '../../tracing/attributes.js';
+import { endCallSpan, engineSpan } from '../attempt-span.js';
 import type { Forwarder, ForwardResult } from '../forwarder.js';
 import { downstreamResponseHeaders, upstreamRequestHeaders } from '../headers.js';
 import type { UpstreamPools } from '../pools.js';
@@ -55,6 +58,11 @@ export interface PdJob {
   readonly adapter?: AdapterLedger;
   /** how its engines say they do not hold the adapter (default vLLM's 404) */
   readonly adapterMissing?: MissingAdapterAnswer;
+  /**
+   * tracing on: the request's span; the pair's pick gets a route span under it, the prefill call and each decode
+   * attempt a CLIENT span whose context their engine gets
+   */
+  readonly trace?: TraceSpan;
 }
 
 export interface PdForwarderOptions {
@@ -85,7 +93,19 @@ export class PdForwarder {
 
   async forward(job: PdJob, res: ResponseSink): Promise<ForwardResult> {
     if (job.gone.gone) return { kind: 'client-gone', endpoint: undefined };
-    const decode = this.policies.decode.pick(job.candidates(), job.route);
+    if (job.trace === undefined) return this.forwardPicked(job, res, undefined);
+    job.trace.set(PD_PROTOCOL, job.protocol);
+    // a pick that takes I/O (kvaware's /tokenize for the prefill) has a span of its own; others take no time
+    if (this.policies.prefill.prepare === undefined) return this.forwardPicked(job, res, undefined);
+    const route = job.trace.child(SPAN.route, 'internal', { [POLICY]: this.policies.prefill.name });
+    return this.forwardPicked(job, res, route);
+  }
+
+  /** `route` (tracing on): the route span, ended once the pair is picked */
+  private async forwardPicked(job: PdJob, res: ResponseSink, route: TraceSpan | undefined): Promise<ForwardResult> {
+    const decode = this.policies.decode.pick(job.candidates(), job.route, undefined, route);
+    if (route !== undefined && decode !== undefined) route.set(DECODE_ENDPOINT, decode.url);
+    if (decode === undefined || !PD_PATHS.has(job.path) || decode.role === 'both') route?.end();
     if (decode === undefined)
       return { kind: 'unanswered', failure: 'no-endpoint', detail: 'no ready decode endpoint', endpoint: undefined };
     // other paths (embeddings, tokenize, ...) have no prefill half
@@ -95,8 +115,13 @@ export class PdForwarder {
     // a `both` endpoint serves whole requests
     if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res, res);
     const canSkip = allowsDecodeOnly(job.protocol);
-    if (job.prefill.length > 0 && this.policies.prefill.prepare !== undefined) await this.policies.prefill.prepare(job.prefill, job.route);
-    const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route) : undefined;
+    if (job.prefill.length > 0 && this.policies.prefill.prepare !== undefined)
+      await this.policies.prefill.prepare(job.prefill, job.route, route);
+    const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route, undefined, route) : undefined;
+    if (route !== undefined) {
+      if (prefill !== undefined) route.set(PREFILL_ENDPOINT, prefill.url);
+      route.end();
+    }
     if (prefill === undefined) {
       // the catalog says ready only when the protocol can do without a prefill; the list was empty at resolve time
       if (canSkip) return this.decodeOnly(job, body, decode, 'no-prefill', res);
@@ -143,6 +168,7 @@ export class PdForwarder {
       contentLength: length,
       engineAuthorization: this.opts.engineAuthorization,
       forwardClientAuth: this.opts.forwardClientAuth,
+      dropTraceContext: job.trace !== undefined,
     });
     if (extra) headers.push(...extra);
     return headers;
@@ -173,6 +199,7 @@ export class PdForwarder {
           ...(job.onFirstByte ? { onFirstByte: job.onFirstByte } : {}),
           first: decode,
           ...(job.adapter ? { adapter: job.adapter, adapterMissing: job.adapterMissing ?? VLLM_MISSING } : {}),
+          ...(job.trace ? { trace: job.trace, role: decode.role } : {}),
         },
         sink,
       );
@@ -186,9 +213,10 @@ export class PdForwarder {
     const t = this.opts.timeouts;
     this.ledger.requestStarted(prefill);
     job.adapter?.requestStarted(prefill);
+    const span = job.trace !== undefined ? engineSpan(job.trace, SPAN.prefill, prefill, 'prefill', 1, 'POST', job.target) : undefined;
     const call = callEngine(this.pools.get(prefill.url), {
       path: job.target,
-      headers: this.headers(job, body.length, undefined),
+      headers: this.headers(job, body.length, span?.span.propagation()),
       body,
       headersTimeoutMs: t.headersMs,
       idleTimeoutMs: t.idleMs,
@@ -197,7 +225,8 @@ export class PdForwarder {
     });
     const leave = (): void => call.abort();
     job.gone.on(leave);
-    void call.done.then(() => {
+    void call.done.then((outcome) => {
+      if (span !== undefined) endCallSpan(span, outcome);
       job.gone.off(leave);
       this.ledger.requestEnded(prefill);
       job.adapter?.requestEnded(prefill);
