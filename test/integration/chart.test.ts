@@ -1118,3 +1118,62 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
       );
   });
 });
+
+describe('otel: the router traces to the collector, and the vllm engines continue its traces', { skip: requireTool('go') }, () => {
+  const arg = (args: string[], flag: string): string | undefined => (args.includes(flag) ? args[args.indexOf(flag) + 1] : undefined);
+  const envOf = (c: Obj): Record<string, string> => Object.fromEntries((c.env ?? []).map((e: Obj) => [e.name, e.value]));
+
+  test('off by default: no --otel-* flag, no engine tracing', () => {
+    const objs = objects(renderChart(CHART, { values: [THREE_MODELS] }));
+    for (const d of objs.filter((o) => o.kind === 'Deployment')) {
+      for (const c of d.spec.template.spec.containers) {
+        assert.ok(!(c.args ?? []).some((a: string) => a.startsWith('--otel') || a.startsWith('--otlp')), `${d.metadata.name}/${c.name}`);
+        assert.equal(envOf(c).OTEL_SERVICE_NAME, undefined);
+      }
+    }
+  });
+
+  test('otel.*: the router takes the flags (its own parser, the service name and TLS), every vllm engine gets the endpoint and its own service name', () => {
+    const values = { otel: { endpoint: 'otel-collector.monitoring:4317', serviceName: 'llm-router-prod', secure: true } };
+    const objs = objects(renderChart(CHART, { values: [THREE_MODELS, values] }));
+    const args: string[] = container(find(objs, 'Deployment', 'llm-router'), 'router').args;
+    const flags: Record<string, unknown> = parseFlags(args.slice(1), ROUTER_FLAGS, { refused: REFUSED_FLAGS }).values;
+    assert.deepEqual(
+      [flags['otel-endpoint'], flags['otel-service-name'], flags['otel-secure']],
+      ['otel-collector.monitoring:4317', 'llm-router-prod', true],
+    );
+    const engines = objs.filter((o) => o.kind === 'Deployment' && o.metadata.name !== 'llm-router');
+    assert.ok(engines.length >= 3);
+    for (const d of engines) {
+      const engine = container(d, 'engine');
+      assert.equal(arg(engine.args, '--otlp-traces-endpoint'), 'otel-collector.monitoring:4317', d.metadata.name);
+      const env = envOf(engine);
+      assert.equal(env.OTEL_SERVICE_NAME, d.metadata.name);
+      // TLS asked for: nothing says insecure
+      assert.equal(env.OTEL_EXPORTER_OTLP_TRACES_INSECURE, undefined);
+    }
+    // plain gRPC: the engines are told it is insecure, as the router's HOST:PORT is without --otel-secure
+    const plain = objects(renderChart(CHART, { values: [THREE_MODELS, { otel: { endpoint: 'c:4317' } }] }));
+    const engine = container(find(plain, 'Deployment', 'llm-router-llama-8b'), 'engine');
+    assert.equal(envOf(engine).OTEL_EXPORTER_OTLP_TRACES_INSECURE, 'true');
+    assert.equal(routerConfig(plain).tracing?.endpoint !== undefined, true);
+    // OTLP/HTTP: the engines use its protocol too; engines: false leaves them alone
+    const http = objects(renderChart(CHART, { values: [THREE_MODELS, { otel: { endpoint: 'http://c:4318/v1/traces', engines: false } }] }));
+    const quiet = container(find(http, 'Deployment', 'llm-router-llama-8b'), 'engine');
+    assert.equal(arg(quiet.args, '--otlp-traces-endpoint'), undefined);
+    const httpEngines = objects(renderChart(CHART, { values: [THREE_MODELS, { otel: { endpoint: 'http://c:4318/v1/traces' } }] }));
+    assert.equal(
+      envOf(container(find(httpEngines, 'Deployment', 'llm-router-llama-8b'), 'engine')).OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+      'http/protobuf',
+    );
+  });
+
+  test('otel.secure with an http:// URL is refused with a clear message', () => {
+    assert.throws(
+      () => renderChart(CHART, { values: [THREE_MODELS, { otel: { endpoint: 'http://c:4318/v1/traces', secure: true } }] }),
+      (e: unknown) =>
+        e instanceof ChartError &&
+        /otel\.secure is TLS, but otel\.endpoint http:\/\/c:4318\/v1\/traces is an http:\/\/ URL/.test(e.message),
+    );
+  });
+});

@@ -70,6 +70,15 @@ const RULES: readonly [RegExp, Check][] = [
     /^(node --import tsx bench\/|node --cpu-prof|wrk |kill )/,
     { kind: 'not-run', why: 'the profiling recipe: a manual, minutes-long session' },
   ],
+  [
+    /^docker run --rm -p 4317:4317 -p 16686:16686 jaegertracing\/all-in-one/,
+    { kind: 'not-run', why: 'a collector to try tracing with: needs docker; test/integration/otel.test.ts plays the collector' },
+  ],
+  [
+    /^llm-router demo --otel-endpoint /,
+    { kind: 'not-run', why: 'the demo listens on 127.0.0.1:8001: demo.test.ts runs it, otel.test.ts its --otel-* pass-through' },
+  ],
+  [/^curl -s localhost:8001\/v1\/chat\/completions /, { kind: 'not-run', why: 'asks the demo above, with a collector running' }],
   [/^helm /, { kind: 'not-run', why: 'helm is not installable here; the chart is rendered by tools/chart-render in the tests' }],
   [/^kubectl apply/, { kind: 'not-run', why: 'needs a cluster' }],
   [/^vllm serve /, { kind: 'not-run', why: 'an engine command: vLLM needs a GPU; the simulator plays it in the tests' }],

@@ -121,6 +121,9 @@ annotation cannot carry.
 {{- $maxLoraRank := int (ternary $lora.maxLoraRank $loraDefaults.maxLoraRank (hasKey $lora "maxLoraRank")) -}}
 {{- if and $adapters (lt $maxLoras 1) -}}{{- fail (printf "engines[%s].lora.maxLoras must be 1 or more (adapters an engine runs at once)" $e.name) -}}{{- end -}}
 {{- $userArgs := concat $d.extraArgs (default (list) $e.args) -}}
+{{- /* otel: a vllm engine traces to the router's collector and continues the router's trace */ -}}
+{{- $otel := $root.Values.otel -}}
+{{- $otelEngine := and (eq $kind "vllm") $otel.endpoint $otel.engines -}}
 {{- $blockSize := int (include "llm-router.engineSetting" (dict "root" $root "engine" $e "role" $role "key" "blockSize")) -}}
 {{- /* kvaware: the engine publishes its KV-cache events; the router subscribes to them (one port per data-parallel rank) */ -}}
 {{- $kvaware := eq (include "llm-router.routingLogic" $root) "kvaware" -}}
@@ -267,6 +270,11 @@ spec:
             - --kv-events-config
             - {{ $kvConfig | quote }}
             {{- end }}
+            {{- if $otelEngine }}
+            # otel.engines: the engine's spans go to the router's collector, children of the router's engine call
+            - --otlp-traces-endpoint
+            - {{ $otel.endpoint | quote }}
+            {{- end }}
             {{- if $adapters }}
             - --enable-lora
             - --max-loras
@@ -325,7 +333,7 @@ spec:
             {{- range $userArgs }}
             - {{ . | quote }}
             {{- end }}
-          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) (and $adapters (eq $kind "vllm")) }}
+          {{- if or (default $d.env $e.env) $weights.mountPath (and $cache.enabled (eq $kind "vllm")) (and $adapters (eq $kind "vllm")) $otelEngine }}
           env:
             {{- if $weights.mountPath }}
             - name: HF_HOME
@@ -339,6 +347,18 @@ spec:
             # vLLM serves /v1/load_lora_adapter and /v1/unload_lora_adapter, the router's load and unload calls, only so
             - name: VLLM_ALLOW_RUNTIME_LORA_UPDATING
               value: "true"
+            {{- end }}
+            {{- if $otelEngine }}
+            # vLLM's OpenTelemetry exporter (otel.*): its service name, and how it reaches the collector
+            - name: OTEL_SERVICE_NAME
+              value: {{ $name | quote }}
+            {{- if hasSuffix "/v1/traces" $otel.endpoint }}
+            - name: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+              value: http/protobuf
+            {{- else if not $otel.secure }}
+            - name: OTEL_EXPORTER_OTLP_TRACES_INSECURE
+              value: "true"
+            {{- end }}
             {{- end }}
             {{- with (default $d.env $e.env) }}
             {{- toYaml . | nindent 12 }}
