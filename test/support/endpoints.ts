@@ -16,6 +16,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     bootstrapPort: undefined,
     pdProtocol: undefined,
     kvEvents: undefined,
+    tokenizer: undefined,
     state: 'ready',
     since: 0,
     discoveredAt: 0,

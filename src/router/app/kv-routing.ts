@@ -27,6 +27,9 @@ export class KvRouting implements KvKeySource, KvStreamView {
   private reconcileQueued = false;
   /** which ready endpoint answers the next engine-mode /tokenize: spread over the model's endpoints */
   private nextTarget = 0;
+  /** tokenizer directories named by endpoints' sources, loaded (or tried) once each */
+  private readonly preloaded = new Set<string>();
+  private readonly log: Logger;
 
   constructor(
     private readonly catalog: ModelCatalog,
@@ -34,6 +37,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
     private readonly metrics: KvMetrics,
     log: Logger,
   ) {
+    this.log = log;
     this.events = new KvEvents({ log, defaultCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
     this.tokenizer = new RequestTokenizer({
       mode: opts.kv.tokenizer,
@@ -49,7 +53,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
     this.reconcile();
     // a tokenizer directory loads now, so a missing or broken one is said at start-up, not on the first request
     const dirs = new Set([this.opts.kv.tokenizer, ...this.opts.kv.tokenizers.values()].filter((m) => m !== 'engine' && m !== 'off'));
-    for (const dir of dirs) void this.tokenizer.preload(dir);
+    for (const dir of dirs) this.preloadNamed(dir, '--tokenizer/--tokenizers');
   }
 
   async stop(): Promise<void> {
@@ -61,12 +65,24 @@ export class KvRouting implements KvKeySource, KvStreamView {
   async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<readonly BlockKey[] | KvFallbackReason> {
     const started = performance.now();
     const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
-    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace);
+    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace, this.modeFor(request.model, candidates));
     if (outcome.fallback !== undefined) return outcome.fallback;
     const source = outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source;
     this.metrics.tokenized(source, (performance.now() - started) / 1000);
     const adapter = this.catalog.model(request.model)?.adapter;
     return blockKeys(outcome.tokens, this.blockSizeOf(candidates), adapter ? request.model : undefined);
+  }
+
+  /**
+   * How the model's prompts are tokenized: --tokenizers MODEL=... first, then what the candidates' source names (the
+   * llm-router/tokenizer annotation; endpoints mid-rollout that disagree: the smallest value, so every replica picks
+   * the same), then --tokenizer.
+   */
+  private modeFor(model: string, candidates: readonly Endpoint[]): string | undefined {
+    if (this.opts.kv.tokenizers.has(model)) return undefined;
+    let named: string | undefined;
+    for (const e of candidates) if (e.tokenizer !== undefined && (named === undefined || e.tokenizer < named)) named = e.tokenizer;
+    return named;
   }
 
   /** GET /engines: the endpoint's event stream, when it has one. */
@@ -96,6 +112,22 @@ export class KvRouting implements KvKeySource, KvStreamView {
     return this.opts.kv.blockSize;
   }
 
+  /**
+   * A tokenizer directory loads when it is first named (the flags at start, an endpoint's annotation when discovered),
+   * not on the first request; one that does not load is said once, with who named it.
+   */
+  private preloadNamed(mode: string, namedBy: string): void {
+    if (mode === 'engine' || mode === 'off' || this.preloaded.has(mode)) return;
+    this.preloaded.add(mode);
+    void this.tokenizer.preload(mode).then((ok) => {
+      if (!ok)
+        this.log.warn(
+          { tokenizer: mode, namedBy },
+          'tokenizer directory does not load (no readable tokenizer.json there?): its models fall back to prefixaware (reason tokenizer-error)',
+        );
+    });
+  }
+
   private queueReconcile(): void {
     if (this.reconcileQueued) return;
     this.reconcileQueued = true;
@@ -109,6 +141,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
   private reconcile(): void {
     const sources: KvSource[] = [];
     for (const e of this.catalog.endpoints()) {
+      if (e.tokenizer !== undefined) this.preloadNamed(e.tokenizer, `the llm-router/tokenizer annotation of ${e.id}`);
       if (e.kvEvents === undefined) continue;
       const capacity = e.cacheConfig?.numGpuBlocks;
       sources.push({

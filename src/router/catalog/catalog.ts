@@ -324,6 +324,7 @@ export class ModelCatalog implements InFlightLedger {
         bootstrapPort: spec.bootstrapPort,
         pdProtocol: spec.pdProtocol,
         kvEvents: spec.kvEvents,
+        tokenizer: spec.tokenizer,
         state: spec.draining ? 'draining' : 'discovered',
         since: now,
         discoveredAt: now,
@@ -648,7 +649,8 @@ function sameSpec(e: Endpoint, spec: EndpointSpec): boolean {
     e.probeUrl === (spec.probeUrl ?? spec.url) &&
     e.bootstrapPort === spec.bootstrapPort &&
     e.pdProtocol === spec.pdProtocol &&
-    sameKvEvents(e.kvEvents, spec.kvEvents)
+    sameKvEvents(e.kvEvents, spec.kvEvents) &&
+    e.tokenizer === spec.tokenizer
   );
 }
 

@@ -34,6 +34,8 @@ export interface EndpointSpec {
   readonly pdProtocol?: PdProtocol;
   /** its KV-cache event stream, when the source names one */
   readonly kvEvents?: KvEventsSource;
+  /** kvaware: how its models' prompts are tokenized, when the source says (`engine`, `off` or a tokenizer directory) */
+  readonly tokenizer?: string;
 }
 
 export interface ProbeRecord {
@@ -57,6 +59,8 @@ export interface Endpoint {
   readonly bootstrapPort: number | undefined;
   readonly pdProtocol: PdProtocol | undefined;
   readonly kvEvents: KvEventsSource | undefined;
+  /** kvaware: the tokenizer its source names for its models (the llm-router/tokenizer annotation) */
+  readonly tokenizer: string | undefined;
   readonly state: EndpointState;
   /** ms since epoch when the state last changed */
   readonly since: number;

@@ -211,8 +211,10 @@ export class RequestTokenizer {
     target?: TokenizeTarget,
     /** tracing on: the parent of the /tokenize call's CLIENT span */
     trace?: TraceSpan,
+    /** the mode to use instead of the model's from the options (what the model's source names) */
+    as?: TokenizerMode,
   ): Promise<TokenizeOutcome> {
-    const mode = this.modeOf(model);
+    const mode = as ?? this.modeOf(model);
     if (mode === 'off') return { fallback: 'off' };
     const p = promptFields(body);
     if (p.kind === 'fallback') return { fallback: p.reason };

@@ -75,6 +75,23 @@ export function podKvEvents(ip: string, annotations: Readonly<Record<string, str
   return { eventsUrls, replayUrls };
 }
 
+/**
+ * kvaware: how the router tokenizes prompts for the pod's models: `engine` (its /tokenize), `off`, or the absolute path
+ * of a Hugging Face tokenizer directory in the router's own filesystem (mounted into the router pod). Put on the
+ * workload's pod template, it is the model's; --tokenizers MODEL=... wins over it, and it wins over --tokenizer.
+ */
+export const TOKENIZER_ANNOTATION = 'llm-router/tokenizer';
+
+/** The pod's llm-router/tokenizer, or why it is ignored. */
+export function podTokenizer(annotations: Readonly<Record<string, string>> | undefined): { tokenizer?: string; invalid?: string } {
+  const raw = annotations?.[TOKENIZER_ANNOTATION]?.trim();
+  if (raw === undefined || raw === '') return {};
+  if (raw === 'engine' || raw === 'off') return { tokenizer: raw };
+  // an absolute path without parent steps or control characters: where the router pod mounts the tokenizer
+  if (raw.startsWith('/') && !raw.split('/').includes('..') && !/[\u0000-\u001f]/.test(raw)) return { tokenizer: raw };
+  return { invalid: `${TOKENIZER_ANNOTATION}: ${JSON.stringify(raw)} is not engine, off or an absolute path; the annotation is ignored` };
+}
+
 /** a base model's workload: the LoRA adapters the router may load on its engines, NAME=PATH comma separated */
 export const LORA_ADAPTERS_ANNOTATION = 'llm-router/lora-adapters';
 
@@ -168,6 +185,8 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
     const scheme = podScheme(pod, opts.scheme);
     const probePort = portAnnotation(annotations, PROBE_PORT_ANNOTATION);
     const bootstrapPort = portAnnotation(annotations, BOOTSTRAP_PORT_ANNOTATION);
+    const tokenizer = opts.kvEvents ? podTokenizer(annotations) : {};
+    if (tokenizer.invalid) invalid.push({ object, why: tokenizer.invalid });
     endpoints.push({
       id: `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`,
       url: `${scheme}://${bracketHost(ip)}:${podPort(pod, opts.port)}`,
@@ -178,6 +197,7 @@ export function desiredState(pods: readonly PodLike[], workloads: readonly Workl
       ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
       ...protocolOf(object, annotations),
       ...(opts.kvEvents ? { kvEvents: podKvEvents(ip, annotations, opts.kvEvents) } : {}),
+      ...(tokenizer.tokenizer ? { tokenizer: tokenizer.tokenizer } : {}),
     });
   }
   for (const w of workloads) {
