@@ -88,7 +88,8 @@ export function podTokenizer(annotations: Readonly<Record<string, string>> | und
   if (raw === undefined || raw === '') return {};
   if (raw === 'engine' || raw === 'off') return { tokenizer: raw };
   // an absolute path without parent steps or control characters: where the router pod mounts the tokenizer
-  if (raw.startsWith('/') && !raw.split('/').includes('..') && !/[\u0000-\u001f]/.test(raw)) return { tokenizer: raw };
+  const control = [...raw].some((c) => c.charCodeAt(0) < 0x20);
+  if (raw.startsWith('/') && !raw.split('/').includes('..') && !control) return { tokenizer: raw };
   return { invalid: `${TOKENIZER_ANNOTATION}: ${JSON.stringify(raw)} is not engine, off or an absolute path; the annotation is ignored` };
 }
 
