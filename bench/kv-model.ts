@@ -16,7 +16,6 @@
 //        [--events start|end] [--event-lag-ms L] [--rate R] [--set key=value,...] [--json]
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
-import type { Endpoint } from '../src/router/core/endpoint.js';
 import type { BlockKey } from '../src/router/kv/block-key.js';
 import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvMatch } from '../src/router/kv/types.js';
 import { createPolicy } from '../src/router/routing/index.js';
@@ -25,7 +24,17 @@ import type { RouteRequest, RoutingPolicy } from '../src/router/routing/policy.j
 import type { RoutingLogic } from '../src/router/config/config.js';
 import { PrefixCache } from '../src/tools/sim/prefix-cache.js';
 import { testEndpoint, type WritableEndpoint } from '../test/support/endpoints.js';
-import { BlockLru, cacheFigures, generateTrace, parseTrace, promptText, rowBlocks, TRACE_BLOCK_TOKENS, type Scale, type TraceRow } from './kv-trace.js';
+import {
+  BlockLru,
+  cacheFigures,
+  generateTrace,
+  parseTrace,
+  promptText,
+  rowBlocks,
+  TRACE_BLOCK_TOKENS,
+  type Scale,
+  type TraceRow,
+} from './kv-trace.js';
 
 const ENGINES = 4;
 const MODEL = 'bench-kv';
@@ -70,7 +79,7 @@ export interface ModelResult {
   readonly ttftP90Ms: number;
   /** by decision kind: requests, tokens, hits, what the combined cache hit on them */
   readonly byReason: Record<string, LossRow>;
-  /** requests whose replicas disagreed... (not measured: replicas see different requests) */
+  /** requests served per engine */
   readonly perEngine: number[];
 }
 
@@ -266,7 +275,8 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     queries += job.tokens;
     hits += hit;
     combinedHits += cHit;
-    const row = (byReason[job.reason] ??= { requests: 0, tokens: 0, hitTokens: 0, combinedHitTokens: 0, missedElsewhere: 0 });
+    const row = byReason[job.reason] ?? { requests: 0, tokens: 0, hitTokens: 0, combinedHitTokens: 0, missedElsewhere: 0 };
+    byReason[job.reason] = row;
     row.requests++;
     row.tokens += job.tokens;
     row.hitTokens += hit;
@@ -322,14 +332,21 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
         const ep = r.endpoints[e] as WritableEndpoint;
         const waiting = (queues[e] as Job[]).length;
         const run = running[e] as number;
-        ep.engineLoad = { at: now, running: run, waiting, kvUsage: undefined, otherLoad: Math.max(0, run + waiting - ep.inFlight) + waiting };
+        ep.engineLoad = {
+          at: now,
+          running: run,
+          waiting,
+          kvUsage: undefined,
+          otherLoad: Math.max(0, run + waiting - ep.inFlight) + waiting,
+        };
       }
     }
   };
 
   for (const [i, row] of o.rows.entries()) {
     const blocks = rowBlocks(row, o.scale);
-    const head: TraceRow = row.hash_ids.length > 12 ? { ...row, hash_ids: row.hash_ids.slice(0, 12), input_length: 12 * TRACE_BLOCK_TOKENS } : row;
+    const head: TraceRow =
+      row.hash_ids.length > 12 ? { ...row, hash_ids: row.hash_ids.slice(0, 12), input_length: 12 * TRACE_BLOCK_TOKENS } : row;
     const request: RouteRequest = { model: MODEL, headers: {}, body: { model: MODEL, prompt: promptText(head, o.scale.blockTokens) } };
     const job: Job = {
       i,
@@ -418,7 +435,9 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const trace = arg(argv, 'trace');
   const requests = Number(arg(argv, 'requests') ?? 1500);
-  const rows = trace ? parseTrace(readFileSync(trace, 'utf8')).slice(0, requests) : generateTrace({ requests, seed: Number(arg(argv, 'seed') ?? 42) });
+  const rows = trace
+    ? parseTrace(readFileSync(trace, 'utf8')).slice(0, requests)
+    : generateTrace({ requests, seed: Number(arg(argv, 'seed') ?? 42) });
   const kv: Record<string, number | boolean> = {};
   for (const kvp of (arg(argv, 'set') ?? '').split(',').filter(Boolean)) {
     const [k, v] = kvp.split('=');

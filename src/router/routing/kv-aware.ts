@@ -2,8 +2,16 @@
 // (router/kv, built on every replica from the engines' KV-cache events) says how many leading blocks of the
 // request's token ids each candidate holds; the candidate that holds the most (GPU blocks over offloaded ones) less a
 // small share for its load wins, among those within the same load bound as prefixaware: an endpoint whose in-flight
-// count would exceed (1 + epsilon) x the mean is skipped, so one hot prefix cannot pile onto one engine. No tokens, no
-// match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
+// count would exceed (1 + epsilon) x the mean is skipped, so one hot prefix cannot pile onto one engine.
+//
+// The bound stretches for a holder that saves much more than any endpoint within it: up to mean + `boundSlack` (2)
+// requests in flight, when it holds at least `stretchGain` (half) of the prompt more. At low concurrency the bound
+// ceil(1.25 x (total + 1) / n) is 1, so without the stretch one request running on the only engine holding a
+// conversation sent its next turn elsewhere to be computed again (on Mooncake's public trace most of what kvaware lost
+// against one cache of the engines' combined capacity; bench/kv-model.ts). A prefix several engines hold (a shared
+// system prompt) gains too little to stretch, and still spreads. Only in-flight counts differ between replicas.
+//
+// No tokens, no match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { BlockKey } from '../kv/block-key.js';
