@@ -67,6 +67,8 @@ export interface LossRow {
   combinedHitTokens: number;
   /** tokens a longer prefix held elsewhere at decision time would have saved */
   missedElsewhere: number;
+  /** tokens the combined cache hit beyond the longest prefix any engine held at decision time (capacity, copies) */
+  heldNowhere: number;
 }
 
 export interface ModelResult {
@@ -275,13 +277,14 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     queries += job.tokens;
     hits += hit;
     combinedHits += cHit;
-    const row = byReason[job.reason] ?? { requests: 0, tokens: 0, hitTokens: 0, combinedHitTokens: 0, missedElsewhere: 0 };
+    const row = byReason[job.reason] ?? { requests: 0, tokens: 0, hitTokens: 0, combinedHitTokens: 0, missedElsewhere: 0, heldNowhere: 0 };
     byReason[job.reason] = row;
     row.requests++;
     row.tokens += job.tokens;
     row.hitTokens += hit;
     row.combinedHitTokens += cHit;
     row.missedElsewhere += Math.max(0, job.bestElsewhere - job.chosenHeld) * o.scale.kvBlockSize;
+    row.heldNowhere += Math.max(0, cHit - Math.max(hit, job.bestElsewhere * o.scale.kvBlockSize));
     const ttft = o.ttftMs + (job.tokens - hit) * o.prefillMsPerToken;
     ttfts.push(now - job.arrival + ttft);
     const published = o.events === 'start' ? now + o.eventLagMs : now + ttft + o.eventLagMs;
@@ -423,7 +426,7 @@ export function renderModel(results: readonly ModelResult[]): string {
       for (const [reason, x] of Object.entries(r.byReason)) {
         lines.push(
           `   ${reason.padEnd(12)} ${String(x.requests).padStart(5)} req, hit ${String(x.hitTokens).padStart(8)} vs combined ${String(x.combinedHitTokens).padStart(8)}` +
-            ` (lost ${String(x.combinedHitTokens - x.hitTokens).padStart(7)}), longer prefix elsewhere ${x.missedElsewhere}`,
+            ` (lost ${String(x.combinedHitTokens - x.hitTokens).padStart(7)}), longer prefix elsewhere ${x.missedElsewhere}, held nowhere ${x.heldNowhere}`,
         );
       }
     }
