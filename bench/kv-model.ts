@@ -182,6 +182,8 @@ interface Job {
   readonly tokens: number;
   readonly outTokens: number;
   readonly arrival: number;
+  /** when the client sent it (after waiting for one of its `concurrency` connections) */
+  sent: number;
   readonly request: RouteRequest;
   reason: string;
   engine: number;
@@ -286,7 +288,7 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     row.missedElsewhere += Math.max(0, job.bestElsewhere - job.chosenHeld) * o.scale.kvBlockSize;
     row.heldNowhere += Math.max(0, cHit - Math.max(hit, job.bestElsewhere * o.scale.kvBlockSize));
     const ttft = o.ttftMs + (job.tokens - hit) * o.prefillMsPerToken;
-    ttfts.push(now - job.arrival + ttft);
+    ttfts.push(now - job.sent + ttft);
     const published = o.events === 'start' ? now + o.eventLagMs : now + ttft + o.eventLagMs;
     const st = [...stored];
     const ev = [...evicted];
@@ -309,6 +311,7 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
 
   const dispatch = async (job: Job): Promise<void> => {
     clientInFlight++;
+    job.sent = now;
     const r = replicas[job.replica] as (typeof replicas)[number];
     await r.policy.prepare?.(r.endpoints, job.request);
     r.setCurrent(job);
@@ -358,6 +361,7 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
       tokens: blocks.tokens,
       outTokens: Math.max(1, Math.min(64, Math.round((row.output_length * o.scale.blockTokens) / TRACE_BLOCK_TOKENS))),
       arrival: (row.timestamp - base) / compress,
+      sent: 0,
       request,
       reason: '',
       engine: -1,

@@ -4,12 +4,13 @@
 // small share for its load wins, among those within the same load bound as prefixaware: an endpoint whose in-flight
 // count would exceed (1 + epsilon) x the mean is skipped, so one hot prefix cannot pile onto one engine.
 //
-// The bound stretches for a holder that saves much more than any endpoint within it: up to mean + `boundSlack` (2)
-// requests in flight, when it holds at least `stretchGain` (half) of the prompt more. At low concurrency the bound
-// ceil(1.25 x (total + 1) / n) is 1, so without the stretch one request running on the only engine holding a
-// conversation sent its next turn elsewhere to be computed again (on Mooncake's public trace most of what kvaware lost
-// against one cache of the engines' combined capacity; bench/kv-model.ts). A prefix several engines hold (a shared
-// system prompt) gains too little to stretch, and still spreads. Only in-flight counts differ between replicas.
+// The bound stretches by `boundSlack` (2) requests for a holder that holds at least `stretchGain` (half) of the
+// prompt more than any endpoint within the bound: sending it elsewhere would compute that half again. At low
+// concurrency the bound ceil(1.25 x (total + 1) / n) is 1, so without the stretch one request running on the only
+// engine holding a conversation sent its next turn elsewhere to be computed again (on Mooncake's public trace most of
+// what kvaware lost against one cache of the engines' combined capacity; bench/kv-model.ts). A prefix several engines
+// hold (a shared system prompt) gains too little to stretch, and still spreads. Only in-flight counts differ between
+// replicas, as for the bound itself.
 //
 // No tokens, no match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
 import type { Endpoint } from '../core/endpoint.js';
@@ -29,9 +30,9 @@ export interface KvAwareOptions {
   readonly offloadWeight?: number;
   /** how much of the prompt (as a fraction) the most loaded candidate gives up against an idle one; default 0.1 */
   readonly loadWeight?: number;
-  /** requests above the mean an endpoint may always carry (the bound's floor at low concurrency); default 0 */
+  /** requests over the load bound a holder may go, when it saves `stretchGain` more of the prompt; default 2 */
   readonly boundSlack?: number;
-  /** how much more of the prompt (a fraction) a holder over the bound must hold than any endpoint within it; default 0 */
+  /** how much more of the prompt (a fraction) a holder over the bound must hold than any endpoint within it; default 0.5 */
   readonly stretchGain?: number;
   readonly engineStatsIntervalMs?: number;
   /**
@@ -66,7 +67,7 @@ export class KvAwarePolicy implements RoutingPolicy {
     this.spread = 1 + Math.max(0, opts.balanceEpsilon ?? 0.25);
     this.offloadWeight = Math.min(1, Math.max(0, opts.offloadWeight ?? 0.5));
     this.loadWeight = Math.max(0, opts.loadWeight ?? 0.1);
-    this.slack = Math.max(0, opts.boundSlack ?? 2);
+    this.slack = Math.max(0, Math.round(opts.boundSlack ?? 2));
     this.stretchGain = Math.max(0, opts.stretchGain ?? 0.5);
     this.statsIntervalMs = opts.engineStatsIntervalMs ?? 1000;
     this.now = opts.now ?? Date.now;
@@ -124,10 +125,9 @@ export class KvAwarePolicy implements RoutingPolicy {
       loads[i] = load;
       if (load > maxLoad) maxLoad = load;
     }
-    const mean = (total + 1) / n;
     // prefixaware's bound, and the stretch a holder that saves enough more than any endpoint within it may go up to
     const room = Math.ceil((this.spread * (total + 1)) / n);
-    const stretch = Math.max(room, Math.ceil(mean + this.slack - 1e-9));
+    const stretch = room + this.slack;
     let bestScore = 0;
     let bestMatched = 0;
     let bestHeldInRoom = 0;
