@@ -465,7 +465,7 @@ async function main(): Promise<void> {
           policy,
           events: arg(argv, 'events') === 'end' ? 'end' : 'start',
           eventLagMs: Number(arg(argv, 'event-lag-ms') ?? 2),
-          ttftMs: 5,
+          ttftMs: Number(arg(argv, 'ttft-ms') ?? 5),
           prefillMsPerToken: Number(arg(argv, 'prefill-ms-per-token') ?? 0.25),
           itlMs: 1,
           maxNumSeqs: 16,
