@@ -201,3 +201,33 @@ test('kvaware: once an engine reports a prefix, where the router sent it no long
   gpu.set(other.id, new Set(KEYS.slice(0, 5)));
   for (let i = 0; i < 10; i++) assert.equal(await pick(policy, c), other);
 });
+
+test('kvaware: at low concurrency the only holder of a prompt keeps it, though one request over the bound', async () => {
+  const c = eps(4);
+  // one request in flight in all, on e1: room = ceil(1.25 x 2 / 4) = 1 would send the prompt away from its only holder
+  c[1]!.inFlight = 1;
+  const index = new FakeIndex(new Map([['e1', new Set(KEYS)]]));
+  const { policy, seen } = setUp(index);
+  assert.equal((await pick(policy, c))?.id, 'e1');
+  assert.deepEqual(seen.matched, [KEYS.length]);
+  assert.deepEqual(seen.fallbacks, []);
+});
+
+test('kvaware: over the bound only for a prefix longer by half the prompt, and by 2 requests at most', async () => {
+  const c = eps(4);
+  c[1]!.inFlight = 1;
+  // e2, within the bound, holds 6 of 10: e1's 10 saves 40 % more, not enough to go over the bound
+  const index = new FakeIndex(
+    new Map([
+      ['e1', new Set(KEYS)],
+      ['e2', new Set(KEYS.slice(0, 6))],
+    ]),
+  );
+  assert.equal((await pick(setUp(index).policy, c))?.id, 'e2');
+  // e2 holds 4 of 10: e1 saves 60 % more and takes it
+  index.gpu.set('e2', new Set(KEYS.slice(0, 4)));
+  assert.equal((await pick(setUp(index).policy, c))?.id, 'e1');
+  // e1 with all 4 in flight: bound ceil(1.25 x 5 / 4) = 2, stretch 2 + 2 = 4, full; the holder within the bound takes it
+  c[1]!.inFlight = 4;
+  assert.equal((await pick(setUp(index).policy, c))?.id, 'e2');
+});
