@@ -7,63 +7,42 @@
 //    different texts can never share an entry. Reuse is exact only where no merge or normalizer rule reaches across
 //    such a token: the tokenizer checks that when it loads (`segmentable`), else every text is tokenized whole.
 //  - whole answers (the engine's /tokenize), under a hash of the model and the request's prompt fields.
+import { LRUCache } from 'lru-cache';
 import type { HfTokenizer } from './hf-tokenizer.js';
 
 /**
- * A map bounded by the bytes of what it holds, least recently used out first. Reading an entry makes it the most
- * recently used, unless it is in the newer half already (moving it there again would cost a delete and an insert on
- * every read of a conversation's pieces while changing no eviction: the older half goes first).
+ * A map bounded by the bytes of what it holds, least recently used out first: lru-cache's, whose eviction is O(1). (A
+ * Map used as the queue, iterated from its first key to evict, walks every key deleted since the table was rebuilt.)
  */
-export class ByteLru<V> {
-  private readonly map = new Map<string, { value: V; bytes: number; seq: number }>();
-  private used = 0;
-  /** counts insertions: an entry's `seq` says how many came after it */
-  private seq = 0;
+export class ByteLru<V extends {}> {
+  private readonly lru: LRUCache<string, V>;
 
-  constructor(
-    private readonly maxBytes: number,
-    private readonly sizeOf: (value: V) => number,
-  ) {}
-
-  get(key: string): V | undefined {
-    const e = this.map.get(key);
-    if (!e) return undefined;
-    if (this.seq - e.seq > this.map.size >> 1) {
-      this.map.delete(key);
-      e.seq = ++this.seq;
-      this.map.set(key, e);
-    }
-    return e.value;
+  constructor(maxBytes: number, sizeOf: (value: V) => number) {
+    this.lru = new LRUCache<string, V>({
+      maxSize: Math.max(1, maxBytes),
+      sizeCalculation: (value, key) => sizeOf(value) + key.length * 2 + ENTRY_OVERHEAD,
+    });
   }
 
+  get(key: string): V | undefined {
+    return this.lru.get(key);
+  }
+
+  /** An entry larger than the whole bound is not kept (and one it replaces is gone). */
   set(key: string, value: V): void {
-    const bytes = this.sizeOf(value) + key.length * 2 + ENTRY_OVERHEAD;
-    const old = this.map.get(key);
-    if (old) {
-      this.used -= old.bytes;
-      this.map.delete(key);
-    }
-    if (bytes > this.maxBytes) return;
-    this.map.set(key, { value, bytes, seq: ++this.seq });
-    this.used += bytes;
-    for (const [k, e] of this.map) {
-      if (this.used <= this.maxBytes) break;
-      this.map.delete(k);
-      this.used -= e.bytes;
-    }
+    this.lru.set(key, value);
   }
 
   get bytes(): number {
-    return this.used;
+    return this.lru.calculatedSize;
   }
 
   get size(): number {
-    return this.map.size;
+    return this.lru.size;
   }
 
   clear(): void {
-    this.map.clear();
-    this.used = 0;
+    this.lru.clear();
   }
 }
 

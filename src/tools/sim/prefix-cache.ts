@@ -2,6 +2,7 @@
 // `blockTokens`, each full block named by a hash chained from its parent block's and its own tokens, held in an LRU of
 // `capacity` blocks. A request reuses its leading blocks up to the first one missing; that decides how much prefill
 // it skips. The names here are the cache's own; the hashes an engine publishes (kv-cache.ts) are seeded per process.
+import { LRUCache } from 'lru-cache';
 import { contentText, WordTokenizer } from './tokenizer.js';
 
 /** The prompt text the engine would tokenise: chat messages (role, then content) in order, or the prompt / input. */
@@ -82,11 +83,14 @@ export interface Admission<V> {
 /**
  * An LRU of block ids, each with a value (the engine's published hash, or `true`). Capacity 0 caches nothing.
  */
-export class PrefixCache<V = true> {
-  // Map iteration order is insertion order: the first key is the least recently used
-  private readonly lru = new Map<number, V>();
+export class PrefixCache<V extends {} = true> {
+  // lru-cache: O(1) eviction of the least recently used (a Map used as the queue walks every deleted key to find its
+  // first one, which made each admit past the capacity slower the longer the simulator ran)
+  private readonly lru: LRUCache<number, V>;
 
-  constructor(readonly capacity: number) {}
+  constructor(readonly capacity: number) {
+    this.lru = new LRUCache({ max: Math.max(1, capacity) });
+  }
 
   get size(): number {
     return this.lru.size;
@@ -111,28 +115,28 @@ export class PrefixCache<V = true> {
     const kept = Math.min(blocks.length, this.capacity);
     const evicted: V[] = [];
     // the hits are touched first, so that making room never evicts them
-    for (let i = hits - 1; i >= 0; i--) this.touch(blocks[i] as number, this.lru.get(blocks[i] as number) as V);
+    for (let i = hits - 1; i >= 0; i--) this.touch(blocks[i] as number, this.lru.peek(blocks[i] as number) as V);
     while (this.lru.size + (kept - Math.min(hits, kept)) > this.capacity) {
-      const [id, v] = this.lru.entries().next().value as [number, V];
-      this.lru.delete(id);
+      const v = this.lru.pop();
+      if (v === undefined) break;
       evicted.push(v);
     }
     const stored: V[] = [];
-    let parent = hits > 0 ? this.lru.get(blocks[hits - 1] as number) : undefined;
+    let parent = hits > 0 ? this.lru.peek(blocks[hits - 1] as number) : undefined;
     for (let i = hits; i < kept; i++) {
       parent = value(i, parent);
       stored.push(parent);
     }
     for (let i = kept - 1; i >= 0; i--) {
       const id = blocks[i] as number;
-      this.touch(id, i >= hits ? (stored[i - hits] as V) : (this.lru.get(id) as V));
+      this.touch(id, i >= hits ? (stored[i - hits] as V) : (this.lru.peek(id) as V));
     }
     return { hits, stored, evicted };
   }
 
   /** The value of a cached block, without marking it used. */
   peek(id: number): V | undefined {
-    return this.lru.get(id);
+    return this.lru.peek(id);
   }
 
   /** Drops every block. */
@@ -140,8 +144,8 @@ export class PrefixCache<V = true> {
     this.lru.clear();
   }
 
+  /** marks the block the most recently used */
   private touch(id: number, v: V): void {
-    this.lru.delete(id);
     this.lru.set(id, v);
   }
 }
