@@ -63,6 +63,8 @@ export interface KvBenchOptions {
   readonly only: ReadonlySet<string>;
   /** sequential requests per path in the added-latency measurement */
   readonly latencyRequests: number;
+  /** unmeasured requests before them (other prompts, another conversation): a router that has run a while, its JIT warm */
+  readonly latencyWarmup: number;
   /** tokens of the added-latency turn */
   readonly latencyTokens: number;
   /** also measure kvaware's added latency with this Hugging Face tokenizer directory in the router and the engines */
@@ -104,6 +106,7 @@ export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: s
     replicas,
     only: new Set((value('parts') ?? 'replay,latency,index').split(',')),
     latencyRequests: num('latency-requests', quick ? 15 : 40),
+    latencyWarmup: num('latency-warmup', quick ? 10 : 40),
     latencyTokens: num('latency-tokens', 12_000),
     ttftMs: num('ttft-ms', 5, false),
     prefillMsPerToken: num('prefill-ms-per-token', 0.25, false),
@@ -422,7 +425,7 @@ function latencyBodies(
     count = Math.max(1, Math.round((count * o.latencyTokens) / tokenizer.encode(words(1, count)).length));
     const body = (n: number): string => JSON.stringify({ model: MODEL, prompt: words(n, count), max_tokens: 1 });
     return {
-      warmup: [1_000_001, 1_000_002, 1_000_003].map(body),
+      warmup: Array.from({ length: Math.max(3, o.latencyWarmup) }, (_, i) => body(1_000_001 + i)),
       measured: Array.from({ length: o.latencyRequests }, (_, i) => body(i)),
       tokens: tokenizer.encode(words(0, count)).length,
     };
@@ -441,8 +444,15 @@ function latencyBodies(
   }
   const first = Math.max(3, lo);
   const body = (u: number): string => JSON.stringify({ model: MODEL, messages: upTo(Math.min(u, users.length - 1)), max_tokens: 1 });
+  // another conversation's turns first (the code warm, not this conversation's caches), then the three turns before the
+  // first measured one
+  const other = conversation(2, 400, 250);
+  const otherUsers = other.flatMap((m, i) => (m.role === 'user' ? [i] : []));
+  const otherTurns = otherUsers
+    .slice(Math.max(0, first - o.latencyWarmup), first)
+    .map((i) => JSON.stringify({ model: MODEL, messages: other.slice(0, i + 1), max_tokens: 1 }));
   return {
-    warmup: [first - 3, first - 2, first - 1].map(body),
+    warmup: [...otherTurns, ...[first - 3, first - 2, first - 1].map(body)],
     measured: Array.from({ length: o.latencyRequests }, (_, i) => body(first + i)),
     tokens: tokensOf(first),
   };

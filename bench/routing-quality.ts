@@ -192,6 +192,8 @@ export async function startRouter(
 ): Promise<RouterProc> {
   const cli = existsSync(DIST_CLI) ? [DIST_CLI] : ['--import', 'tsx', path.join(root, 'src', 'cli', 'main.ts')];
   const args = [
+    // e.g. BENCH_ROUTER_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof': profile the routers a bench starts
+    ...(process.env.BENCH_ROUTER_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? []),
     ...cli,
     'serve',
     '--host',

@@ -169,6 +169,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
       replicas: [1, 2],
       only: ['replay'],
       latencyRequests: 1,
+      latencyWarmup: 3,
       latencyTokens: 12_000,
       ttftMs: 1,
       prefillMsPerToken: 1,
