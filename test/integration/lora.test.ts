@@ -228,6 +228,17 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
 
   test('two replicas load the same adapter on one engine: the second gets 400 "already loaded", which is a load', async () => {
     assert.equal((await post(router.url, 'twin')).status, 200);
+    const done = Date.now();
+    // the replica places a load by the engines' load as it scraped them: a scrape of sim-a taken while the router's
+    // request ran there would send it to sim-b instead. Wait for one taken after that request ended
+    await eventually(
+      'the replica sees sim-a idle',
+      async () =>
+        (await call(`${replica.url}/engines`))
+          .json<{ endpoints: { url: string; load: { running: number; waiting: number; at: string } | null }[] }>()
+          .endpoints.find((e) => e.url === a.url)?.load,
+      (load) => load === null || load === undefined || (Date.parse(load.at) > done && load.running + load.waiting === 0),
+    );
     // the replica has not probed since: it does not know sim-a holds twin, and asks it to load it too
     const second = await post(replica.url, 'twin');
     assert.equal(second.status, 200, second.text);
