@@ -23,6 +23,7 @@ import { KvAwarePolicy, type KvAwareOptions } from '../src/router/routing/kv-awa
 import type { RouteRequest, RoutingPolicy } from '../src/router/routing/policy.js';
 import type { RoutingLogic } from '../src/router/config/config.js';
 import { PrefixCache } from '../src/tools/sim/prefix-cache.js';
+import { rng } from '../test/support/conversations.js';
 import { testEndpoint, type WritableEndpoint } from '../test/support/endpoints.js';
 import {
   BlockLru,
@@ -225,7 +226,7 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
         observer.fallback(m, reason);
       },
     };
-    const common = { engineStatsIntervalMs: o.statsIntervalMs, now: clock, random: mulberry(7) };
+    const common = { engineStatsIntervalMs: o.statsIntervalMs, now: clock, random: rng(7) };
     // kvaware built as createPolicy builds it (over prefixaware over least-load), with the model's knobs on top
     const policy: RoutingPolicy =
       o.policy === 'kvaware'
@@ -399,16 +400,6 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
   };
 }
 
-function mulberry(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // ---- command line ----
 
