@@ -400,7 +400,6 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
   };
 }
 
-
 // ---- command line ----
 
 function arg(argv: readonly string[], name: string): string | undefined {
