@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'puppeteer-core';
 import { launchChromium } from '../support/browser.js';
 import { stopAll } from '../support/process.js';
-import { call, FAST_PROBES, simKvEndpoints, startRouter, startSim, type Running } from '../support/router.js';
+import { call, FAST_PROBES, kvawareArgs, startRouter, startSim, type Running } from '../support/router.js';
 import { within } from '../support/within.js';
 
 const MODEL = 'kv-model';
@@ -28,20 +28,7 @@ describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: req
 
   before(async () => {
     sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0']);
-    const kv = simKvEndpoints(sim);
-    router = await startRouter([
-      ...FAST_PROBES,
-      '--routing-logic',
-      'kvaware',
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      MODEL,
-      '--static-backend-kv-events',
-      kv.events,
-      '--static-backend-kv-replay',
-      kv.replay,
-    ]);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim], MODEL)]);
     browser = await within(30_000, 'chromium starts', launchChromium(path.join(dir, 'profile')));
     page = await browser.newPage();
   });

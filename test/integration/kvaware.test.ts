@@ -3,7 +3,7 @@
 // both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { call, FAST_PROBES, type Running, simKvEndpoints, startRouter, startSim } from '../support/router.js';
+import { call, FAST_PROBES, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
 import { stopAll } from '../support/process.js';
 import { eventually } from '../support/within.js';
 import { request } from 'undici';
@@ -41,24 +41,7 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
     const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '64'];
     a = await startSim([...simArgs, '--id', 'A']);
     b = await startSim([...simArgs, '--id', 'B']);
-    const ka = simKvEndpoints(a);
-    const kb = simKvEndpoints(b);
-    for (let i = 0; i < 2; i++)
-      routers.push(
-        await startRouter([
-          ...FAST_PROBES,
-          '--routing-logic',
-          'kvaware',
-          '--static-backends',
-          `${a.url},${b.url}`,
-          '--static-models',
-          `${MODEL},${MODEL}`,
-          '--static-backend-kv-events',
-          `${ka.events},${kb.events}`,
-          '--static-backend-kv-replay',
-          `${ka.replay},${kb.replay}`,
-        ]),
-      );
+    for (let i = 0; i < 2; i++) routers.push(await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]));
     for (const r of routers)
       await eventually(
         'both engines ready and their event streams connected',
@@ -114,20 +97,7 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
 
   before(async () => {
     sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'A']);
-    const k = simKvEndpoints(sim);
-    router = await startRouter([
-      ...FAST_PROBES,
-      '--routing-logic',
-      'kvaware',
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      MODEL,
-      '--static-backend-kv-events',
-      k.events,
-      '--static-backend-kv-replay',
-      k.replay,
-    ]);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim], MODEL)]);
     await eventually(
       'the event stream connected',
       () => blocksOn(router),

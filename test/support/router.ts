@@ -58,6 +58,23 @@ export function simKvEndpoints(sim: Running): { readonly events: string; readonl
   return { events: m[1] as string, replay: m[2] as string };
 }
 
+/** `serve` flags routing `model` by kvaware over these simulators (started with --kv-events-port 0), their events followed. */
+export function kvawareArgs(sims: readonly Running[], model: string): string[] {
+  const kv = sims.map(simKvEndpoints);
+  return [
+    '--routing-logic',
+    'kvaware',
+    '--static-backends',
+    sims.map((s) => s.url).join(','),
+    '--static-models',
+    sims.map(() => model).join(','),
+    '--static-backend-kv-events',
+    kv.map((k) => k.events).join(','),
+    '--static-backend-kv-replay',
+    kv.map((k) => k.replay).join(','),
+  ];
+}
+
 export interface Answer {
   readonly status: number;
   readonly headers: Record<string, string | string[] | undefined>;
