@@ -3,10 +3,9 @@
 // both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { call, FAST_PROBES, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
+import { call, FAST_PROBES, firstSnapshot, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
 import { stopAll } from '../support/process.js';
 import { eventually } from '../support/within.js';
-import { request } from 'undici';
 
 const MODEL = 'kv-model';
 
@@ -118,14 +117,7 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
     const batch = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: ['a', 'b'], max_tokens: 1 }) });
     assert.equal(batch.status, 200);
 
-    const events = await request(`${router.url}/events`);
-    let text = '';
-    for await (const chunk of events.body) {
-      text += chunk.toString();
-      if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
-    }
-    events.body.destroy();
-    const kv = (JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as { state: { kv: KvPart | null } }).state.kv;
+    const kv = (await firstSnapshot<{ state: { kv: KvPart | null } }>(router.url)).state.kv;
     assert.ok(kv, 'kvaware is in use: the state has its kv part');
     const e = kv.endpoints.find((x) => x.url === sim.url);
     assert.ok(e?.connected && e.ranks === 1 && e.ranksConnected === 1, JSON.stringify(kv.endpoints));

@@ -6,13 +6,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Client, request } from 'undici';
+import { Client } from 'undici';
 import { stopAll } from '../support/process.js';
 import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
   call,
   chat,
   FAST_PROBES,
+  firstSnapshot,
   setFault,
   simRequests,
   simStats,
@@ -183,15 +184,7 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
       [1, 0, 1, 1],
     );
     // the operator's timeline shows the loads and the unload
-    const events = await request(`${router.url}/events`);
-    let text = '';
-    for await (const chunk of events.body) {
-      text += chunk.toString();
-      if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
-    }
-    events.body.destroy();
-    const timeline = (JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as { timeline: Record<string, unknown>[] })
-      .timeline;
+    const { timeline } = await firstSnapshot<{ timeline: Record<string, unknown>[] }>(router.url);
     assert.ok(timeline.some((e) => e.type === 'adapter-unload' && e.adapter === 'e2' && e.endpoint === c.url && e.reason === 'evicted'));
     assert.ok(timeline.some((e) => e.type === 'adapter-load' && e.adapter === 'e3' && e.result === 'loaded'));
   });

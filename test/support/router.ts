@@ -58,6 +58,18 @@ export function simKvEndpoints(sim: Running): { readonly events: string; readonl
   return { events: m[1] as string, replay: m[2] as string };
 }
 
+/** The first `snapshot` event of the router's `GET /events` (the operator's page's state and timeline), parsed. */
+export async function firstSnapshot<T>(routerUrl: string): Promise<T> {
+  const events = await request(`${routerUrl}/events`);
+  let text = '';
+  for await (const chunk of events.body) {
+    text += chunk.toString();
+    if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
+  }
+  events.body.destroy();
+  return JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as T;
+}
+
 /** `serve` flags routing `model` by kvaware over these simulators (started with --kv-events-port 0), their events followed. */
 export function kvawareArgs(sims: readonly Running[], model: string): string[] {
   const kv = sims.map(simKvEndpoints);
