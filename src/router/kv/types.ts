@@ -2,7 +2,7 @@
 import type { Endpoint } from '../core/endpoint.js';
 import type { TraceSpan } from '../core/trace.js';
 import type { BlockKey } from './block-key.js';
-import { TOKENIZE_FALLBACKS } from './request-tokens.js';
+import { TOKENIZE_FALLBACKS } from './prompt-fields.js';
 
 /** Where a block is held: on the GPU, or in an offload tier (CPU, disk, LMCache), which saves less prefill. */
 export type KvTier = 'gpu' | 'offload';

@@ -1,0 +1,204 @@
+// Token ids from the engine itself: POST /tokenize to a ready endpoint of the model with the request's own prompt
+// fields (`prompt`, or `messages` and the template arguments the request carries), so the engine's own tokenizer and
+// template answer. Whole answers are cached under a hash of the model and those fields, and one call serves
+// concurrent equal requests. Nothing here fails a request: a slow or failing engine comes back as a fallback reason.
+import { createHash } from 'node:crypto';
+import { Agent, request } from 'undici';
+import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
+import type { TraceSpan } from '../core/trace.js';
+import { ENDPOINT, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, SPAN, TOKENIZE_OUTCOME, URL_PATH } from '../tracing/attributes.js';
+import type { TextPrompt, TokenizeOutcome } from './prompt-fields.js';
+import { ByteLru } from './token-cache.js';
+
+/** An engine endpoint to ask (a catalog Endpoint fits). */
+export interface TokenizeTarget {
+  readonly url: string;
+}
+
+/**
+ * One JSON POST to an engine; resolves with the status and the body text, rejects when the call fails or is aborted.
+ * `extraHeaders` (flat [name, value, ...]): the call's trace context, when tracing is on.
+ */
+export type EnginePost = (
+  url: string,
+  body: string,
+  signal: AbortSignal,
+  extraHeaders?: readonly string[],
+) => Promise<{ status: number; text: string }>;
+
+export interface EngineTokenizerOptions {
+  /** how long to wait for /tokenize (default 250 ms) */
+  readonly timeoutMs?: number;
+  /**
+   * after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default 5 s; 0:
+   * always ask), so a stalled /tokenize costs one timeout per interval rather than one per request
+   */
+  readonly backoffMs?: number;
+  /** the clock for backoff (default Date.now) */
+  readonly now?: () => number;
+  /** bytes the answer cache may hold */
+  readonly cacheBytes: number;
+  /** the engine's tokenize path (default /tokenize, vLLM's and SGLang's) */
+  readonly tokenizePath?: string;
+  /** how to POST to an engine; default: undici with its own small agent (as the stats scraper does) */
+  readonly post?: EnginePost;
+  /** https engines, for the default `post` */
+  readonly tls?: EngineTls;
+  /** sent as a bearer token by the default `post` */
+  readonly apiKey?: string;
+}
+
+const DEFAULT_TIMEOUT_MS = 250;
+const DEFAULT_BACKOFF_MS = 5_000;
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
+
+/** Asks engines' /tokenize; see the file's header. */
+export class EngineTokenizer {
+  private readonly timeoutMs: number;
+  private readonly tokenizePath: string;
+  private readonly post: EnginePost;
+  private readonly agent: Agent | undefined;
+  private readonly answers: ByteLru<Uint32Array>;
+  private readonly inFlight = new Map<string, Promise<TokenizeOutcome>>();
+  /** endpoint URL -> until when it is not asked */
+  private readonly backoff = new Map<string, number>();
+  private readonly backoffMs: number;
+  private readonly now: () => number;
+
+  constructor(opts: EngineTokenizerOptions) {
+    this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.tokenizePath = opts.tokenizePath ?? '/tokenize';
+    this.backoffMs = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
+    this.now = opts.now ?? Date.now;
+    this.answers = new ByteLru<Uint32Array>(opts.cacheBytes, (v) => v.byteLength);
+    if (opts.post) this.post = opts.post;
+    else {
+      const made = undiciEnginePost({ ...(opts.tls ? { tls: opts.tls } : {}), ...(opts.apiKey ? { apiKey: opts.apiKey } : {}) });
+      this.agent = made.agent;
+      this.post = made.post;
+    }
+  }
+
+  /** Bytes held by the answer cache. */
+  get cacheBytes(): number {
+    return this.answers.bytes;
+  }
+
+  async close(): Promise<void> {
+    await this.agent?.destroy().catch(() => undefined);
+  }
+
+  tokenize(model: string, p: TextPrompt, target: TokenizeTarget | undefined, trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
+    const payload = JSON.stringify({ model, ...p.fields });
+    const key = createHash('sha256').update(payload).digest('base64');
+    const hit = this.answers.get(key);
+    if (hit) return Promise.resolve({ tokens: hit, source: 'engine', cached: true });
+    if (!target) return Promise.resolve({ fallback: 'no-endpoint' });
+    const until = this.backoff.get(target.url);
+    if (until !== undefined) {
+      if (this.now() < until) return Promise.resolve({ fallback: 'backoff' });
+      this.backoff.delete(target.url);
+    }
+    let pending = this.inFlight.get(key);
+    if (!pending) {
+      pending = this.ask(target, payload, key, trace).finally(() => this.inFlight.delete(key));
+      this.inFlight.set(key, pending);
+    }
+    return pending;
+  }
+
+  private async ask(target: TokenizeTarget, payload: string, key: string, trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
+    const span = trace?.child(SPAN.tokenize, 'client', {
+      [ENDPOINT]: target.url,
+      [HTTP_REQUEST_METHOD]: 'POST',
+      [URL_PATH]: this.tokenizePath,
+    });
+    const outcome = await this.askEngine(target, payload, key, span);
+    if (span) {
+      span.set(TOKENIZE_OUTCOME, outcome.fallback ?? 'tokens');
+      if (outcome.fallback !== undefined) span.fail(outcome.fallback);
+      span.end();
+    }
+    return outcome;
+  }
+
+  private async askEngine(target: TokenizeTarget, payload: string, key: string, span: TraceSpan | undefined): Promise<TokenizeOutcome> {
+    const ac = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ac.abort();
+    }, this.timeoutMs);
+    try {
+      const url = target.url + this.tokenizePath;
+      const res = await (span ? this.post(url, payload, ac.signal, span.propagation()) : this.post(url, payload, ac.signal));
+      span?.set(HTTP_RESPONSE_STATUS_CODE, res.status);
+      if (res.status >= 500) this.backOff(target);
+      if (res.status !== 200) return { fallback: 'engine-error' };
+      const tokens = tokensOfAnswer(res.text);
+      if (!tokens) return { fallback: 'engine-error' };
+      this.answers.set(key, tokens);
+      return { tokens, source: 'engine', cached: false };
+    } catch {
+      this.backOff(target);
+      return { fallback: timedOut ? 'timeout' : 'engine-error' };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private backOff(target: TokenizeTarget): void {
+    if (this.backoffMs <= 0) return;
+    // bounded: endpoints come and go; an old entry is dropped when it is next read or when the map grows large
+    if (this.backoff.size >= 4096) this.backoff.clear();
+    this.backoff.set(target.url, this.now() + this.backoffMs);
+  }
+}
+
+/** The `tokens` of a /tokenize answer, when they are all token ids. */
+export function tokensOfAnswer(text: string): Uint32Array | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const tokens = (json as { tokens?: unknown } | null)?.tokens;
+  if (!Array.isArray(tokens)) return undefined;
+  const out = new Uint32Array(tokens.length);
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i];
+    if (!Number.isInteger(t) || t < 0 || t >= 2 ** 32) return undefined;
+    out[i] = t;
+  }
+  return out;
+}
+
+/** The default EnginePost: undici's `request` over an agent of its own, as the stats scraper and the probes call engines. */
+export function undiciEnginePost(opts: { tls?: EngineTls; apiKey?: string; connections?: number } = {}): {
+  post: EnginePost;
+  agent: Agent;
+} {
+  const agent = new Agent({
+    connections: opts.connections ?? 8,
+    pipelining: 1,
+    keepAliveTimeout: 10_000,
+    ...(opts.tls ? { connect: tlsConnectOptions(opts.tls) } : {}),
+  });
+  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+  if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+  const post: EnginePost = async (url, body, signal, extraHeaders) => {
+    let sent = headers;
+    if (extraHeaders !== undefined && extraHeaders.length > 0) {
+      sent = { ...headers };
+      for (let i = 0; i + 1 < extraHeaders.length; i += 2) sent[extraHeaders[i] as string] = extraHeaders[i + 1] as string;
+    }
+    const res = await request(url, { method: 'POST', headers: sent, body, dispatcher: agent, signal });
+    if (Number(res.headers['content-length'] ?? 0) > MAX_ANSWER_BYTES) {
+      await res.body.dump();
+      return { status: 502, text: '' };
+    }
+    return { status: res.statusCode, text: await res.body.text() };
+  };
+  return { post, agent };
+}
