@@ -20,7 +20,7 @@ import type { BlockKey } from '../src/router/kv/block-key.js';
 import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvMatch } from '../src/router/kv/types.js';
 import { createPolicy } from '../src/router/routing/index.js';
 import { KvAwarePolicy, type KvAwareOptions } from '../src/router/routing/kv-aware.js';
-import type { RouteRequest, RoutingPolicy } from '../src/router/routing/policy.js';
+import type { Dispatch, RouteRequest, RoutingPolicy } from '../src/router/routing/policy.js';
 import type { RoutingLogic } from '../src/router/config/config.js';
 import { PrefixCache } from '../src/tools/sim/prefix-cache.js';
 import { rng } from '../test/support/conversations.js';
@@ -56,6 +56,10 @@ export interface ModelOptions {
   readonly itlMs: number;
   readonly maxNumSeqs: number;
   readonly statsIntervalMs: number;
+  /** closed loop: this many clients sending back to back (arrival times ignored); 0 = open loop at `rate` */
+  readonly clients?: number;
+  /** prefills run one at a time per engine, as on one GPU (the simulator's --prefill-stalls-decode) */
+  readonly serialPrefill?: boolean;
   /** kvaware's tuning knobs, passed to the policy as they are (see KvAwareOptions) */
   readonly kv: Readonly<Record<string, number | boolean>>;
 }
@@ -192,6 +196,8 @@ interface Job {
   /** longest prefix any engine's index showed at decision time, and whether it was the chosen one */
   bestElsewhere: number;
   chosenHeld: number;
+  /** the policy's handle on the call (kvaware follows its prefill) */
+  dispatch: Dispatch | undefined;
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -233,7 +239,14 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
         ? new KvAwarePolicy(
             {
               index,
-              keys: { keys: async (r) => jobsByRequest.get(r as RouteRequest)?.keys ?? 'no-prompt' },
+              keys: {
+                keys: async (r) => {
+                  const job = jobsByRequest.get(r as RouteRequest);
+                  if (job === undefined) return 'no-prompt';
+                  return { tokens: job.tokens, keysAt: () => job.keys };
+                },
+                blockSizeOf: () => o.scale.kvBlockSize,
+              },
               observer: recording,
               engineStatsIntervalMs: o.statsIntervalMs,
               now: clock,
@@ -254,6 +267,8 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
   const heap = new Heap();
   // engines: 16 slots, FIFO queue
   const running = engineIds.map(() => 0);
+  /** per engine: when its prefills reserved so far end (serial prefill) */
+  const lanes = engineIds.map(() => 0);
   const queues: Job[][] = engineIds.map(() => []);
   const served = engineIds.map(() => 0);
   let clientInFlight = 0;
@@ -265,6 +280,8 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
   let hits = 0;
   let combinedHits = 0;
 
+  const closedLoop = (o.clients ?? 0) > 0;
+  const pendingRows: Job[] = [];
   const span = Math.max(1, (o.rows[o.rows.length - 1]?.timestamp ?? 0) - (o.rows[0]?.timestamp ?? 0));
   const compress = Math.max(1, span / 1000 / (o.rows.length / o.rate));
   const base = o.rows[0]?.timestamp ?? 0;
@@ -288,8 +305,15 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     row.combinedHitTokens += cHit;
     row.missedElsewhere += Math.max(0, job.bestElsewhere - job.chosenHeld) * o.scale.kvBlockSize;
     row.heldNowhere += Math.max(0, cHit - Math.max(hit, job.bestElsewhere * o.scale.kvBlockSize));
-    const ttft = o.ttftMs + (job.tokens - hit) * o.prefillMsPerToken;
+    let ttft = o.ttftMs + (job.tokens - hit) * o.prefillMsPerToken;
+    if (o.serialPrefill) {
+      // one prefill at a time on this engine: it waits for those before it
+      const begin = Math.max(now, lanes[e] as number);
+      lanes[e] = begin + (job.tokens - hit) * o.prefillMsPerToken;
+      ttft = o.ttftMs + (lanes[e] as number) - now;
+    }
     ttfts.push(now - job.sent + ttft);
+    heap.push(now + ttft, () => job.dispatch?.firstByte());
     const published = o.events === 'start' ? now + o.eventLagMs : now + ttft + o.eventLagMs;
     const st = [...stored];
     const ev = [...evicted];
@@ -303,9 +327,15 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     served[e] = (served[e] as number) + 1;
     const ep = replicas[job.replica]?.endpoints[e] as WritableEndpoint;
     ep.inFlight--;
+    job.dispatch?.ended();
     const next = (queues[e] as Job[]).shift();
     if (next) start(next);
     clientInFlight--;
+    if (closedLoop) {
+      const row = pendingRows.shift();
+      if (row) void dispatch(row);
+      return;
+    }
     const waiting = clientWaiting.shift();
     if (waiting) void dispatch(waiting);
   };
@@ -328,6 +358,7 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
     job.bestElsewhere = best;
     job.chosenHeld = index.leading(e, job.keys);
     (r.endpoints[e] as WritableEndpoint).inFlight++;
+    job.dispatch = r.policy.dispatched?.(chosen, job.request);
     if ((running[e] as number) < o.maxNumSeqs && (queues[e] as Job[]).length === 0) start(job);
     else (queues[e] as Job[]).push(job);
   };
@@ -345,6 +376,8 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
           waiting,
           kvUsage: undefined,
           otherLoad: Math.max(0, run + waiting - ep.inFlight) + waiting,
+          others: Math.max(0, run + waiting - ep.inFlight),
+          ours: ep.inFlight,
         };
       }
     }
@@ -369,15 +402,29 @@ export async function runModel(o: ModelOptions): Promise<ModelResult> {
       replica: i % o.replicas,
       bestElsewhere: 0,
       chosenHeld: 0,
+      dispatch: undefined,
     };
     jobsByRequest.set(request, job);
-    heap.push(job.arrival, async () => {
-      if (clientInFlight >= o.concurrency) clientWaiting.push(job);
-      else await dispatch(job);
-    });
+    if (closedLoop) pendingRows.push(job);
+    else
+      heap.push(job.arrival, async () => {
+        if (clientInFlight >= o.concurrency) clientWaiting.push(job);
+        else await dispatch(job);
+      });
   }
-  const end = (o.rows[o.rows.length - 1]?.timestamp ?? 0) / compress + 60_000;
-  for (let t = 0; t < end; t += o.statsIntervalMs) heap.push(t, scrape);
+  // closed loop: each client sends the next request as its last one ends
+  if (closedLoop)
+    for (let c = 0; c < (o.clients as number); c++)
+      heap.push(0, async () => {
+        const job = pendingRows.shift();
+        if (job) await dispatch(job);
+      });
+  // engine stats scrapes every interval while requests are left
+  const scrapes = (): void => {
+    scrape();
+    if (served.reduce((a, b) => a + b, 0) < o.rows.length) heap.push(now + o.statsIntervalMs, scrapes);
+  };
+  heap.push(0, scrapes);
   for (;;) {
     const ev = heap.pop();
     if (!ev) break;
@@ -414,7 +461,13 @@ export function renderModel(results: readonly ModelResult[]): string {
     const rr = results.find((x) => x.policy === 'roundrobin' && x.replicas === r.replicas);
     lines.push(
       `${r.policy} x${r.replicas}: hit ${pct(r.hitRate)} = ${(r.hitRate / r.combinedHitRate).toFixed(3)} x combined (${pct(r.combinedHitRate)})` +
-        `${rr ? `, ${(r.hitRate / rr.hitRate).toFixed(2)} x RR` : ''}, busiest ${pct(r.maxEngineShare)}, TTFT p50 ${r.ttftP50Ms.toFixed(0)} p90 ${r.ttftP90Ms.toFixed(0)} ms`,
+        `${rr ? `, ${(r.hitRate / rr.hitRate).toFixed(2)} x RR` : ''}, busiest ${pct(r.maxEngineShare)}, least ${pct(
+          Math.min(...r.perEngine) /
+            Math.max(
+              1,
+              r.perEngine.reduce((a, b) => a + b, 0),
+            ),
+        )}, TTFT p50 ${r.ttftP50Ms.toFixed(0)} p90 ${r.ttftP90Ms.toFixed(0)} ms`,
     );
     if (r.policy === 'kvaware') {
       for (const [reason, x] of Object.entries(r.byReason)) {
@@ -432,9 +485,14 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const trace = arg(argv, 'trace');
   const requests = Number(arg(argv, 'requests') ?? 1500);
+  const systems = arg(argv, 'system-prompts');
   const rows = trace
     ? parseTrace(readFileSync(trace, 'utf8')).slice(0, requests)
-    : generateTrace({ requests, seed: Number(arg(argv, 'seed') ?? 42) });
+    : generateTrace({
+        requests,
+        seed: Number(arg(argv, 'seed') ?? 42),
+        ...(systems !== undefined ? { systemPrompts: Number(systems) } : {}),
+      });
   const kv: Record<string, number | boolean> = {};
   for (const kvp of (arg(argv, 'set') ?? '').split(',').filter(Boolean)) {
     const [k, v] = kvp.split('=');
@@ -457,9 +515,11 @@ async function main(): Promise<void> {
           eventLagMs: Number(arg(argv, 'event-lag-ms') ?? 2),
           ttftMs: Number(arg(argv, 'ttft-ms') ?? 5),
           prefillMsPerToken: Number(arg(argv, 'prefill-ms-per-token') ?? 0.25),
-          itlMs: 1,
-          maxNumSeqs: 16,
+          itlMs: Number(arg(argv, 'itl-ms') ?? 1),
+          maxNumSeqs: Number(arg(argv, 'max-num-seqs') ?? 16),
           statsIntervalMs: 1000,
+          clients: Number(arg(argv, 'clients') ?? 0),
+          serialPrefill: !argv.includes('--parallel-prefill'),
           kv,
         }),
       );

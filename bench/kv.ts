@@ -16,8 +16,10 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Agent, request } from 'undici';
+import { spawn } from 'node:child_process';
+import { forEachSample } from '../src/router/health/engine-stats.js';
 import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/tools/sim/engine.js';
 import { HfSimTokenizer } from '../src/tools/sim/hf-sim-tokenizer.js';
 import { type SimTokenizer, WordTokenizer } from '../src/tools/sim/tokenizer.js';
@@ -38,12 +40,16 @@ import {
 import { killRoutersNow, percentile, prefixCounters, startRouter, stopRouter, type RouterProc } from './routing-quality.js';
 
 const MODEL = 'bench-kv';
+/** the built CLI (`npm run bench` builds first) */
+const SIM_CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli', 'main.js');
 const ENGINES = 4;
 export const KV_POLICIES = ['roundrobin', 'least-load', 'prefixaware', 'kvaware'] as const;
 
 export interface KvBenchOptions {
   /** a trace file; unset: generated from the seed */
   readonly trace: string | undefined;
+  /** generated trace: applications (system prompts) its conversations open with; 1 = every conversation shares its head */
+  readonly systemPrompts?: number;
   /** the first N requests of the trace (or N generated) */
   readonly requests: number;
   readonly seed: number;
@@ -55,8 +61,22 @@ export interface KvBenchOptions {
   readonly cacheShare: number;
   /** mean arrival rate after compressing the trace's timestamps, requests/s */
   readonly rate: number;
-  /** requests in flight at most */
+  /** requests in flight at most (open loop: arrivals at `rate`) */
   readonly concurrency: number;
+  /**
+   * closed loop: this many clients, each sending its next request (the next row of the trace not yet sent) as soon as
+   * its last one ended, as users' chat clients do; 0 = the open loop above. Replays once per value.
+   */
+  readonly clients: readonly number[];
+  /**
+   * kvaware's tokenizer as the router is given it: `default` (no flag: what a new user runs), `engine`, or a tokenizer
+   * directory
+   */
+  readonly tokenizerSetting: string;
+  /** the engines run one prefill at a time, as a GPU does (--prefill-stalls-decode): misses queue behind each other */
+  readonly serialPrefill: boolean;
+  /** replays run each engine as `llm-router sim` in a process of its own (as users run engines), not in this one */
+  readonly engineProcesses: boolean;
   readonly policies: readonly string[];
   readonly replicas: readonly number[];
   /** parts to run (--parts): replay, latency (12k-token turn), index (memory per million blocks) */
@@ -95,6 +115,7 @@ export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: s
   if (replicas.some((n) => !Number.isInteger(n) || n <= 0)) throw new Error('--replicas needs positive whole numbers, comma separated');
   return {
     trace: value('trace'),
+    ...(value('system-prompts') !== undefined ? { systemPrompts: num('system-prompts', 10) } : {}),
     requests: num('requests', quick ? 400 : 4_000),
     seed: num('seed', 42),
     blockTokens: num('block-scale', 32),
@@ -102,6 +123,16 @@ export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: s
     cacheShare: num('cache-share', 0.1, false),
     rate: num('rate', quick ? 40 : 30, false),
     concurrency: num('concurrency', 32),
+    clients: (value('clients') ?? '0')
+      .split(',')
+      .map(Number)
+      .map((n) => {
+        if (!Number.isInteger(n) || n < 0) throw new Error('--clients needs whole numbers >= 0, comma separated');
+        return n;
+      }),
+    tokenizerSetting: value('tokenizer-setting') ?? 'default',
+    serialPrefill: !argv.includes('--parallel-prefill'),
+    engineProcesses: argv.includes('--engine-processes'),
     policies,
     replicas,
     only: new Set((value('parts') ?? 'replay,latency,index').split(',')),
@@ -119,15 +150,100 @@ export function parseKvArgs(argv: readonly string[]): KvBenchOptions & { json: s
 
 // ---- engines ----
 
+/** An engine of the bench: a simulator in this process, or `llm-router sim` in a process of its own. */
+interface BenchEngine {
+  readonly url: string;
+  /** its KV-cache event publisher, tcp://127.0.0.1:P; '' = none */
+  readonly events: string;
+  /** requests it completed */
+  completed(): Promise<number>;
+  close(): Promise<void>;
+}
+
 interface Engines {
-  readonly list: SimEngine[];
+  readonly list: BenchEngine[];
   /** tcp://127.0.0.1:P per engine */
   readonly events: string[];
 }
 
-/** Engines with a prefix cache of `cacheBlocks` blocks of `kvBlockSize` tokens, publishing KV-cache events. */
-async function startEngines(o: KvBenchOptions, cacheBlocks: number, extra: Partial<SimEngineOptions> = {}): Promise<Engines> {
-  const list: SimEngine[] = [];
+function inProcessEngine(e: SimEngine): BenchEngine {
+  return { url: e.url, events: e.kvEvents()?.endpoint ?? '', completed: async () => e.stats().completed, close: () => e.close() };
+}
+
+/** `llm-router sim` in a child process, as users run engines: its event loop is its own, not the bench's. */
+async function processEngine(options: SimEngineOptions): Promise<BenchEngine> {
+  const flags: string[] = ['sim', '--host', '127.0.0.1', '--port', '0', '--model', (options.models ?? [MODEL]).join(',')];
+  const add = (name: string, v: number | string | undefined): void => {
+    if (v !== undefined) flags.push(`--${name}`, String(v));
+  };
+  add('id', options.id);
+  add('ttft-ms', options.ttftMs);
+  add('prefill-ms-per-token', options.prefillMsPerToken);
+  add('itl-ms', options.itlMs);
+  add('max-num-seqs', options.maxNumSeqs);
+  add('max-model-len', options.maxModelLen);
+  add('prefix-cache-blocks', options.prefixCacheBlocks);
+  add('kv-block-size', options.prefixBlockTokens);
+  if (options.kvEvents) add('kv-events-port', 0);
+  if (options.prefillStallsDecode) flags.push('--prefill-stalls-decode');
+  const child = spawn(process.execPath, [SIM_CLI, ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let out = '';
+  const started = await new Promise<{ url: string; events: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`sim did not start:\n${out}`)), 30_000);
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString('utf8');
+      const url = /sim listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+      const events = /sim kv-events on (tcp:\/\/127\.0\.0\.1:\d+)/.exec(out)?.[1];
+      if (url !== undefined && (events !== undefined || !options.kvEvents)) {
+        clearTimeout(timer);
+        resolve({ url, events: events ?? '' });
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`sim exited (${code}):\n${out}`)));
+  });
+  // keep reading so a chatty simulator never blocks on a full pipe
+  child.stdout.resume();
+  child.stderr.resume();
+  return {
+    ...started,
+    completed: async () => {
+      const text = await (await request(`${started.url}/metrics`)).body.text();
+      let n = 0;
+      forEachSample(
+        text,
+        (name) => name === 'vllm:request_success_total',
+        (_name, _labels, value) => {
+          n += value;
+        },
+      );
+      return n;
+    },
+    close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const done = await Promise.race([exited.then(() => true), sleep(5_000).then(() => false)]);
+      if (!done) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+}
+
+/**
+ * Engines with a prefix cache of `cacheBlocks` blocks of `kvBlockSize` tokens, publishing KV-cache events; in child
+ * processes with `processes` (a SimEngineOptions value that is an object, such as a tokenizer, needs this process).
+ */
+async function startEngines(
+  o: KvBenchOptions,
+  cacheBlocks: number,
+  extra: Partial<SimEngineOptions> = {},
+  processes = false,
+): Promise<Engines> {
+  const list: BenchEngine[] = [];
   try {
     for (let i = 0; i < ENGINES; i++) {
       const options: SimEngineOptions = {
@@ -141,27 +257,26 @@ async function startEngines(o: KvBenchOptions, cacheBlocks: number, extra: Parti
         prefixCacheBlocks: cacheBlocks,
         prefixBlockTokens: o.kvBlockSize,
         kvEvents: { port: 0 },
+        prefillStallsDecode: o.serialPrefill,
         ...extra,
       };
-      list.push(await startSimEngine(options));
+      list.push(processes ? await processEngine(options) : inProcessEngine(await startSimEngine(options)));
     }
   } catch (err) {
     await Promise.all(list.map((e) => e.close()));
     throw err;
   }
-  const events = list.map((e) => e.kvEvents()?.endpoint ?? '');
-  return { list, events };
+  return { list, events: list.map((e) => e.events) };
 }
 
-/** Whether the engines publish KV-cache events (a simulator without them leaves kvaware on its fallback alone). */
-function publishesEvents(e: SimEngine): boolean {
-  return e.kvEvents() !== undefined;
-}
-
-/** kvaware's flags: each engine's publisher, the block size, and where token ids come from (engine or a directory) */
-function routerArgs(policy: string, engines: Engines, o: KvBenchOptions, tokenizer = 'engine'): string[] {
+/**
+ * kvaware's flags: each engine's publisher (configuration: static backends have no other way to name it) and, unless
+ * the setting is `default` (what a new user runs), where token ids come from. The block size comes from the engines'
+ * vllm:cache_config_info and events, as it does for users.
+ */
+function routerArgs(policy: string, engines: Engines, tokenizer: string): string[] {
   if (policy !== 'kvaware') return [];
-  return ['--static-backend-kv-events', engines.events.join(','), '--kv-block-size', String(o.kvBlockSize), '--tokenizer', tokenizer];
+  return ['--static-backend-kv-events', engines.events.join(','), ...(tokenizer === 'default' ? [] : ['--tokenizer', tokenizer])];
 }
 
 // ---- one replay ----
@@ -169,6 +284,8 @@ function routerArgs(policy: string, engines: Engines, o: KvBenchOptions, tokeniz
 export interface ReplayResult {
   readonly policy: string;
   readonly replicas: number;
+  /** closed-loop clients; 0: the open loop */
+  readonly clients: number;
   readonly requests: number;
   readonly failed: number;
   /** the engines' prefix_cache_hits_total / prefix_cache_queries_total */
@@ -177,6 +294,8 @@ export interface ReplayResult {
   readonly ttftP90Ms: number;
   /** requests completed by the busiest engine / all completed */
   readonly maxEngineShare: number;
+  /** requests completed by the least busy engine / all completed */
+  readonly minEngineShare: number;
   readonly seconds: number;
   /** the routers' RSS growth over the replay, MB (summed over replicas) */
   readonly routerRssGrowthMb: number;
@@ -208,15 +327,17 @@ async function kvMetricsOf(router: RouterProc): Promise<Record<string, number>> 
 async function replay(
   policy: string,
   replicas: number,
+  clients: number,
   rows: readonly TraceRow[],
   o: KvBenchOptions,
   cacheBlocks: number,
 ): Promise<ReplayResult> {
-  const engines = await startEngines(o, cacheBlocks);
+  const engines = await startEngines(o, cacheBlocks, {}, o.engineProcesses);
   const routers: RouterProc[] = [];
   const dispatcher = new Agent({ connections: o.concurrency, pipelining: 1 });
   try {
-    for (let r = 0; r < replicas; r++) routers.push(await startRouter(policy, engines.list, routerArgs(policy, engines, o), MODEL));
+    for (let r = 0; r < replicas; r++)
+      routers.push(await startRouter(policy, engines.list, routerArgs(policy, engines, o.tokenizerSetting), MODEL));
     // a subscriber that joined just now can miss the first messages (ZMQ's slow joiner): give it a moment
     if (policy === 'kvaware') await sleep(500);
     const rssBefore = routers.reduce((n, r) => n + usageOf(r.child.pid as number).rssBytes, 0);
@@ -273,12 +394,25 @@ async function replay(
       }
     };
     const pending: Promise<void>[] = [];
-    for (const [i, row] of rows.entries()) {
-      const due = (row.timestamp - base) / compress - (performance.now() - t0);
-      if (due > 1) await sleep(due);
-      if (inFlight >= o.concurrency) await new Promise<void>((resolve) => waiters.push(resolve));
-      inFlight++;
-      pending.push(one(row, i));
+    if (clients > 0) {
+      // closed loop: each client sends the next row not yet sent as soon as its last request ended
+      let next = 0;
+      const client = async (): Promise<void> => {
+        while (next < rows.length) {
+          const i = next++;
+          inFlight++;
+          await one(rows[i] as TraceRow, i);
+        }
+      };
+      for (let c = 0; c < clients; c++) pending.push(client());
+    } else {
+      for (const [i, row] of rows.entries()) {
+        const due = (row.timestamp - base) / compress - (performance.now() - t0);
+        if (due > 1) await sleep(due);
+        if (inFlight >= o.concurrency) await new Promise<void>((resolve) => waiters.push(resolve));
+        inFlight++;
+        pending.push(one(row, i));
+      }
     }
     await Promise.all(pending);
     const seconds = (performance.now() - t0) / 1000;
@@ -287,22 +421,24 @@ async function replay(
     const counters = await Promise.all(engines.list.map(prefixCounters));
     const queries = counters.reduce((n, c) => n + c.queries, 0);
     const hits = counters.reduce((n, c) => n + c.hits, 0);
-    const served = engines.list.map((e) => e.stats().completed);
+    const served = await Promise.all(engines.list.map((e) => e.completed()));
     const total = served.reduce((a, b) => a + b, 0);
     ttfts.sort((a, b) => a - b);
     return {
       policy,
       replicas,
+      clients,
       requests: rows.length,
       failed,
       hitRate: queries > 0 ? hits / queries : 0,
       ttftP50Ms: percentile(ttfts, 50),
       ttftP90Ms: percentile(ttfts, 90),
       maxEngineShare: total > 0 ? Math.max(...served) / total : Number.NaN,
+      minEngineShare: total > 0 ? Math.min(...served) / total : Number.NaN,
       seconds,
       routerRssGrowthMb: (rssAfter - rssBefore) / 2 ** 20,
       routerRssMb: Math.max(...rssEach) / 2 ** 20,
-      kvEvents: engines.list.every(publishesEvents),
+      kvEvents: engines.list.every((e) => e.events !== ''),
       kvMetrics: policy === 'kvaware' ? await kvMetricsOf(routers[0] as RouterProc) : {},
       firstError,
     };
@@ -359,7 +495,7 @@ async function measureAddedLatency(
   const dispatcher = new Agent({ connections: 2, pipelining: 1 });
   const path = shape === 'prompt' ? '/v1/completions' : '/v1/chat/completions';
   try {
-    router = await startRouter(policy, engines.list, routerArgs(policy, engines, o, tokenizerDir ?? 'engine'), MODEL);
+    router = await startRouter(policy, engines.list, routerArgs(policy, engines, tokenizerDir ?? 'engine'), MODEL);
     const target = router;
     const post = async (url: string, body: string): Promise<number | undefined> => {
       const t0 = performance.now();
@@ -373,12 +509,12 @@ async function measureAddedLatency(
     let failed = 0;
     // warm-up: connections, JIT, the router's tokenizer client (and, for turns, the turns before the first measured)
     for (const body of bodies.warmup) {
-      await post((engines.list[0] as SimEngine).url, body);
+      await post((engines.list[0] as BenchEngine).url, body);
       await post(target.url, body);
     }
     const cpuBefore = usageOf(target.child.pid as number).cpuSeconds;
     for (const [i, body] of bodies.measured.entries()) {
-      const engine = (engines.list[i % ENGINES] as SimEngine).url;
+      const engine = (engines.list[i % ENGINES] as BenchEngine).url;
       // alternate which goes first, so that neither always follows the other's GC
       const a = i % 2 === 0 ? await post(engine, body) : undefined;
       const b = await post(target.url, body);
@@ -503,12 +639,19 @@ export interface KvBenchResult {
   readonly index: IndexCost | undefined;
 }
 
-export function loadRows(o: Pick<KvBenchOptions, 'trace' | 'requests' | 'seed'>): { rows: TraceRow[]; source: string } {
+export function loadRows(o: Pick<KvBenchOptions, 'trace' | 'requests' | 'seed'> & { systemPrompts?: number }): {
+  rows: TraceRow[];
+  source: string;
+} {
   if (o.trace) {
     const rows = parseTrace(readFileSync(o.trace, 'utf8')).slice(0, o.requests);
     return { rows, source: path.basename(o.trace) };
   }
-  return { rows: generateTrace({ requests: o.requests, seed: o.seed }), source: `generated (seed ${o.seed})` };
+  const systems = o.systemPrompts;
+  return {
+    rows: generateTrace({ requests: o.requests, seed: o.seed, ...(systems !== undefined ? { systemPrompts: systems } : {}) }),
+    source: `generated (seed ${o.seed}${systems !== undefined ? `, ${systems} system prompt${systems === 1 ? '' : 's'}` : ''})`,
+  };
 }
 
 export async function runKv(o: KvBenchOptions, log: (line: string) => void = () => undefined): Promise<KvBenchResult> {
@@ -528,17 +671,23 @@ export async function runKv(o: KvBenchOptions, log: (line: string) => void = () 
   );
   const replays: ReplayResult[] = [];
   if (o.only.has('replay')) {
-    for (const replicas of o.replicas) {
-      for (const policy of o.policies) {
-        const r = await replay(policy, replicas, rows, o, perEngine);
-        log(
-          `${policy} x${replicas}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms p90 ${r.ttftP90Ms.toFixed(0)} ms, ` +
-            `busiest engine ${(r.maxEngineShare * 100).toFixed(1)} %, ${r.seconds.toFixed(1)} s, failed ${r.failed}${r.firstError ? ` (${r.firstError})` : ''}` +
-            `${policy === 'kvaware' && !r.kvEvents ? ' [engines without KV events]' : ''}`,
-        );
-        replays.push(r);
+    for (const clients of o.clients)
+      for (const replicas of o.replicas) {
+        for (const policy of o.policies) {
+          const r = await replay(policy, replicas, clients, rows, o, perEngine);
+          const kv = Object.entries(r.kvMetrics)
+            .filter(([k]) => k.startsWith('llm_router_kvaware_fallback_total') || k.startsWith('llm_router_kvaware_decisions'))
+            .map(([k, v]) => `${k.replace(/^llm_router_kvaware_/, '')}=${v}`)
+            .join(' ');
+          log(
+            `${policy} x${replicas}${clients > 0 ? ` ${clients} clients` : ''}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms p90 ${r.ttftP90Ms.toFixed(0)} ms, ` +
+              `busiest engine ${(r.maxEngineShare * 100).toFixed(1)} %, least busy ${(r.minEngineShare * 100).toFixed(1)} %, ${r.seconds.toFixed(1)} s, failed ${r.failed}${r.firstError ? ` (${r.firstError})` : ''}` +
+              (kv ? ` [${kv}]` : '') +
+              `${policy === 'kvaware' && !r.kvEvents ? ' [engines without KV events]' : ''}`,
+          );
+          replays.push(r);
+        }
       }
-    }
   }
   const latency: AddedLatency[] = [];
   if (o.only.has('latency')) {

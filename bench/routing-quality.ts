@@ -476,7 +476,7 @@ export async function measureDecisions(endpoints = 1000, rounds = 101, ops = 100
     catalog.setState(e, 'ready');
     for (let n = Math.floor(rnd() * 5); n > 0; n--) catalog.requestStarted(e);
     const running = Math.floor(rnd() * 8);
-    catalog.recordLoad(e, { at: now, running, waiting: 0, kvUsage: running / 8, otherLoad: running / 2 });
+    catalog.recordLoad(e, { at: now, running, waiting: 0, kvUsage: running / 8, otherLoad: running / 2, others: running / 2, ours: 0 });
   }
   const resolution = catalog.resolve(MODEL);
   if (resolution.kind !== 'routable') throw new Error('bench catalog is not routable');

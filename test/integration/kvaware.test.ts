@@ -96,7 +96,9 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
 
   before(async () => {
     sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'A']);
-    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim], MODEL)]);
+    // a second engine: with one candidate there is nothing to decide and nothing is tokenized
+    const other = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'B']);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim, other], MODEL)]);
     await eventually(
       'the event stream connected',
       () => blocksOn(router),

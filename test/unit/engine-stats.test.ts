@@ -97,7 +97,7 @@ test('the load other clients put on an engine: what runs or waits there beyond o
 });
 
 test('a snapshot older than three intervals is stale', () => {
-  const load = { at: 10_000, running: 0, waiting: 0, kvUsage: 0, otherLoad: 0 };
+  const load = { at: 10_000, running: 0, waiting: 0, kvUsage: 0, otherLoad: 0, others: 0, ours: 0 };
   assert.equal(staleAfterMs(1000), 3000);
   assert.equal(isFresh(load, 13_000, 1000), true);
   assert.equal(isFresh(load, 13_001, 1000), false);

@@ -1,13 +1,15 @@
-// kvaware's contract over a hand-made index: the longest cached prefix wins (GPU over offload), within prefixaware's
-// load bound; no tokens, no match and ties go to prefixaware's order; each request counts once.
+// kvaware's contract over a hand-made index: the cheapest candidate in tokens wins (what it would compute, a second
+// copy of what one other engine alone holds weighing 3 a token, plus the work queued on it); no tokens and ties go to
+// prefixaware's order; each request counts once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Endpoint } from '../../src/router/core/endpoint.js';
 import type { BlockKey } from '../../src/router/kv/block-key.js';
-import type { KvIndexView, KvMatch } from '../../src/router/kv/types.js';
+import type { KvIndexView, KvMatch, RequestBlocks } from '../../src/router/kv/types.js';
 import { createPolicy } from '../../src/router/routing/index.js';
 import type { KvFallbackReason } from '../../src/router/kv/types.js';
 import type { RouteRequest } from '../../src/router/routing/policy.js';
+import type { EngineLoad } from '../../src/router/core/endpoint.js';
 import { testEndpoint, type WritableEndpoint } from '../support/endpoints.js';
 
 const KEYS: readonly BlockKey[] = [11, 12, 13, 14, 15, 16, 17, 18, 19, 20];
@@ -48,12 +50,30 @@ function req(): RouteRequest {
   return { model: 'm', headers: {}, body: { model: 'm', prompt: 'the prompt' } };
 }
 
-function setUp(index: KvIndexView, keys: readonly BlockKey[] | KvFallbackReason = KEYS, pendingMs = 0) {
-  const seen = { matched: [] as number[], fallbacks: [] as string[] };
+/** 16 tokens a block: KEYS are a 160-token prompt */
+const blocksOf = (keys: readonly BlockKey[], bySize?: ReadonlyMap<number, readonly BlockKey[]>): RequestBlocks => ({
+  tokens: keys.length * 16,
+  keysAt: (size) => bySize?.get(size) ?? keys,
+});
+
+function setUp(
+  index: KvIndexView,
+  keys: readonly BlockKey[] | KvFallbackReason = KEYS,
+  pendingMs = 0,
+  opts: { now?: () => number; blockSizeOf?: (e: Endpoint) => number; bySize?: ReadonlyMap<number, readonly BlockKey[]> } = {},
+) {
+  const seen = { matched: [] as number[], fallbacks: [] as string[], asked: 0 };
   const policy = createPolicy('kvaware', {
+    ...(opts.now ? { now: opts.now } : {}),
     kv: {
       index,
-      keys: { keys: async () => keys },
+      keys: {
+        keys: async () => {
+          seen.asked++;
+          return typeof keys === 'string' ? keys : blocksOf(keys, opts.bySize);
+        },
+        blockSizeOf: opts.blockSizeOf ?? (() => 16),
+      },
       pendingMs,
       observer: {
         matched: (_m, matched) => seen.matched.push(matched),
@@ -93,22 +113,7 @@ test('kvaware: a block on the GPU counts more than one offloaded', async () => {
   assert.equal((await pick(policy, c))?.id, 'e0');
 });
 
-test('kvaware: no endpoint above the load bound, however well it matches', async () => {
-  const c = eps(4);
-  c[2]!.inFlight = 6;
-  const index = new FakeIndex(
-    new Map([
-      ['e2', new Set(KEYS)],
-      ['e1', new Set(KEYS.slice(0, 2))],
-    ]),
-  );
-  const { policy, seen } = setUp(index);
-  // total 6, room = ceil(1.25 x 7 / 4) = 3: e2 is full, the next best holder takes it
-  assert.equal((await pick(policy, c))?.id, 'e1');
-  assert.deepEqual(seen.matched, [2]);
-});
-
-test('kvaware: no tokens or no match falls back to prefixaware, counted once per request with its reason', async () => {
+test('kvaware: no tokens, or nothing held anywhere on idle engines, goes by prefixaware, counted once with its reason', async () => {
   const c = eps(4);
   const prefix = createPolicy('prefixaware');
   const expected = prefix.pick(c, req());
@@ -175,10 +180,7 @@ test('kvaware: where the router sent a prompt counts only until its time is up; 
   const c = eps(2);
   const gpu = new Map<string, Set<BlockKey>>();
   let now = 1_000_000;
-  const policy = createPolicy('kvaware', {
-    now: () => now,
-    kv: { index: new FakeIndex(gpu), keys: { keys: async () => KEYS }, pendingMs: 1000 },
-  });
+  const { policy } = setUp(new FakeIndex(gpu), KEYS, 1000, { now: () => now });
   const first = (await pick(policy, c)) as Endpoint;
   const other = c.find((e) => e !== first) as Endpoint;
   // the other engine reports the whole prompt (another replica sent it there); the first engine only two blocks
@@ -202,32 +204,121 @@ test('kvaware: once an engine reports a prefix, where the router sent it no long
   for (let i = 0; i < 10; i++) assert.equal(await pick(policy, c), other);
 });
 
-test('kvaware: at low concurrency the only holder of a prompt keeps it, though one request over the bound', async () => {
-  const c = eps(4);
-  // one request in flight in all, on e1: room = ceil(1.25 x 2 / 4) = 1 would send the prompt away from its only holder
-  c[1]!.inFlight = 1;
-  const index = new FakeIndex(new Map([['e1', new Set(KEYS)]]));
-  const { policy, seen } = setUp(index);
-  assert.equal((await pick(policy, c))?.id, 'e1');
-  assert.deepEqual(seen.matched, [KEYS.length]);
-  assert.deepEqual(seen.fallbacks, []);
+const NOW = 1_000_000;
+const load = (others: number, ours: number, at = NOW - 100): EngineLoad => ({
+  at,
+  running: others + ours,
+  waiting: 0,
+  kvUsage: 0,
+  otherLoad: others,
+  others,
+  ours,
 });
 
-test('kvaware: over the bound only for a prefix longer by half the prompt, and by 2 requests at most', async () => {
+test('kvaware: the only holder keeps a conversation until its queue costs more than a copy elsewhere', async () => {
   const c = eps(4);
-  c[1]!.inFlight = 1;
-  // e2, within the bound, holds 6 of 10: e1's 10 saves 40 % more, not enough to go over the bound
+  const index = new FakeIndex(new Map([['e2', new Set(KEYS)]]));
+  const { policy, seen } = setUp(index);
+  // idle: e2 computes nothing; anywhere else computes 160 tokens and copies what e2 alone holds (x3): 480
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  // prompts of 160 tokens under way on e2 (sent without a decision for e2: each counted whole); two: 320 < 480
+  const work: Array<ReturnType<NonNullable<typeof policy.dispatched>>> = [];
+  const under = async (i: number) => {
+    const r = { model: 'm', headers: {}, body: { model: 'm', prompt: `other ${i}` } };
+    await policy.prepare?.(c, r);
+    work.push(policy.dispatched?.(c[2]!, r));
+  };
+  await under(0);
+  await under(1);
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  await under(2);
+  await under(3);
+  // 640 tokens queued: computing it elsewhere is cheaper now, routed by load (counted as overloaded)
+  const away = await pick(policy, c);
+  assert.notEqual(away?.id, 'e2');
+  assert.equal(seen.fallbacks.at(-1), 'overloaded');
+  // their answers begin: the queue is gone, the holder takes it again
+  for (const w of work) w?.firstByte();
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  // ended after the first byte changes nothing more; each closes once
+  for (const w of work) w?.ended();
+  assert.equal((await pick(policy, c))?.id, 'e2');
+});
+
+test('kvaware: a prefix several engines hold goes to the least loaded, and to an engine without it once they queue', async () => {
+  const c = eps(4);
+  const head = new Set(KEYS.slice(0, 4));
   const index = new FakeIndex(
     new Map([
-      ['e1', new Set(KEYS)],
-      ['e2', new Set(KEYS.slice(0, 6))],
+      ['e0', head],
+      ['e1', head],
+      ['e2', head],
     ]),
   );
-  assert.equal((await pick(setUp(index).policy, c))?.id, 'e2');
-  // e2 holds 4 of 10: e1 saves 60 % more and takes it
-  index.gpu.set('e2', new Set(KEYS.slice(0, 4)));
-  assert.equal((await pick(setUp(index).policy, c))?.id, 'e1');
-  // e1 with all 4 in flight: bound ceil(1.25 x 5 / 4) = 2, stretch 2 + 2 = 4, full; the holder within the bound takes it
-  c[1]!.inFlight = 4;
-  assert.equal((await pick(setUp(index).policy, c))?.id, 'e2');
+  const { policy, seen } = setUp(index);
+  // e0 and e1 have a prompt under way: the idle holder e2 takes it
+  const busy = [];
+  for (const e of [c[0]!, c[1]!]) {
+    const r = { model: 'm', headers: {}, body: { model: 'm', prompt: `busy ${e.id}` } };
+    await policy.prepare?.(c, r);
+    busy.push(policy.dispatched?.(e, r));
+  }
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  // e2 busy too: the engine that holds none of it computes 64 tokens more, cheaper than waiting for 160
+  const r = { model: 'm', headers: {}, body: { model: 'm', prompt: 'busy e2' } };
+  await policy.prepare?.(c, r);
+  busy.push(policy.dispatched?.(c[2]!, r));
+  assert.equal((await pick(policy, c))?.id, 'e3');
+  assert.equal(seen.fallbacks.at(-1), 'overloaded');
+});
+
+test('kvaware: other clients count beyond their share of this router, and stale metrics count as the busiest', async () => {
+  const c = eps(4);
+  const index = new FakeIndex(new Map([['e2', new Set(KEYS)]]));
+  // other replicas run on each engine what this router ran there: nothing beyond their share, the holder keeps it
+  for (const e of c) e.engineLoad = load(3, 3);
+  const { policy } = setUp(index, KEYS, 0, { now: () => NOW });
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  // a client of its own runs 10 more requests on e2 (10 x 160 tokens > 480): elsewhere
+  c[2]!.engineLoad = load(13, 3);
+  assert.notEqual((await pick(policy, c))?.id, 'e2');
+  // nothing held anywhere: e1's metrics are stale, so it counts as loaded as the busiest (e0: 2 beyond its share)
+  const shared = new FakeIndex(new Map());
+  for (const e of c) e.engineLoad = load(0, 0);
+  c[0]!.engineLoad = load(2, 0);
+  c[1]!.engineLoad = load(0, 0, NOW - 10_000);
+  const fresh = setUp(shared, KEYS, 0, { now: () => NOW }).policy;
+  for (let i = 0; i < 8; i++) assert.ok(['e2', 'e3'].includes((await pick(fresh, c))?.id as string));
+});
+
+test('kvaware: one candidate is taken without tokenizing, counted as one-endpoint', async () => {
+  const c = eps(1);
+  const { policy, seen } = setUp(new FakeIndex(new Map()));
+  assert.equal((await pick(policy, c))?.id, 'e0');
+  assert.equal(seen.asked, 0);
+  assert.deepEqual(seen.fallbacks, ['one-endpoint']);
+});
+
+test("kvaware: each endpoint's keys at its own block size; one engine's size changes no other's match", async () => {
+  const c = eps(3);
+  const at32: readonly BlockKey[] = [71, 72, 73, 74, 75];
+  // e2's engine has 32-token blocks; its index entries are keys at 32 (its 16-token keys would be another chain)
+  const index = new FakeIndex(
+    new Map([
+      ['e0', new Set(KEYS.slice(0, 3))],
+      ['e2', new Set(at32.slice(0, 4))],
+    ]),
+  );
+  const sizes = new Map([['e2', 32]]);
+  const { policy, seen } = setUp(index, KEYS, 0, {
+    blockSizeOf: (e) => sizes.get(e.id) ?? 16,
+    bySize: new Map([[32, at32]]),
+  });
+  // e2 holds 4 x 32 = 128 tokens, e0 3 x 16 = 48
+  assert.equal((await pick(policy, c))?.id, 'e2');
+  assert.deepEqual(seen.matched, [4]);
+  // e2 back to 16-token blocks: its 32-token entries match nothing, e0's match is what it was
+  sizes.delete('e2');
+  assert.equal((await pick(policy, c))?.id, 'e0');
+  assert.deepEqual(seen.matched, [4, 3]);
 });

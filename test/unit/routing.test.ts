@@ -36,8 +36,24 @@ function seeded(seed = 1): () => number {
 }
 
 const NOW = 1_000_000;
-const fresh = (otherLoad: number, waiting = 0): EngineLoad => ({ at: NOW - 100, running: otherLoad, waiting, kvUsage: 0, otherLoad });
-const stale = (otherLoad: number): EngineLoad => ({ at: NOW - 3_001, running: otherLoad, waiting: 0, kvUsage: 0, otherLoad });
+const fresh = (otherLoad: number, waiting = 0): EngineLoad => ({
+  at: NOW - 100,
+  running: otherLoad,
+  waiting,
+  kvUsage: 0,
+  otherLoad,
+  others: otherLoad,
+  ours: 0,
+});
+const stale = (otherLoad: number): EngineLoad => ({
+  at: NOW - 3_001,
+  running: otherLoad,
+  waiting: 0,
+  kvUsage: 0,
+  otherLoad,
+  others: otherLoad,
+  ours: 0,
+});
 
 function tally(policy: RoutingPolicy, candidates: readonly Endpoint[], request: RouteRequest, times: number): Map<string, number> {
   const seen = new Map<string, number>();

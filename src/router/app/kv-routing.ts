@@ -6,12 +6,12 @@ import type { KvConfig } from '../config/kv-config.js';
 import type { EngineTls } from '../config/engine-tls.js';
 import type { Endpoint } from '../core/endpoint.js';
 import type { TraceSpan } from '../core/trace.js';
-import { blockKeys, type BlockKey } from '../kv/block-key.js';
+import { requestBlocks } from '../kv/block-key.js';
 import { KvEvents } from '../kv/kv-events.js';
 import { RequestTokenizer } from '../kv/request-tokens.js';
 import type { KvEndpointStatus, KvSource } from '../kv/subscriber.js';
 import type { KvMetrics, KvStreamView } from '../metrics/kv-metrics.js';
-import type { KvFallbackReason, KvKeySource, KvRequest } from '../kv/types.js';
+import type { KvFallbackReason, KvKeySource, KvRequest, RequestBlocks } from '../kv/types.js';
 import type { Logger } from '../util/log.js';
 
 export interface KvRoutingOptions {
@@ -61,8 +61,8 @@ export class KvRouting implements KvKeySource, KvStreamView {
     await Promise.all([this.events.close(), this.tokenizer.close()]);
   }
 
-  /** The kvaware policy's question: this request's block keys, or why there are none. */
-  async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<readonly BlockKey[] | KvFallbackReason> {
+  /** The kvaware policy's question: this request's tokens (its keys at each endpoint's block size), or why there are none. */
+  async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<RequestBlocks | KvFallbackReason> {
     const started = performance.now();
     const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
     const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace, this.modeFor(request.model, candidates));
@@ -70,7 +70,15 @@ export class KvRouting implements KvKeySource, KvStreamView {
     const source = outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source;
     this.metrics.tokenized(source, (performance.now() - started) / 1000);
     const adapter = this.catalog.model(request.model)?.adapter;
-    return blockKeys(outcome.tokens, this.blockSizeOf(candidates), adapter ? request.model : undefined);
+    return requestBlocks(outcome.tokens, adapter ? request.model : undefined);
+  }
+
+  /**
+   * Tokens per KV-cache block of an endpoint's engine: what its vllm:cache_config_info says, else what its own events
+   * declared, else --kv-block-size. One endpoint's events never set another's.
+   */
+  blockSizeOf(endpoint: Endpoint): number {
+    return endpoint.cacheConfig?.blockSize ?? this.events.index.blockSize(endpoint.id) ?? this.opts.kv.blockSize;
   }
 
   /**
@@ -101,15 +109,6 @@ export class KvRouting implements KvKeySource, KvStreamView {
   endpoints(): { followed: number; connected: number } {
     const all = this.events.status();
     return { followed: all.length, connected: all.filter((s) => s.connected).length };
-  }
-
-  /** The engines' block size: what their events or metrics said, else --kv-block-size. */
-  private blockSizeOf(candidates: readonly Endpoint[]): number {
-    for (const e of candidates) {
-      const size = this.events.index.blockSize(e.id) ?? e.cacheConfig?.blockSize;
-      if (size !== undefined) return size;
-    }
-    return this.opts.kv.blockSize;
   }
 
   /**

@@ -118,6 +118,10 @@ export interface EngineLoad {
   readonly kvUsage: number | undefined;
   /** load the engine carries beyond this router's in-flight requests, in requests (see otherLoad in engine-stats.ts) */
   readonly otherLoad: number;
+  /** requests the engine ran or queued beyond this router's in flight there at the scrape: other clients' (replicas') */
+  readonly others: number;
+  /** this router's requests in flight there when the scrape answered */
+  readonly ours: number;
 }
 
 /**

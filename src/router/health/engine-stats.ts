@@ -309,7 +309,13 @@ export class EngineStatsScraper {
       if (cache !== undefined) this.catalog.recordCacheConfig(endpoint, cache);
       const sample = parseEngineLoad(text);
       if (!sample) return;
-      this.catalog.recordLoad(endpoint, { at: this.now(), ...sample, otherLoad: otherLoad(sample, ours) });
+      this.catalog.recordLoad(endpoint, {
+        at: this.now(),
+        ...sample,
+        otherLoad: otherLoad(sample, ours),
+        others: Math.max(0, sample.running + sample.waiting - ours),
+        ours,
+      });
     } catch (err) {
       // the snapshot ages into "unknown"; the prober, not this scraper, decides about health
       this.log.debug({ endpoint: endpoint.url, err: (err as Error).message }, 'engine /metrics scrape failed');

@@ -44,6 +44,34 @@ export function blockKeys(tokens: ArrayLike<number>, blockSize: number, lora?: s
   return keys;
 }
 
+/** A prompt's tokens as RequestBlocks: its keys at each block size asked for, computed once per size. */
+export function requestBlocks(
+  tokens: ArrayLike<number>,
+  lora?: string,
+): { readonly tokens: number; keysAt(blockSize: number): readonly BlockKey[] } {
+  let size = 0;
+  let keys: BlockKey[] = [];
+  let others: Map<number, BlockKey[]> | undefined;
+  return {
+    tokens: tokens.length,
+    keysAt(blockSize: number): readonly BlockKey[] {
+      if (size === blockSize) return keys;
+      if (size === 0) {
+        size = blockSize;
+        keys = blockKeys(tokens, blockSize, lora);
+        return keys;
+      }
+      others ??= new Map();
+      let k = others.get(blockSize);
+      if (k === undefined) {
+        k = blockKeys(tokens, blockSize, lora);
+        others.set(blockSize, k);
+      }
+      return k;
+    },
+  };
+}
+
 function fmix(h: number): number {
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);

@@ -30,15 +30,26 @@ export interface KvRequest {
 
 /**
  * Why a request was routed without its KV match: why it has no token ids (the tokenizer's reasons), a prompt shorter
- * than one block, no endpoint holding its first block, every holder over the load bound. A fixed set: a metric label.
+ * than one block, no endpoint holding its first block, every holder costing more than computing the prompt elsewhere
+ * (`overloaded`), one candidate only (nothing to decide, nothing tokenized). A fixed set: a metric label.
  */
-export const KV_FALLBACK_REASONS = [...TOKENIZE_FALLBACKS, 'too-short', 'no-match', 'overloaded'] as const;
+export const KV_FALLBACK_REASONS = [...TOKENIZE_FALLBACKS, 'too-short', 'no-match', 'overloaded', 'one-endpoint'] as const;
 export type KvFallbackReason = (typeof KV_FALLBACK_REASONS)[number];
 
-/** Where the request's block keys come from (the tokenizer and the block size); never throws. */
+/** A request's prompt as the index is asked about it: its length in tokens and its block keys at any block size. */
+export interface RequestBlocks {
+  /** prompt tokens */
+  readonly tokens: number;
+  /** the keys of the prompt's full blocks of `blockSize` tokens (computed once per size) */
+  keysAt(blockSize: number): readonly BlockKey[];
+}
+
+/** Where the request's block keys come from (the tokenizer, each endpoint's block size); never throws. */
 export interface KvKeySource {
   /** `trace` (tracing on): the parent of the /tokenize call's span */
-  keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<readonly BlockKey[] | KvFallbackReason>;
+  keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<RequestBlocks | KvFallbackReason>;
+  /** tokens per KV-cache block of the endpoint's engine: what it says, else the configured default */
+  blockSizeOf(endpoint: Endpoint): number;
 }
 
 /** What each decision tells metrics. */

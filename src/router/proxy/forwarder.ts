@@ -2,7 +2,7 @@
 import { totalDeadline } from './total-deadline.js';
 import type { Endpoint } from '../core/endpoint.js';
 import type { TimeoutConfig } from '../config/config.js';
-import type { RouteRequest, RoutingPolicy } from '../routing/policy.js';
+import type { Dispatch, RouteRequest, RoutingPolicy } from '../routing/policy.js';
 import type { ResponseSink } from '../core/exchange.js';
 import type { ClientGone } from '../core/client-gone.js';
 import { attempt, type AttemptOutcome } from './attempt.js';
@@ -91,10 +91,12 @@ export class Forwarder {
       const mayRetry = failovers < this.maxFailoverAttempts && candidates.some((c) => c !== endpoint && !tried?.has(c));
       this.ledger.requestStarted(endpoint);
       job.adapter?.requestStarted(endpoint);
+      // the policy follows the work it sent (kvaware: a prefill is under way until the answer's first byte)
+      const dispatch = this.policy.dispatched?.(endpoint, job.route);
       let outcome: AttemptOutcome;
       const span =
         trace !== undefined ? engineSpan(trace, SPAN.engine, endpoint, job.role ?? 'both', failovers + 1, job.method, job.path) : undefined;
-      const onFirstByte = span !== undefined ? span.onFirstByte(job.onFirstByte) : job.onFirstByte;
+      const onFirstByte = withDispatch(dispatch, span !== undefined ? span.onFirstByte(job.onFirstByte) : job.onFirstByte);
       try {
         outcome = await attempt(
           this.pools.get(endpoint.url),
@@ -117,6 +119,7 @@ export class Forwarder {
       } finally {
         this.ledger.requestEnded(endpoint);
         job.adapter?.requestEnded(endpoint);
+        dispatch?.ended();
       }
       if (span !== undefined) endEngineSpan(span, outcome);
       switch (outcome.kind) {
@@ -158,4 +161,13 @@ export class Forwarder {
       endpoint: undefined,
     };
   }
+}
+
+/** The first-byte callback with the policy's dispatch told first. */
+function withDispatch(dispatch: Dispatch | undefined, inner: (() => void) | undefined): (() => void) | undefined {
+  if (dispatch === undefined) return inner;
+  return () => {
+    dispatch.firstByte();
+    inner?.();
+  };
 }

@@ -2,7 +2,7 @@
 // Only built with --allow-routing-header; an unknown value falls back to the configured policy.
 import type { Endpoint } from '../core/endpoint.js';
 import type { TraceSpan } from '../core/trace.js';
-import type { RouteRequest, RoutingPolicy } from './policy.js';
+import type { Dispatch, RouteRequest, RoutingPolicy } from './policy.js';
 
 const ROUTING_HEADER = 'x-llm-router-routing';
 
@@ -22,6 +22,10 @@ export class HeaderSelectedPolicy implements RoutingPolicy {
 
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined {
     return this.chosen(request).pick(candidates, request, exclude, trace);
+  }
+
+  dispatched(endpoint: Endpoint, request: RouteRequest): Dispatch | undefined {
+    return this.chosen(request).dispatched?.(endpoint, request);
   }
 
   private chosen(request: RouteRequest): RoutingPolicy {

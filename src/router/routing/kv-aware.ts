@@ -1,41 +1,55 @@
-// kvaware: send a request where its prompt is already cached, as the engines themselves report it. The index
-// (router/kv, built on every replica from the engines' KV-cache events) says how many leading blocks of the
-// request's token ids each candidate holds; the candidate that holds the most (GPU blocks over offloaded ones) less a
-// small share for its load wins, among those within the same load bound as prefixaware: an endpoint whose in-flight
-// count would exceed (1 + epsilon) x the mean is skipped, so one hot prefix cannot pile onto one engine.
+// kvaware: send a request where it costs the least to serve, counted in prompt tokens, from what the engines say.
 //
-// The bound stretches by `boundSlack` (2) requests for a holder that holds at least `stretchGain` (half) of the
-// prompt more than any endpoint within the bound: sending it elsewhere would compute that half again. At low
-// concurrency the bound ceil(1.25 x (total + 1) / n) is 1, so without the stretch one request running on the only
-// engine holding a conversation sent its next turn elsewhere to be computed again (on Mooncake's public trace most of
-// what kvaware lost against one cache of the engines' combined capacity; bench/kv-model.ts). A prefix several engines
-// hold (a shared system prompt) gains too little to stretch, and still spreads. Only in-flight counts differ between
-// replicas, as for the bound itself.
+// A candidate's cost is what it would have to compute, the prompt's tokens its KV cache does not hold (the index built
+// on every replica from the engines' KV-cache events says how many leading blocks it holds; a block in an offload tier
+// counts half), plus the work already queued on it, in the same tokens:
+//  - the prefills this router has sent there whose answer has not begun (each with the tokens it left to compute when
+//    it was sent; the forwarders report the answer's first byte through `dispatched`), and
+//  - the requests other clients run or queue there beyond their usual share, from the engine's scraped metrics: other
+//    replicas (and other --workers) send where this router sends as often as not, so what they run on an engine in
+//    proportion to what this router ran there at the scrape is already weighed by this router's own work; counting it
+//    again from a snapshot up to seconds old sent every replica away from where the others had been. What exceeds that
+//    proportion (a client of its own, a replica routing otherwise) counts, each request as this router's own in-flight
+//    requests leave prefill work on average.
+// Computing again what only one other engine holds weighs `copyWeight` (3) a token, not 1: the second copy takes room
+// in a cache that then holds less of everything else, and the conversation's later turns could have gone to one place.
+// A prefix held by several engines (a shared system prompt) weighs 1: spreading it further is how its load spreads.
+// The cheapest candidate wins: a conversation stays on the engine that holds it until that engine's queue costs more
+// than computing it elsewhere, and a prompt whose cached part is a prefix several engines hold goes to the least loaded
+// of them, so no engine sits idle while others queue. Equal costs (idle engines holding the same) go by prefixaware's
+// rendezvous order, which every replica computes alike; an engine whose metrics are stale counts as loaded as the
+// busiest fresh one, never as idle. Replicas given the same events and metrics differ only by their own work in flight.
 //
-// No tokens, no match or a tie go to prefixaware's rendezvous order, which every replica computes alike.
+// Each endpoint's keys are computed at its own block size (engines of one model may differ mid-rollout); an engine's
+// events change only its own matches. Between sending a prompt and the engine's BlockStored for it,
+// src/router/kv/pending.ts remembers where this router sent it, so a burst sharing a new prefix follows the first.
+//
+// No tokens (the tokenizer's fallback reasons) or a prompt shorter than a block: prefixaware decides. One candidate: it
+// is taken and nothing is tokenized (`one-endpoint`). Each request is counted once: matched (the chosen engine holds
+// part of the prompt), `no-match` (no engine holds any of it: routed by load) or `overloaded` (the holders cost more
+// than computing it elsewhere: routed by load).
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { TraceSpan } from '../core/trace.js';
 import { KV_BLOCKS, KV_FALLBACK, KV_MATCHED_BLOCKS } from '../tracing/attributes.js';
 import type { BlockKey } from '../kv/block-key.js';
-import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource } from '../kv/types.js';
+import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource, KvMatch, RequestBlocks } from '../kv/types.js';
 import { PendingPrefixes } from '../kv/pending.js';
-import type { RouteRequest, RoutingPolicy } from './policy.js';
+import type { Dispatch, RouteRequest, RoutingPolicy } from './policy.js';
 
 export interface KvAwareOptions {
   readonly index: KvIndexView;
   readonly keys: KvKeySource;
   readonly observer?: KvDecisionObserver;
-  /** default 0.25, as prefixaware's */
-  readonly balanceEpsilon?: number;
   /** how much a block held in an offload tier counts against one on the GPU; default 0.5 */
   readonly offloadWeight?: number;
-  /** how much of the prompt (as a fraction) the most loaded candidate gives up against an idle one; default 0.1 */
-  readonly loadWeight?: number;
-  /** requests over the load bound a holder may go, when it saves `stretchGain` more of the prompt; default 2 */
-  readonly boundSlack?: number;
-  /** how much more of the prompt (a fraction) a holder over the bound must hold than any endpoint within it; default 0.5 */
-  readonly stretchGain?: number;
+  /**
+   * What a prompt token weighs, in tokens of queued work, when the candidate would compute it again although one other
+   * engine alone holds it: its prefill, and the second copy it leaves in a cache that then holds less of everything
+   * else. Default 3 (bench/kv-model.ts: 2 kept too few conversations where they were, 4 starved engines of a shared
+   * prefix). A prefix two or more engines hold weighs 1 a token: copying it further spreads a hot prefix.
+   */
+  readonly copyWeight?: number;
   readonly engineStatsIntervalMs?: number;
   /**
    * How long a prompt this router just sent counts as held by its engine before the engine's events say so
@@ -47,30 +61,47 @@ export interface KvAwareOptions {
   readonly now?: () => number;
 }
 
-type Prepared = readonly BlockKey[] | KvFallbackReason;
+type Prepared = RequestBlocks | KvFallbackReason;
+
+/** Prefills this router has under way on one endpoint: sent, no answer yet. */
+interface Work {
+  tokens: number;
+  count: number;
+}
+
+/** One block size among the candidates: their keys at it and what the index (or the pending map) says they hold. */
+interface SizeGroup {
+  readonly ids: string[];
+  keys: readonly BlockKey[];
+  matches: ReadonlyMap<string, KvMatch>;
+  sent: { readonly endpointId: string; readonly length: number } | undefined;
+}
+
+/** how fast the mean of the tokens this router's requests leave to compute follows new ones */
+const MEAN_ALPHA = 0.05;
 
 export class KvAwarePolicy implements RoutingPolicy {
   readonly name = 'kvaware';
   private readonly prepared = new WeakMap<RouteRequest, Prepared>();
-  private readonly spread: number;
+  /** the last pick of each request: where, and the prompt tokens it expected that engine to compute */
+  private readonly decided = new WeakMap<RouteRequest, { readonly endpointId: string; readonly miss: number }>();
+  /** endpoint id -> this router's prefills under way there */
+  private readonly work = new Map<string, Work>();
+  /** prompt tokens a request of this router left its engine to compute, on average */
+  private meanMiss = 0;
   private readonly offloadWeight: number;
-  private readonly loadWeight: number;
-  private readonly slack: number;
-  private readonly stretchGain: number;
+  private readonly copyWeight: number;
   private readonly statsIntervalMs: number;
   private readonly now: () => number;
   private readonly pending: PendingPrefixes;
 
   constructor(
     private readonly opts: KvAwareOptions,
-    /** prefixaware: the order used without a match and to break ties */
+    /** prefixaware: the order used without tokens and to break ties */
     private readonly fallback: RoutingPolicy,
   ) {
-    this.spread = 1 + Math.max(0, opts.balanceEpsilon ?? 0.25);
     this.offloadWeight = Math.min(1, Math.max(0, opts.offloadWeight ?? 0.5));
-    this.loadWeight = Math.max(0, opts.loadWeight ?? 0.1);
-    this.slack = Math.max(0, Math.round(opts.boundSlack ?? 2));
-    this.stretchGain = Math.max(0, opts.stretchGain ?? 0.5);
+    this.copyWeight = Math.max(1, opts.copyWeight ?? 3);
     this.statsIntervalMs = opts.engineStatsIntervalMs ?? 1000;
     this.now = opts.now ?? Date.now;
     this.pending = new PendingPrefixes(opts.pendingMs ?? 10_000, opts.pendingMaxKeys ?? 262_144, this.now);
@@ -78,6 +109,11 @@ export class KvAwarePolicy implements RoutingPolicy {
 
   async prepare(candidates: readonly Endpoint[], request: RouteRequest, trace?: TraceSpan): Promise<void> {
     if (this.prepared.has(request)) return;
+    // nothing to decide: no tokenization either
+    if (candidates.length <= 1) {
+      this.prepared.set(request, 'one-endpoint');
+      return;
+    }
     let keys: Prepared;
     try {
       keys = await this.opts.keys.keys(request, candidates, trace);
@@ -90,93 +126,184 @@ export class KvAwarePolicy implements RoutingPolicy {
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined {
     const n = candidates.length;
     if (n === 0) return undefined;
-    const keys = this.prepared.get(request);
+    const blocks = this.prepared.get(request);
     // a failover pick (exclude set) is not a new decision: count each request once
     const count = exclude === undefined;
-    if (keys === undefined || typeof keys === 'string')
-      return this.fallBack(candidates, request, exclude, keys ?? 'no-prompt', count, trace);
-    trace?.set(KV_BLOCKS, keys.length);
-    if (keys.length === 0) return this.fallBack(candidates, request, exclude, 'too-short', count, trace);
-    const chosen = this.byMatch(candidates, keys, request, exclude, count, trace);
-    // the engine chosen is about to hold this prompt, whichever way it was chosen
-    if (chosen !== undefined) this.pending.record(keys, chosen.id);
-    return chosen;
+    if (blocks === undefined || typeof blocks === 'string')
+      return this.fallBack(candidates, request, exclude, blocks ?? 'no-prompt', count, trace);
+    return this.byCost(candidates, blocks, request, exclude, count, trace);
   }
 
-  private byMatch(
+  dispatched(endpoint: Endpoint, request: RouteRequest): Dispatch {
+    const decided = this.decided.get(request);
+    let miss: number;
+    if (decided !== undefined && decided.endpointId === endpoint.id) {
+      miss = decided.miss;
+      this.meanMiss = this.meanMiss === 0 ? miss : this.meanMiss + MEAN_ALPHA * (miss - this.meanMiss);
+    } else {
+      // routed without a decision of ours (no tokens), or a failover to an endpoint not scored: an average request
+      const blocks = this.prepared.get(request);
+      miss = typeof blocks === 'object' ? blocks.tokens : this.meanMiss;
+    }
+    let w = this.work.get(endpoint.id);
+    if (w === undefined) {
+      w = { tokens: 0, count: 0 };
+      this.work.set(endpoint.id, w);
+    }
+    w.tokens += miss;
+    w.count++;
+    const work = w;
+    const id = endpoint.id;
+    let open = true;
+    const close = (): void => {
+      if (!open) return;
+      open = false;
+      work.count--;
+      work.tokens -= miss;
+      if (work.count <= 0 && this.work.get(id) === work) this.work.delete(id);
+    };
+    return { firstByte: close, ended: close };
+  }
+
+  /** Prefill tokens this router has under way on the endpoint (for tests and the bench's model). */
+  workOf(endpointId: string): number {
+    return this.work.get(endpointId)?.tokens ?? 0;
+  }
+
+  private byCost(
     candidates: readonly Endpoint[],
-    keys: readonly BlockKey[],
+    blocks: RequestBlocks,
     request: RouteRequest,
     exclude: ReadonlySet<Endpoint> | undefined,
     count: boolean,
     trace: TraceSpan | undefined,
   ): Endpoint | undefined {
     const n = candidates.length;
-    const ids: string[] = [];
-    for (const c of candidates) ids.push(c.id);
-    const matches = this.opts.index.match(keys, ids);
-    // only for a prefix no engine reports yet: once one does, its events (stores and evictions) decide alone
-    const sent = matches.size === 0 ? this.pending.leading(keys) : undefined;
-    if (matches.size === 0 && sent === undefined) return this.fallBack(candidates, request, exclude, 'no-match', count, trace);
-
-    let total = 0;
-    let maxLoad = 0;
-    const loads = new Float64Array(n);
-    const freshSince = this.now();
+    const sizes = new Int32Array(n);
+    const P = blocks.tokens;
+    // the candidates' block sizes: one group each (almost always one in all)
+    const groups = new Map<number, SizeGroup>();
+    let longest = 0;
     for (let i = 0; i < n; i++) {
       const e = candidates[i] as Endpoint;
-      total += e.inFlight;
-      const load = e.inFlight + (isFresh(e.engineLoad, freshSince, this.statsIntervalMs) ? (e.engineLoad?.otherLoad ?? 0) : 0);
-      loads[i] = load;
-      if (load > maxLoad) maxLoad = load;
+      const size = this.opts.keys.blockSizeOf(e);
+      sizes[i] = size;
+      let g = groups.get(size);
+      if (g === undefined) {
+        const keys = blocks.keysAt(size);
+        if (keys.length > longest) longest = keys.length;
+        g = { ids: [], keys, matches: new Map(), sent: undefined };
+        groups.set(size, g);
+      }
+      g.ids.push(e.id);
     }
-    // prefixaware's bound, and the stretch a holder that saves enough more than any endpoint within it may go up to
-    const room = Math.ceil((this.spread * (total + 1)) / n);
-    const stretch = room + this.slack;
-    let bestScore = 0;
-    let bestMatched = 0;
-    let bestHeldInRoom = 0;
-    let tied: Endpoint[] = [];
-    let overScore = 0;
-    let overHeld = 0;
-    let overMatched = 0;
-    let overTied: Endpoint[] = [];
+    if (longest === 0) return this.fallBack(candidates, request, exclude, 'too-short', count, trace);
+    for (const g of groups.values()) {
+      if (g.keys.length === 0) continue;
+      g.matches = this.opts.index.match(g.keys, g.ids);
+      // only for a prefix no engine reports yet: once one does, its events (stores and evictions) decide alone
+      if (g.matches.size === 0) {
+        const sent = this.pending.leading(g.keys);
+        if (sent !== undefined && g.ids.includes(sent.endpointId)) g.sent = sent;
+      }
+    }
+
+    // other clients' requests on each candidate, from its engine's fresh metrics; unknown: as many as the busiest
+    const freshSince = this.now();
+    const others = new Float64Array(n);
+    const ours = new Float64Array(n);
+    let sumOthers = 0;
+    let sumOurs = 0;
+    let ownWork = 0;
+    let ownInFlight = 0;
     for (let i = 0; i < n; i++) {
       const e = candidates[i] as Endpoint;
-      const busy = e.inFlight;
-      if (exclude?.has(e) || busy >= stretch) continue;
-      let m = matches.get(e.id);
+      const load = e.engineLoad;
+      const fresh = load !== undefined && isFresh(load, freshSince, this.statsIntervalMs);
+      others[i] = fresh ? load.others : Number.NaN;
+      ours[i] = fresh ? load.ours : 0;
+      if (fresh) {
+        sumOthers += load.others;
+        sumOurs += load.ours;
+      }
+      ownWork += this.work.get(e.id)?.tokens ?? 0;
+      ownInFlight += e.inFlight;
+    }
+    // what other clients run beyond their share of this router's (see the file's header)
+    const ratio = sumOurs > 0 ? sumOthers / sumOurs : 0;
+    let maxExcess = 0;
+    for (let i = 0; i < n; i++) {
+      const o = others[i] as number;
+      if (Number.isNaN(o)) continue;
+      const excess = Math.max(0, o - ratio * (ours[i] as number));
+      others[i] = excess;
+      if (excess > maxExcess) maxExcess = excess;
+    }
+    const perOther = ownInFlight > 0 ? ownWork / ownInFlight : this.meanMiss > 0 ? this.meanMiss : P;
+
+    const misses = new Float64Array(n);
+    const matched = new Int32Array(n);
+    const helds = new Float64Array(n);
+    // the longest prefix any candidate holds, and the longest held by two or more (a shared prefix)
+    let h1 = 0;
+    let h2 = 0;
+    for (let i = 0; i < n; i++) {
+      const e = candidates[i] as Endpoint;
+      if (exclude?.has(e)) continue;
+      const size = sizes[i] as number;
+      const g = groups.get(size) as SizeGroup;
+      let m = g.matches.get(e.id);
       // sent there moments ago: held on its GPU once its prefill has run
+      const sent = g.sent;
       if (sent !== undefined && sent.endpointId === e.id && sent.length > (m?.gpu ?? 0))
         m = { gpu: sent.length, total: Math.max(sent.length, m?.total ?? 0) };
-      if (m === undefined) continue;
-      const held = m.gpu + this.offloadWeight * (m.total - m.gpu);
-      const score = held / keys.length - (maxLoad > 0 ? (this.loadWeight * (loads[i] as number)) / maxLoad : 0);
-      if (busy < room) {
-        if (held > bestHeldInRoom) bestHeldInRoom = held;
-        if (tied.length === 0 || score > bestScore + 1e-9) {
-          bestScore = score;
-          bestMatched = m.total;
-          tied = [e];
-        } else if (score >= bestScore - 1e-9) tied.push(e);
-      } else if (overTied.length === 0 || held > overHeld + 1e-9 || (held >= overHeld - 1e-9 && score > overScore + 1e-9)) {
-        overHeld = held;
-        overScore = score;
-        overMatched = m.total;
-        overTied = [e];
-      } else if (held >= overHeld - 1e-9 && score >= overScore - 1e-9) overTied.push(e);
+      const held = m === undefined ? 0 : Math.min(P, (m.gpu + this.offloadWeight * (m.total - m.gpu)) * size);
+      helds[i] = held;
+      misses[i] = P - held;
+      matched[i] = m?.total ?? 0;
+      if (held > h1) {
+        h2 = h1;
+        h1 = held;
+      } else if (held > h2) h2 = held;
     }
-    // over the bound but within the stretch: taken only for a longer prefix, by at least `stretchGain` of the prompt
-    if (overTied.length > 0 && overHeld > bestHeldInRoom + 1e-9 && (overHeld - bestHeldInRoom) / keys.length >= this.stretchGain - 1e-9) {
-      tied = overTied;
-      bestMatched = overMatched;
+    let best: Endpoint[] = [];
+    let bestCost = Number.POSITIVE_INFINITY;
+    for (let i = 0; i < n; i++) {
+      const e = candidates[i] as Endpoint;
+      if (exclude?.has(e)) continue;
+      const held = helds[i] as number;
+      // computing again what only one other engine holds makes a second copy of it: weighed beyond its prefill
+      const copied = held >= h1 ? 0 : Math.max(0, h1 - Math.max(held, h2));
+      const o = Number.isNaN(others[i] as number) ? maxExcess : (others[i] as number);
+      const queued = (this.work.get(e.id)?.tokens ?? 0) + o * perOther;
+      const cost = (misses[i] as number) + (this.copyWeight - 1) * copied + queued;
+      const tolerance = 1e-9 * Math.max(1, Math.abs(bestCost));
+      if (best.length === 0 || cost < bestCost - tolerance) {
+        bestCost = cost;
+        best = [e];
+      } else if (cost <= bestCost + tolerance) best.push(e);
     }
-    // every holder is over the bound (or excluded): the prefix spills as prefixaware would spill it
-    if (tied.length === 0) return this.fallBack(candidates, request, exclude, 'overloaded', count, trace);
-    if (count) this.opts.observer?.matched(request.model, bestMatched, keys.length);
-    trace?.set(KV_MATCHED_BLOCKS, bestMatched);
-    if (tied.length === 1) return tied[0];
-    return this.fallback.pick(tied, request) ?? tied[0];
+    const anyHeld = h1 > 0;
+    if (best.length === 0) return undefined;
+    // equal costs: prefixaware's order among them (the same on every replica)
+    const chosen = best.length === 1 ? best[0] : (this.fallback.pick(best, request) ?? best[0]);
+    if (chosen === undefined) return undefined;
+    const at = candidates.indexOf(chosen);
+    const g = groups.get(sizes[at] as number) as SizeGroup;
+    const chosenMatched = matched[at] as number;
+    this.decided.set(request, { endpointId: chosen.id, miss: misses[at] as number });
+    trace?.set(KV_BLOCKS, g.keys.length);
+    if (chosenMatched > 0) {
+      if (count) this.opts.observer?.matched(request.model, chosenMatched, g.keys.length);
+      trace?.set(KV_MATCHED_BLOCKS, chosenMatched);
+    } else {
+      const reason: KvFallbackReason = anyHeld ? 'overloaded' : 'no-match';
+      if (count) this.opts.observer?.fallback(request.model, reason);
+      trace?.set(KV_FALLBACK, reason);
+    }
+    // the engine chosen is about to hold this prompt
+    this.pending.record(g.keys, chosen.id);
+    return chosen;
   }
 
   private fallBack(

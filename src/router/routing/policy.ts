@@ -10,6 +10,14 @@ export interface RouteRequest {
   readonly body: Readonly<Record<string, unknown>>;
 }
 
+/** One request sent to an endpoint, as the forwarders tell the policy that picked it: when its answer begins and ends. */
+export interface Dispatch {
+  /** the first byte of the engine's answer arrived (its prefill has run); called at most once */
+  firstByte(): void;
+  /** the engine call ended, however; called exactly once */
+  ended(): void;
+}
+
 export interface RoutingPolicy {
   readonly name: string;
   /**
@@ -23,4 +31,9 @@ export interface RoutingPolicy {
    * on, the first pick only): the route span, where a policy may say how it chose (kvaware: matched blocks).
    */
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined;
+  /**
+   * The request is being sent to `endpoint` (after a pick, each failover again). A policy that weighs the work it
+   * has sent each engine (kvaware) follows the call by the handle it returns; the others have no such method.
+   */
+  dispatched?(endpoint: Endpoint, request: RouteRequest): Dispatch | undefined;
 }

@@ -213,6 +213,8 @@ export class PdForwarder {
     const t = this.opts.timeouts;
     this.ledger.requestStarted(prefill);
     job.adapter?.requestStarted(prefill);
+    // a prefill call's answer is the prefill's end: the policy's work there is done when the call is
+    const dispatch = this.policies.prefill.dispatched?.(prefill, job.route);
     const span = job.trace !== undefined ? engineSpan(job.trace, SPAN.prefill, prefill, 'prefill', 1, 'POST', job.target) : undefined;
     const call = callEngine(this.pools.get(prefill.url), {
       path: job.target,
@@ -230,6 +232,7 @@ export class PdForwarder {
       job.gone.off(leave);
       this.ledger.requestEnded(prefill);
       job.adapter?.requestEnded(prefill);
+      dispatch?.ended();
       this.observer.call(job.model, 'prefill', (performance.now() - started) / 1000);
     });
     return call;
