@@ -116,7 +116,7 @@ test('LoRA adapters: each chain from its own root, matching only that adapter; a
 });
 
 test('capacity per engine: the oldest stored blocks go first; a block stored again is young again; shrinking evicts', () => {
-  const idx = new KvIndex({ defaultCapacity: 100 });
+  const idx = new KvIndex({ maxCapacity: 100 });
   idx.setCapacity('e1', 5);
   const tally = newTally();
   const chains = Array.from({ length: 8 }, (_, i) => toks(BS, i * 1000));
@@ -135,9 +135,28 @@ test('capacity per engine: the oldest stored blocks go first; a block stored aga
     chains.map((c) => idx.match(blockKeys(c, BS), ['e1']).has('e1')),
     [false, false, false, false, false, false, true, true],
   );
-  // the default applies to an engine with none set
+  // the maximum applies to an engine with none set
   for (let i = 0; i < 150; i++) idx.apply('e2', 0, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
   assert.equal(idx.blocks('e2'), 100);
+});
+
+test('an engine claiming more blocks than the maximum is indexed up to the maximum, whatever it claims', () => {
+  const idx = new KvIndex({ maxCapacity: 100 });
+  idx.setCapacity('huge', 100_000_000);
+  assert.equal(idx.capacity('huge'), 100);
+  for (let i = 0; i < 300; i++) idx.apply('huge', 0, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
+  assert.equal(idx.blocks('huge'), 100);
+  // a second rank: the same bound of its own
+  for (let i = 0; i < 300; i++) idx.apply('huge', 1, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
+  assert.equal(idx.blocks('huge'), 200);
+  // an engine claiming fewer keeps its own; a claim that is no number of blocks gets the maximum
+  idx.setCapacity('small', 40);
+  assert.equal(idx.capacity('small'), 40);
+  idx.setCapacity('odd', 0);
+  assert.equal(idx.capacity('odd'), 100);
+  idx.setCapacity('unknown', undefined);
+  assert.equal(idx.capacity('unknown'), 100);
+  assert.equal(idx.capacity('never-seen'), 100);
 });
 
 test('tiers: the GPU leading count stops at the first block not on the GPU; offload copies keep the total', () => {

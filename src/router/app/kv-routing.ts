@@ -38,7 +38,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
     log: Logger,
   ) {
     this.log = log;
-    this.events = new KvEvents({ log, defaultCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
+    this.events = new KvEvents({ log, maxCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
     this.tokenizer = new RequestTokenizer({
       mode: opts.kv.tokenizer,
       models: Object.fromEntries(opts.kv.tokenizers),

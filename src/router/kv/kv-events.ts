@@ -11,8 +11,8 @@ import type { KvIndexView } from './types.js';
 
 export interface KvEventsOptions {
   readonly log: Logger;
-  /** blocks kept per engine when a source gives no capacity (kv-index.ts: DEFAULT_CAPACITY) */
-  readonly defaultCapacity?: number;
+  /** blocks kept per engine at most, whatever its source's capacity (kv-index.ts: DEFAULT_CAPACITY) */
+  readonly maxCapacity?: number;
   /** ZMQ topic prefix; '' takes all */
   readonly topic?: string;
   readonly replayTimeoutMs?: number;
@@ -30,7 +30,7 @@ export class KvEvents {
   private closed = false;
 
   constructor(private readonly opts: KvEventsOptions) {
-    this.idx = new KvIndex(opts.defaultCapacity === undefined ? {} : { defaultCapacity: opts.defaultCapacity });
+    this.idx = new KvIndex(opts.maxCapacity === undefined ? {} : { maxCapacity: opts.maxCapacity });
   }
 
   /** What the routing policy reads. */

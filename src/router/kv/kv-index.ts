@@ -9,14 +9,18 @@ import type { EngineHash, KvBatch, KvStoredEvent } from './decode.js';
 import type { KvIndexView, KvMatch } from './types.js';
 
 /**
- * Blocks kept per engine when its num_gpu_blocks is not known. A GPU engine holds 10^4 to 10^5 blocks; the rest is
- * room for offload tiers. At the measured ~100 bytes a block (bench/kv-index.ts) this is ~26 MB per engine at worst.
+ * Blocks kept per engine at most (--kv-index-max-blocks): an engine of 2^18 blocks or fewer is indexed whole. A GPU
+ * engine holds 10^4 to 10^5 blocks (a model of 1B parameters or more on an 80 GB GPU). At the measured 67-70 bytes a
+ * block (bench/kv-index.ts) this is 18 MB per engine at worst.
  */
 export const DEFAULT_CAPACITY = 262_144;
 
 export interface KvIndexOptions {
-  /** blocks kept per engine (endpoint and rank) whose capacity was not set */
-  readonly defaultCapacity?: number;
+  /**
+   * Blocks kept per engine (endpoint and rank) at most, whatever its num_gpu_blocks claims: an engine claiming 10^8
+   * blocks must not make the router hold 10^8. Also what an engine whose capacity is unknown gets.
+   */
+  readonly maxCapacity?: number;
 }
 
 /** What applying batches did; the caller owns it and reads it as counters (nothing is allocated per batch). */
@@ -40,7 +44,8 @@ export function newTally(): KvApplyTally {
 
 interface EndpointState {
   readonly stores: (BlockStore | undefined)[];
-  capacity: number | undefined;
+  /** blocks kept per rank */
+  capacity: number;
   blockSize: number | undefined;
 }
 
@@ -51,20 +56,28 @@ export interface KvIndexStats {
 
 export class KvIndex implements KvIndexView {
   private readonly endpoints = new Map<string, EndpointState>();
-  private readonly defaultCapacity: number;
+  private readonly maxCapacity: number;
 
   constructor(opts: KvIndexOptions = {}) {
-    this.defaultCapacity = Math.max(1, opts.defaultCapacity ?? DEFAULT_CAPACITY);
+    this.maxCapacity = Math.max(1, Math.floor(opts.maxCapacity ?? DEFAULT_CAPACITY));
   }
 
-  /** The blocks an engine of this endpoint keeps (its num_gpu_blocks when known); undefined: the default. */
+  /**
+   * The blocks an engine of this endpoint keeps (its num_gpu_blocks when known; undefined: unknown). The index keeps
+   * per rank the smaller of that and the maximum.
+   */
   setCapacity(endpointId: string, capacity: number | undefined, tally?: KvApplyTally): void {
     const ep = this.endpoint(endpointId);
-    ep.capacity = capacity === undefined ? undefined : Math.max(1, Math.floor(capacity));
+    ep.capacity = capacity === undefined || !(capacity >= 1) ? this.maxCapacity : Math.min(Math.floor(capacity), this.maxCapacity);
     for (const s of ep.stores) {
-      const evicted = s?.setCapacity(ep.capacity ?? this.defaultCapacity) ?? 0;
+      const evicted = s?.setCapacity(ep.capacity) ?? 0;
       if (tally) tally.evicted += evicted;
     }
+  }
+
+  /** Blocks kept per rank of this endpoint: min(its num_gpu_blocks, the maximum). */
+  capacity(endpointId: string): number {
+    return this.endpoints.get(endpointId)?.capacity ?? this.maxCapacity;
   }
 
   /** The block size from vllm:cache_config_info, for an endpoint whose events have not said it yet. */
@@ -192,7 +205,7 @@ export class KvIndex implements KvIndexView {
   private endpoint(id: string): EndpointState {
     let ep = this.endpoints.get(id);
     if (!ep) {
-      ep = { stores: [], capacity: undefined, blockSize: undefined };
+      ep = { stores: [], capacity: this.maxCapacity, blockSize: undefined };
       this.endpoints.set(id, ep);
     }
     return ep;
@@ -201,7 +214,7 @@ export class KvIndex implements KvIndexView {
   private store(ep: EndpointState, rank: number): BlockStore {
     let s = ep.stores[rank];
     if (!s) {
-      s = new BlockStore(ep.capacity ?? this.defaultCapacity);
+      s = new BlockStore(ep.capacity);
       ep.stores[rank] = s;
     }
     return s;
