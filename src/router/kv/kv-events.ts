@@ -57,11 +57,13 @@ export class KvEvents {
       const running = this.subs.get(id);
       if (running) {
         if (running.source.capacity !== source.capacity) this.idx.setCapacity(id, source.capacity, this.totals);
+        if (source.blockSize !== undefined) this.idx.setBlockSize(id, source.blockSize);
         // keep the source with the new capacity, so that the next reconcile compares against it
         running.source = source;
         continue;
       }
       this.idx.setCapacity(id, source.capacity);
+      if (source.blockSize !== undefined) this.idx.setBlockSize(id, source.blockSize);
       this.subs.set(
         id,
         new KvSubscriber(source, {

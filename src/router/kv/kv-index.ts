@@ -5,7 +5,7 @@
 // losing events drops its stores whole, O(1), instead of visiting a million global entries.
 import { nextKey, rootKey, type BlockKey } from './block-key.js';
 import { BlockStore, MEDIUM_BIT, refsAny, refsGpu } from './block-store.js';
-import type { EngineHash, KvBatch, KvStoredEvent } from './decode.js';
+import type { EngineHash, KvBatch, KvStoredEvent, MalformedSink } from './decode.js';
 import type { KvIndexView, KvMatch } from './types.js';
 
 /**
@@ -46,7 +46,10 @@ interface EndpointState {
   readonly stores: (BlockStore | undefined)[];
   /** blocks kept per rank */
   capacity: number;
+  /** the size of every block indexed for this endpoint: the declared one, else the first event's (see apply) */
   blockSize: number | undefined;
+  /** blockSize came from the engine's vllm:cache_config_info, not from its events */
+  declared: boolean;
 }
 
 export interface KvIndexStats {
@@ -80,17 +83,30 @@ export class KvIndex implements KvIndexView {
     return this.endpoints.get(endpointId)?.capacity ?? this.maxCapacity;
   }
 
-  /** The block size from vllm:cache_config_info, for an endpoint whose events have not said it yet. */
+  /**
+   * The block size the engine declares (vllm:cache_config_info). It is the endpoint's from now on: its events of
+   * another size are dropped, and blocks indexed under another size before it was known are dropped now (their keys
+   * were chained in blocks no request of this endpoint is cut into).
+   */
   setBlockSize(endpointId: string, blockSize: number): void {
-    this.endpoint(endpointId).blockSize = blockSize;
+    const ep = this.endpoint(endpointId);
+    if (ep.blockSize !== blockSize) for (const s of ep.stores) s?.clear();
+    ep.blockSize = blockSize;
+    ep.declared = true;
   }
 
+  /** The endpoint's block size: declared by the engine, else that of its events; undefined when neither said. */
   blockSize(endpointId: string): number | undefined {
     return this.endpoints.get(endpointId)?.blockSize;
   }
 
-  /** Applies one decoded batch from rank `rank` of the endpoint, in order. */
-  apply(endpointId: string, rank: number, batch: KvBatch, tally: KvApplyTally = newTally()): void {
+  /**
+   * Applies one decoded batch from rank `rank` of the endpoint, in order. One endpoint's blocks all have one size, so
+   * that its keys are exact: the declared size, else the size of the blocks it holds (the first event's, again after
+   * the endpoint emptied). A BlockStored of another size is dropped, reported to `onMalformed` as `block-size`; it
+   * changes nothing of this endpoint's blocks, nor anything of another endpoint's.
+   */
+  apply(endpointId: string, rank: number, batch: KvBatch, tally: KvApplyTally = newTally(), onMalformed: MalformedSink = () => {}): void {
     const ep = this.endpoint(endpointId);
     for (const ev of batch.events) {
       if (ev.kind === 'cleared') {
@@ -111,8 +127,17 @@ export class KvIndex implements KvIndexView {
         for (const h of ev.hashes) if (store.remove(h, bit)) tally.blocksRemoved++;
         continue;
       }
+      if (ev.blockSize !== ep.blockSize) {
+        if (ep.declared || (ep.blockSize !== undefined && !this.empty(ep))) {
+          onMalformed(
+            'block-size',
+            `BlockStored of block_size ${ev.blockSize}, the endpoint's is ${ep.blockSize}${ep.declared ? ' (vllm:cache_config_info)' : ''}`,
+          );
+          continue;
+        }
+        ep.blockSize = ev.blockSize;
+      }
       tally.stored++;
-      ep.blockSize = ev.blockSize;
       this.stored(store, ev, bit, tally);
     }
   }
@@ -184,6 +209,11 @@ export class KvIndex implements KvIndexView {
     return out;
   }
 
+  private empty(ep: EndpointState): boolean {
+    for (const s of ep.stores) if (s !== undefined && s.size > 0) return false;
+    return true;
+  }
+
   /** Blocks indexed for an endpoint, all ranks. */
   blocks(endpointId: string): number {
     let n = 0;
@@ -205,7 +235,7 @@ export class KvIndex implements KvIndexView {
   private endpoint(id: string): EndpointState {
     let ep = this.endpoints.get(id);
     if (!ep) {
-      ep = { stores: [], capacity: this.maxCapacity, blockSize: undefined };
+      ep = { stores: [], capacity: this.maxCapacity, blockSize: undefined, declared: false };
       this.endpoints.set(id, ep);
     }
     return ep;

@@ -14,8 +14,10 @@ export interface KvSource {
   readonly endpointId: string;
   readonly eventsUrls: readonly string[];
   readonly replayUrls: readonly (string | undefined)[];
-  /** blocks kept per rank: the engine's num_gpu_blocks when known */
+  /** blocks kept per rank: the engine's num_gpu_blocks when known (the index keeps at most its maximum) */
   readonly capacity?: number;
+  /** the engine's block size when it declares one (vllm:cache_config_info): its events of another size are dropped */
+  readonly blockSize?: number;
 }
 
 /** Totals over every endpoint since start (an endpoint leaving does not take its counts with it). */
@@ -321,7 +323,7 @@ class RankStream {
     if (!batch) return;
     this.dpRank = batch.dpRank;
     this.opts.counters.batches++;
-    this.opts.index.apply(this.owner.endpointId, this.rank, batch, this.opts.counters);
+    this.opts.index.apply(this.owner.endpointId, this.rank, batch, this.opts.counters, this.onMalformed);
   }
 
   /** This rank's blocks can no longer be trusted: drop them; the live stream rebuilds them from here. */
