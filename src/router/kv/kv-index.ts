@@ -214,10 +214,12 @@ export class KvIndex implements KvIndexView {
     return true;
   }
 
-  /** Blocks indexed for an endpoint, all ranks. */
-  blocks(endpointId: string): number {
+  /** Blocks indexed for an endpoint: all its ranks, or one. */
+  blocks(endpointId: string, rank?: number): number {
+    const stores = this.endpoints.get(endpointId)?.stores ?? [];
+    if (rank !== undefined) return stores[rank]?.size ?? 0;
     let n = 0;
-    for (const s of this.endpoints.get(endpointId)?.stores ?? []) n += s?.size ?? 0;
+    for (const s of stores) n += s?.size ?? 0;
     return n;
   }
 
