@@ -138,6 +138,8 @@ describe('kvaware: a router replica started after the engines cached prompts', {
       () => joinReplayOf(router, y.url),
       (j) => j?.complete === true && j.batches === 0,
     );
+    // before any request: X published nothing since the router started, and its blocks are indexed all the same
+    assert.ok(((await blocksOn(router)).get(x.url) ?? 0) >= 10 * 18, 'indexed from the replay alone');
     let onX = 0;
     for (const [i, p] of firsts.entries()) if ((await complete(router.url, `${p} next turn ${i} ${words('more', 20)}`)) === 'X') onX++;
     assert.ok(onX >= 9, `${onX} of 10 next turns went to X`);
