@@ -73,7 +73,7 @@ export interface KvJoinReplay {
   /** the first and last seq applied from it; undefined when the engine had nothing buffered */
   readonly firstSeq: number | undefined;
   readonly lastSeq: number | undefined;
-  /** batches applied from it */
+  /** batches applied from it (firstSeq .. lastSeq) */
   readonly batches: number;
   /** blocks this rank's index held after it */
   readonly blocks: number;
@@ -466,7 +466,9 @@ class RankStream {
           failed ??= `replay from ${next} began at ${seq}`;
           this.rebuild(failed, joining || rebuilt);
           rebuilt = true;
+          // what the index holds from this replay starts here
           first = seq;
+          batches = 0;
           if (tracked) tracked.length = 0;
         }
         first ??= seq;
