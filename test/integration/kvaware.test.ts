@@ -90,6 +90,62 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
   });
 });
 
+interface JoinReplayView {
+  readonly firstSeq: number | null;
+  readonly lastSeq: number | null;
+  readonly batches: number;
+  readonly blocks: number;
+  readonly complete: boolean;
+  readonly error: string | null;
+}
+
+async function joinReplayOf(router: Running, url: string): Promise<JoinReplayView | null | undefined> {
+  const res = await call(`${router.url}/engines`);
+  const e = res
+    .json<{ endpoints: { url: string; kvEvents: { ranks: { joinReplay: JoinReplayView | null }[] } | null }[] }>()
+    .endpoints.find((x) => x.url === url);
+  return e?.kvEvents?.ranks[0]?.joinReplay;
+}
+
+describe('kvaware: a router replica started after the engines cached prompts', { timeout: 90_000 }, () => {
+  let x: Running;
+  let y: Running;
+
+  before(async () => {
+    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '1000'];
+    x = await startSim([...simArgs, '--id', 'X']);
+    y = await startSim([...simArgs, '--id', 'Y']);
+  });
+  after(stopAll);
+
+  test("asks each engine's replay socket on joining, and sends the next turns of ten prompts cached on X to X", async () => {
+    // ten conversations' first turns, cached on X before any router follows its events (nobody receives them)
+    const firsts = Array.from({ length: 10 }, (_, i) => words(`conv${i}x`, 300));
+    for (const p of firsts) assert.equal(await complete(x.url, p), 'X');
+    const router = await startRouter([...FAST_PROBES, ...kvawareArgs([x, y], MODEL)]);
+    const join = await eventually(
+      "the replay of X's buffer, asked on joining",
+      () => joinReplayOf(router, x.url),
+      (j) => j !== null && j !== undefined,
+    );
+    assert.ok(join);
+    assert.equal(join.complete, true, JSON.stringify(join));
+    assert.equal(join.firstSeq, 0);
+    assert.ok(join.batches >= 10 && join.blocks >= 10 * 18, JSON.stringify(join));
+    assert.equal(join.error, null);
+    await eventually(
+      'Y joined too (nothing buffered)',
+      () => joinReplayOf(router, y.url),
+      (j) => j?.complete === true && j.batches === 0,
+    );
+    // before any request: X published nothing since the router started, and its blocks are indexed all the same
+    assert.ok(((await blocksOn(router)).get(x.url) ?? 0) >= 10 * 18, 'indexed from the replay alone');
+    let onX = 0;
+    for (const [i, p] of firsts.entries()) if ((await complete(router.url, `${p} next turn ${i} ${words('more', 20)}`)) === 'X') onX++;
+    assert.ok(onX >= 9, `${onX} of 10 next turns went to X`);
+  });
+});
+
 describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, () => {
   let sim: Running;
   let router: Running;

@@ -61,12 +61,14 @@ export class FakeKvEngine {
     readonly eventsUrl: string,
     readonly replayUrl: string | undefined,
     private readonly bufferSize: number,
+    private readonly replayDelayMs: number,
   ) {
     this.served = router ? this.serveReplays(router) : Promise.resolve();
     this.watch = this.watchSubscriptions();
   }
 
-  static async start(opts: { replay?: boolean; bufferSize?: number } = {}): Promise<FakeKvEngine> {
+  /** `replayDelayMs`: a replay is answered that long after it is asked (from the buffer as it is then) */
+  static async start(opts: { replay?: boolean; bufferSize?: number; replayDelayMs?: number } = {}): Promise<FakeKvEngine> {
     const pub = new XPublisher({ linger: 0, sendHighWaterMark: 100_000 });
     await pub.bind('tcp://127.0.0.1:*');
     let router: Router | undefined;
@@ -74,7 +76,14 @@ export class FakeKvEngine {
       router = new Router({ linger: 0 });
       await router.bind('tcp://127.0.0.1:*');
     }
-    return new FakeKvEngine(pub, router, pub.lastEndpoint as string, router?.lastEndpoint ?? undefined, opts.bufferSize ?? 10_000);
+    return new FakeKvEngine(
+      pub,
+      router,
+      pub.lastEndpoint as string,
+      router?.lastEndpoint ?? undefined,
+      opts.bufferSize ?? 10_000,
+      opts.replayDelayMs ?? 0,
+    );
   }
 
   /** Resolves once a subscription has reached the publisher (from then on nothing sent is dropped as "too early"). */
@@ -128,6 +137,7 @@ export class FakeKvEngine {
         if (!id || !empty || !start || start.length !== 8) continue;
         const from = Number(start.readBigUInt64BE(0));
         this.replaysAsked.push(from);
+        if (this.replayDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.replayDelayMs));
         for (const [seq, payload] of this.buffer) if (seq >= from) await router.send([id, '', u64(seq), payload]);
         const end = Buffer.alloc(8);
         end.writeBigInt64BE(-1n);

@@ -11,8 +11,16 @@ function status(endpointId: string, fields: Partial<KvEndpointStatus> = {}): KvE
     endpointId,
     connected: true,
     ranks: [
-      { url: 'tcp://a:5557', replayUrl: undefined, connected: true, lastSeq: 4, dpRank: 0, lastEventAt: 1_000 },
-      { url: 'tcp://a:5558', replayUrl: undefined, connected: false, lastSeq: undefined, dpRank: 1, lastEventAt: undefined },
+      { url: 'tcp://a:5557', replayUrl: undefined, connected: true, lastSeq: 4, dpRank: 0, lastEventAt: 1_000, joinReplay: undefined },
+      {
+        url: 'tcp://a:5558',
+        replayUrl: undefined,
+        connected: false,
+        lastSeq: undefined,
+        dpRank: 1,
+        lastEventAt: undefined,
+        joinReplay: undefined,
+      },
     ],
     gaps: 2,
     replays: 3,

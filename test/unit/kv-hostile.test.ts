@@ -133,3 +133,27 @@ test('seqs going back and forth: every restart and rebuild counted, each logged 
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
 });
+
+test("an event of a block size other than the engine's declared one: counted as malformed (block-size), dropped", async () => {
+  const engine = await FakeKvEngine.start({ replay: false });
+  const kv = new KvEvents({ log: createLogger({ level: 'silent', format: 'json' }) });
+  try {
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined], blockSize: BS }]);
+    await within(WAIT, 'subscription', engine.subscribed());
+    const good = Array.from({ length: 2 * BS }, (_, i) => 50 + i);
+    await engine.publish(batch([storedTagged({ hashes: [1n, 2n, 3n], tokens: [1, 2, 3], blockSize: 1 })]));
+    await engine.publish(batch([storedTagged({ hashes: [4n, 5n], tokens: good, blockSize: BS })]));
+    await eventually(
+      'the good event applied',
+      () => kv.index.match(blockKeys(good, BS), ['e1']).get('e1')?.total,
+      (n) => n === 2,
+      WAIT,
+    );
+    assert.equal(kv.counters().malformed['block-size'], 1);
+    assert.equal(kv.statusOf('e1')?.malformed, 1);
+    assert.equal(kv.kvIndex.blocks('e1'), 2);
+    assert.equal(kv.index.blockSize('e1'), BS);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { blockKeys, nextKey, rootKey } from '../../src/router/kv/block-key.js';
-import type { EngineHash, KvBatch, KvEvent, KvMedium } from '../../src/router/kv/decode.js';
+import type { EngineHash, KvBatch, KvEvent, KvMedium, MalformedReason } from '../../src/router/kv/decode.js';
 import { KvIndex, newTally } from '../../src/router/kv/kv-index.js';
 
 const BS = 4;
@@ -18,7 +18,7 @@ function stored(
   hashes: EngineHash[],
   parent: EngineHash | undefined,
   tokens: number[],
-  opts: { medium?: KvMedium; lora?: string; loraId?: number; group?: number } = {},
+  opts: { medium?: KvMedium; lora?: string; loraId?: number; group?: number; blockSize?: number } = {},
 ): KvEvent {
   const medium = opts.medium ?? 'gpu';
   return {
@@ -26,7 +26,7 @@ function stored(
     hashes,
     parent,
     tokens: Uint32Array.from(tokens),
-    blockSize: BS,
+    blockSize: opts.blockSize ?? BS,
     loraName: opts.lora,
     loraId: opts.loraId,
     medium,
@@ -116,7 +116,7 @@ test('LoRA adapters: each chain from its own root, matching only that adapter; a
 });
 
 test('capacity per engine: the oldest stored blocks go first; a block stored again is young again; shrinking evicts', () => {
-  const idx = new KvIndex({ defaultCapacity: 100 });
+  const idx = new KvIndex({ maxCapacity: 100 });
   idx.setCapacity('e1', 5);
   const tally = newTally();
   const chains = Array.from({ length: 8 }, (_, i) => toks(BS, i * 1000));
@@ -135,9 +135,28 @@ test('capacity per engine: the oldest stored blocks go first; a block stored aga
     chains.map((c) => idx.match(blockKeys(c, BS), ['e1']).has('e1')),
     [false, false, false, false, false, false, true, true],
   );
-  // the default applies to an engine with none set
+  // the maximum applies to an engine with none set
   for (let i = 0; i < 150; i++) idx.apply('e2', 0, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
   assert.equal(idx.blocks('e2'), 100);
+});
+
+test('an engine claiming more blocks than the maximum is indexed up to the maximum, whatever it claims', () => {
+  const idx = new KvIndex({ maxCapacity: 100 });
+  idx.setCapacity('huge', 100_000_000);
+  assert.equal(idx.capacity('huge'), 100);
+  for (let i = 0; i < 300; i++) idx.apply('huge', 0, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
+  assert.equal(idx.blocks('huge'), 100);
+  // a second rank: the same bound of its own
+  for (let i = 0; i < 300; i++) idx.apply('huge', 1, b(stored([BigInt(i)], undefined, toks(BS, i * 7))));
+  assert.equal(idx.blocks('huge'), 200);
+  // an engine claiming fewer keeps its own; a claim that is no number of blocks gets the maximum
+  idx.setCapacity('small', 40);
+  assert.equal(idx.capacity('small'), 40);
+  idx.setCapacity('odd', 0);
+  assert.equal(idx.capacity('odd'), 100);
+  idx.setCapacity('unknown', undefined);
+  assert.equal(idx.capacity('unknown'), 100);
+  assert.equal(idx.capacity('never-seen'), 100);
 });
 
 test('tiers: the GPU leading count stops at the first block not on the GPU; offload copies keep the total', () => {
@@ -269,4 +288,64 @@ test('random event sequences: the index matches a plain model of the same rules'
     }),
     { numRuns: 500 },
   );
+});
+
+/** A malformed sink that keeps what it was told. */
+function reasons(): { sink: (r: MalformedReason, d: string) => void; seen: MalformedReason[] } {
+  const seen: MalformedReason[] = [];
+  return { sink: (r) => seen.push(r), seen };
+}
+
+test('a declared block size is the endpoint own: an event of another size is dropped and counted, nothing else moves', () => {
+  const idx = new KvIndex();
+  const t = toks(3 * BS);
+  idx.setBlockSize('e1', BS);
+  idx.setBlockSize('e2', BS);
+  idx.apply('e1', 0, b(stored(hs(0, 3), undefined, t)));
+  idx.apply('e2', 0, b(stored(hs(0, 3), undefined, t)));
+  const { sink, seen } = reasons();
+  // e2 says its blocks are of one token: dropped whole; e2 keeps its size and its blocks, e1 is untouched
+  const tally = newTally();
+  idx.apply('e2', 0, b(stored(hs(10, 12, 5000n), undefined, [7, 8], { blockSize: 1 }), stored(hs(3, 4), 1002n, toks(BS, 99))), tally, sink);
+  assert.deepEqual(seen, ['block-size']);
+  assert.equal(tally.stored, 1, 'the good event of the same batch is applied');
+  assert.equal(idx.blockSize('e2'), BS);
+  assert.equal(idx.blockSize('e1'), BS);
+  assert.equal(idx.blocks('e2'), 4);
+  assert.deepEqual(idx.match(blockKeys(t, BS), ['e1', 'e2']).get('e1'), { gpu: 3, total: 3 });
+  assert.deepEqual(idx.match(blockKeys(t, BS), ['e1', 'e2']).get('e2'), { gpu: 3, total: 3 });
+  assert.equal(idx.match(blockKeys([7, 8], 1), ['e2']).size, 0);
+});
+
+test('without a declared size an endpoint takes its first event size, its own alone, until it holds nothing again', () => {
+  const idx = new KvIndex();
+  const { sink, seen } = reasons();
+  const t = toks(2 * BS);
+  idx.apply('odd', 0, b(stored(hs(0, 2), undefined, [1, 2], { blockSize: 1 })), newTally(), sink);
+  idx.apply('fine', 0, b(stored(hs(0, 2), undefined, t)), newTally(), sink);
+  assert.equal(idx.blockSize('odd'), 1);
+  assert.equal(idx.blockSize('fine'), BS, 'one endpoint size never becomes another one');
+  // while "odd" holds blocks of one token, a block of another size would chain wrongly: dropped
+  idx.apply('odd', 0, b(stored(hs(5, 7), undefined, t)), newTally(), sink);
+  assert.deepEqual(seen, ['block-size']);
+  assert.equal(idx.blocks('odd'), 2);
+  // emptied (a restart, a gap that could not be filled): the next event's size is taken again
+  idx.clearEndpoint('odd');
+  idx.apply('odd', 0, b(stored(hs(5, 7), undefined, t)), newTally(), sink);
+  assert.equal(idx.blockSize('odd'), BS);
+  assert.deepEqual(idx.match(blockKeys(t, BS), ['odd', 'fine']).size, 2);
+  assert.deepEqual(seen, ['block-size']);
+});
+
+test('a declared size that differs from the indexed blocks drops them: their keys were cut in the wrong blocks', () => {
+  const idx = new KvIndex();
+  idx.apply('e1', 0, b(stored(hs(0, 4), undefined, toks(4 * 2), { blockSize: 2 })));
+  assert.equal(idx.blocks('e1'), 4);
+  idx.setBlockSize('e1', 2); // the same: nothing moves
+  assert.equal(idx.blocks('e1'), 4);
+  idx.setBlockSize('e1', BS);
+  assert.equal(idx.blocks('e1'), 0);
+  assert.equal(idx.blockSize('e1'), BS);
+  idx.apply('e1', 0, b(stored(hs(0, 2), undefined, toks(2 * BS))));
+  assert.equal(idx.blocks('e1'), 2);
 });

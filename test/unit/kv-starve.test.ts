@@ -15,7 +15,7 @@ test('a backlog of 2,000 batches (256k blocks) is applied in slices: timers keep
   const engine = await FakeKvEngine.start({ replay: false });
   const silent = new Router({ linger: 0 });
   await silent.bind('tcp://127.0.0.1:*');
-  const kv = new KvEvents({ log: createLogger({ level: 'silent', format: 'json' }), replayTimeoutMs: 1000, defaultCapacity: 50_000 });
+  const kv = new KvEvents({ log: createLogger({ level: 'silent', format: 'json' }), replayTimeoutMs: 1000, maxCapacity: 50_000 });
   const ticks: number[] = [];
   const timer = setInterval(() => ticks.push(performance.now()), 1);
   try {

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { blockKeys } from '../../src/router/kv/block-key.js';
 import { KvEvents } from '../../src/router/kv/kv-events.js';
+import type { KvJoinReplay } from '../../src/router/kv/subscriber.js';
 import { createLogger } from '../../src/router/util/log.js';
 import { batch, FakeKvEngine, storedPositional, storedTagged } from '../support/kv-engine.js';
 import { eventually, within } from '../support/within.js';
@@ -50,6 +51,16 @@ function held(kv: KvEvents, id: string, toks: number[]): number {
 
 const H = 0xf000_0000_0000_0000n; // engine hashes above 2^63, as vLLM's are
 
+/** Waits for the replay the subscriber asks when it joins rank `rank`'s stream to end. */
+async function joined(kv: KvEvents, id: string, rank = 0): Promise<KvJoinReplay> {
+  return (await eventually(
+    'the join replay',
+    () => kv.statusOf(id)?.ranks[rank]?.joinReplay,
+    (j) => j !== undefined,
+    WAIT,
+  )) as KvJoinReplay;
+}
+
 async function setup(opts: { replay?: boolean; bufferSize?: number; capacity?: number } = {}) {
   const engine = await FakeKvEngine.start(opts);
   const { log, lines } = capturingLog();
@@ -63,6 +74,8 @@ async function setup(opts: { replay?: boolean; bufferSize?: number; capacity?: n
     },
   ]);
   await within(WAIT, 'the subscription to reach the engine', engine.subscribed());
+  // with a replay socket, the router first asks for what the engine buffered (nothing yet): the tests begin after it
+  if (engine.replayUrl !== undefined) await joined(kv, 'e1');
   return {
     engine,
     kv,
@@ -131,10 +144,10 @@ test('a batch lost on the way is replayed from the first missing seq, removals i
       WAIT,
     );
     assert.equal(held(kv, 'e1', other), 0, 'the lost removal was replayed');
-    assert.deepEqual(engine.replaysAsked, [1], 'asked from the first missing seq');
+    assert.deepEqual(engine.replaysAsked, [0, 1], 'asked for everything on joining, then from the first missing seq');
     const st = kv.statusOf('e1');
     assert.equal(st?.gaps, 1);
-    assert.equal(st?.replays, 1);
+    assert.equal(st?.replays, 2);
     assert.equal(st?.rebuilds, 0);
     assert.equal(st?.ranks[0]?.lastSeq, 3);
   } finally {
@@ -198,7 +211,7 @@ test('a replay that cannot reach back to the gap drops the blocks and applies wh
     assert.equal(held(kv, 'e1', a), 0, 'blocks from before the unfillable gap are dropped');
     const c = kv.counters();
     assert.equal(c.gaps, 1);
-    assert.equal(c.replays, 1);
+    assert.equal(c.replays, 2, 'the join, then the gap');
     assert.equal(c.replayFailures, 1);
     assert.equal(c.rebuilds, 1);
   } finally {
@@ -259,6 +272,113 @@ test('joining late replays what the engine buffered before the subscription', as
     const st = kv.statusOf('e1');
     assert.equal(st?.gaps, 0, 'joining late is not a gap');
     assert.equal(st?.rebuilds, 0);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});
+
+test('joining after the engine stored blocks: the replay asked at once indexes them, before the engine publishes again', async () => {
+  const engine = await FakeKvEngine.start();
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
+  try {
+    const t = tokens(3 * BS);
+    // stored before this router subscribed: PUB dropped them for it, the engine's buffer keeps them
+    for (let i = 0; i < 3; i++) await engine.publish(batch([storedRange(t, i, i + 1, H)]));
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [engine.replayUrl] }]);
+    const join = await joined(kv, 'e1');
+    assert.equal(held(kv, 'e1', t), 3, 'known without another event');
+    assert.deepEqual({ ...join, at: 0 }, { at: 0, firstSeq: 0, lastSeq: 2, batches: 3, blocks: 3, complete: true, error: undefined });
+    assert.deepEqual(engine.replaysAsked, [0]);
+    // the stream goes on from there: the next seq is no gap
+    await engine.publish(batch([['BlockRemoved', [H + 2n], 'GPU']]));
+    await eventually(
+      'the removal applied',
+      () => held(kv, 'e1', t),
+      (n) => n === 2,
+      WAIT,
+    );
+    const st = kv.statusOf('e1');
+    assert.deepEqual([st?.gaps, st?.replays, st?.restarts, st?.rebuilds, st?.ranks[0]?.lastSeq], [0, 1, 0, 0, 3]);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});
+
+test('joining when the engine buffer no longer reaches seq 0: what it has is indexed, and the status says it is partial', async () => {
+  const engine = await FakeKvEngine.start({ bufferSize: 2 });
+  const { log, lines } = capturingLog();
+  const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
+  try {
+    const t = tokens(4 * BS, 500);
+    for (let i = 0; i < 4; i++) await engine.publish(batch([storedRange(t, i, i + 1, H)]));
+    const late = tokens(2 * BS, 900);
+    await engine.publish(batch([storedRange(late, 0, 2, H + 0x900n)])); // seq 4: the buffer keeps 3 and 4
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [engine.replayUrl] }]);
+    const join = await joined(kv, 'e1');
+    assert.equal(join.complete, false);
+    assert.deepEqual([join.firstSeq, join.lastSeq, join.batches], [3, 4, 2]);
+    assert.match(join.error ?? '', /began at 3/);
+    // seq 3 chains to a parent this router never saw: not indexed; seq 4 is a chain of its own
+    assert.equal(held(kv, 'e1', late), 2);
+    assert.equal(join.blocks, 2);
+    assert.equal(kv.counters().replayFailures, 0, 'an answer that begins later is no failed replay');
+    assert.equal(lines.filter((l) => l.includes('did not reach back to seq 0')).length, 1);
+  } finally {
+    await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
+  }
+});
+
+test('live messages queued while the join replay ran are applied once; a restart among them is still a restart', async () => {
+  const engine = await FakeKvEngine.start({ replayDelayMs: 500 });
+  const { log } = capturingLog();
+  const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
+  try {
+    const t = tokens(4 * BS, 2000);
+    await engine.publish(batch([storedRange(t, 0, 1, H)], 1)); // seq 0, before the subscription: only in the buffer
+    kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [engine.replayUrl] }]);
+    await within(WAIT, 'subscription', engine.subscribed());
+    // while the replay is held back: these go out live (queued by the router) and into the buffer the replay sends
+    for (let i = 1; i < 3; i++) await engine.publish(batch([storedRange(t, i, i + 1, H)], 1 + i));
+    const join = await joined(kv, 'e1');
+    assert.deepEqual([join.firstSeq, join.lastSeq, join.batches], [0, 2, 3]);
+    await engine.publish(batch([storedRange(t, 3, 4, H)], 4)); // seq 3
+    await eventually(
+      'seq 3 applied',
+      () => held(kv, 'e1', t),
+      (n) => n === 4,
+      WAIT,
+    );
+    const st = kv.statusOf('e1');
+    assert.deepEqual([st?.restarts, st?.gaps, st?.rebuilds], [0, 0, 0], 'the live copies of replayed batches were skipped');
+    assert.equal(kv.counters().batches, 4, 'each batch applied once');
+
+    // a second router joins this engine, whose buffer holds seqs 0..3; the engine restarts before anything live arrives
+    const other = new KvEvents({ log, replayTimeoutMs: 3000 });
+    try {
+      other.reconcile([{ endpointId: 'e2', eventsUrls: [engine.eventsUrl], replayUrls: [engine.replayUrl] }]);
+      await joined(other, 'e2');
+      assert.equal(held(other, 'e2', t), 4);
+      engine.restart();
+      const fresh = tokens(BS, 7000);
+      await engine.publish(batch([storedRange(fresh, 0, 1, H + 0x7000n)], 100)); // seq 0 again, another payload
+      await eventually(
+        'the restart seen',
+        () => other.statusOf('e2')?.restarts,
+        (n) => n === 1,
+        WAIT,
+      );
+      assert.equal(held(other, 'e2', t), 0, 'the old blocks were dropped');
+      assert.equal(held(other, 'e2', fresh), 1);
+    } finally {
+      await within(WAIT, 'closing the second', other.close());
+    }
+    await eventually(
+      'the first router sees the restart too',
+      () => kv.statusOf('e1')?.restarts,
+      (n) => n === 1,
+      WAIT,
+    );
   } finally {
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));
   }
@@ -368,6 +488,11 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [silent.lastEndpoint as string] }]);
     await within(WAIT, 'subscription', engine.subscribed());
+    // the replay asked on joining gets no answer either: it fails in bounded time, and says so
+    const join = await joined(kv, 'e1');
+    assert.equal(join.complete, false);
+    assert.equal(join.batches, 0);
+    assert.match(join.error ?? '', /timed out/);
     const a = tokens(2 * BS);
     const b = tokens(2 * BS, 300);
     await engine.publish(batch([storedRange(a, 0, 2, H)]));
@@ -387,10 +512,10 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
     );
     assert.equal(held(kv, 'e1', a), 0);
     const st = kv.statusOf('e1');
-    assert.equal(st?.replays, 1);
+    assert.equal(st?.replays, 2, 'the join, then the gap');
     assert.equal(st?.rebuilds, 1);
     assert.match(st?.lastError ?? '', /replay/);
-    assert.equal(kv.counters().replayFailures, 1);
+    assert.equal(kv.counters().replayFailures, 2);
   } finally {
     silent.close();
     await within(WAIT, 'closing', Promise.all([kv.close(), engine.close()]));

@@ -38,7 +38,7 @@ export class KvRouting implements KvKeySource, KvStreamView {
     log: Logger,
   ) {
     this.log = log;
-    this.events = new KvEvents({ log, defaultCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
+    this.events = new KvEvents({ log, maxCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
     this.tokenizer = new RequestTokenizer({
       mode: opts.kv.tokenizer,
       models: Object.fromEntries(opts.kv.tokenizers),
@@ -143,14 +143,14 @@ export class KvRouting implements KvKeySource, KvStreamView {
       if (e.tokenizer !== undefined) this.preloadNamed(e.tokenizer, `the llm-router/tokenizer annotation of ${e.id}`);
       if (e.kvEvents === undefined) continue;
       const capacity = e.cacheConfig?.numGpuBlocks;
+      const blockSize = e.cacheConfig?.blockSize;
       sources.push({
         endpointId: e.id,
         eventsUrls: e.kvEvents.eventsUrls,
         replayUrls: e.kvEvents.replayUrls,
         ...(capacity !== undefined ? { capacity } : {}),
+        ...(blockSize !== undefined ? { blockSize } : {}),
       });
-      if (e.cacheConfig?.blockSize !== undefined && this.events.index.blockSize(e.id) === undefined)
-        this.events.kvIndex.setBlockSize(e.id, e.cacheConfig.blockSize);
     }
     this.events.reconcile(sources);
   }

@@ -213,9 +213,9 @@ export const ROUTER_FLAGS = [
   {
     name: 'kv-index-max-blocks',
     kind: 'int',
-    default: 1000000,
+    default: 262144,
     min: 1,
-    help: 'kvaware: blocks indexed per endpoint at most, when its vllm:cache_config_info does not give num_gpu_blocks; the oldest go first',
+    help: "kvaware: blocks indexed per engine (endpoint and data-parallel rank) at most: the smaller of this and the engine's num_gpu_blocks (vllm:cache_config_info), whatever the engine claims; the oldest go first. About 70 MiB per million blocks (up to 110 just after the index's tables double), so the default costs at most ~18-28 MiB per engine",
   },
   {
     name: 'kv-pending-seconds',

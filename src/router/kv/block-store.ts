@@ -1,10 +1,41 @@
 // The blocks one engine (one data-parallel rank of an endpoint) holds: its hash -> our key and the tiers that hold it,
 // and our key -> how many of its blocks carry that key (on the GPU, in any tier). Bounded by a capacity: past it the
 // oldest stored block goes first, O(1). Per-block data sits in typed arrays indexed by a slot number, so a block costs
-// a Map entry, a key-table slot and a few bytes, not an object; clearing an engine drops its tables whole.
+// two key-table slots and a few bytes, not an object or a Map entry; clearing an engine drops its tables whole. Both
+// tables file their keys under this process's salt (key-table.ts), so neither block keys nor engine hashes crafted
+// to collide cost more than random ones; a Map would not do for engine hashes: V8 hashes a bigint or a number key
+// with a fixed, invertible function, and 40,000 uint64 hashes crafted for it took 8.6 s to insert.
 import type { BlockKey } from './block-key.js';
 import type { EngineHash, KvMedium } from './decode.js';
 import { KeyTable } from './key-table.js';
+
+const LOW32 = 0xffffffffn;
+
+/**
+ * An engine hash as a 53-bit number, the form the key table holds: an integer hash below 2^53 is itself; above, its
+ * high word's top 11 bits fold into the bits below; a hex (raw bytes) hash is mixed down. Two hashes of one engine
+ * that fold alike count as one block (the later store wins), which costs at most a routing preference of that
+ * engine's own: at a million random hashes the chance of any such pair is about 1e-4.
+ */
+export function hashFingerprint(h: EngineHash): number {
+  if (typeof h === 'bigint') {
+    const lo = Number(h & LOW32);
+    const hi = Number((h >> 32n) & LOW32);
+    return ((hi ^ (hi >>> 21)) & 0x1fffff) * 0x1_0000_0000 + lo;
+  }
+  let a = 0x811c9dc5 | 0;
+  let b = 0x9747b28c | 0;
+  for (let i = 0; i < h.length; i++) {
+    const c = h.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+    b ^= b >>> 13;
+  }
+  a ^= a >>> 16;
+  a = Math.imul(a, 0x85ebca6b);
+  a ^= a >>> 13;
+  return (b & 0x1fffff) * 0x1_0000_0000 + (a >>> 0);
+}
 
 /** One bit per medium, so a block on the GPU and in CPU offload is one entry, dropped only when no tier holds it. */
 export const MEDIUM_BIT: Readonly<Record<KvMedium, number>> = { gpu: 1, cpu: 2, disk: 4, other: 8 };
@@ -30,14 +61,16 @@ const FIRST_SLOTS = 1024;
 const NONE = -1;
 
 export class BlockStore {
-  private byHash = new Map<EngineHash, number>();
+  /** an engine hash's fingerprint -> its slot + 1 */
+  private byHash = new KeyTable();
   private byKey = new KeyTable();
   private keys: Float64Array;
+  /** the fingerprint of the engine hash in each slot */
+  private fps: Float64Array;
   private masks: Uint8Array;
   /** insertion order, oldest at head: prev/next slot numbers (next also links the free list) */
   private prev: Int32Array;
   private next: Int32Array;
-  private hashes: (EngineHash | undefined)[] = [];
   private head = NONE;
   private tail = NONE;
   private free = NONE;
@@ -48,6 +81,7 @@ export class BlockStore {
   constructor(private cap: number) {
     const n = Math.min(FIRST_SLOTS, Math.max(1, cap));
     this.keys = new Float64Array(n);
+    this.fps = new Float64Array(n);
     this.masks = new Uint8Array(n);
     this.prev = new Int32Array(n);
     this.next = new Int32Array(n);
@@ -74,8 +108,8 @@ export class BlockStore {
 
   /** Our key of the engine's block, when it holds it in any tier. */
   keyOf(hash: EngineHash): BlockKey | undefined {
-    const slot = this.byHash.get(hash);
-    return slot === undefined ? undefined : this.keys[slot];
+    const slot = this.byHash.get(hashFingerprint(hash)) - 1;
+    return slot < 0 ? undefined : this.keys[slot];
   }
 
   /** Packed reference counts of a key (refsAny, refsGpu); 0 when no block has it. */
@@ -88,8 +122,9 @@ export class BlockStore {
    * Returns how many blocks were evicted for room, or -1 when the block was refused (a key held by too many blocks).
    */
   store(hash: EngineHash, key: BlockKey, bit: number): number {
-    let slot = this.byHash.get(hash);
-    if (slot !== undefined) {
+    const fp = hashFingerprint(hash);
+    let slot = this.byHash.get(fp) - 1;
+    if (slot >= 0) {
       const old = this.masks[slot] as number;
       if (this.keys[slot] !== key) {
         // the same engine hash under another key (the engine's hash collided, or its parent was re-keyed): the latest wins
@@ -119,8 +154,8 @@ export class BlockStore {
     slot = this.alloc();
     this.keys[slot] = key;
     this.masks[slot] = bit;
-    this.hashes[slot] = hash;
-    this.byHash.set(hash, slot);
+    this.fps[slot] = fp;
+    this.byHash.set(fp, slot + 1);
     this.append(slot);
     this.count++;
     return evicted;
@@ -128,8 +163,8 @@ export class BlockStore {
 
   /** The engine no longer holds `hash` in `medium`; the block goes when no tier holds it. False: it was not held. */
   remove(hash: EngineHash, bit: number): boolean {
-    const slot = this.byHash.get(hash);
-    if (slot === undefined) return false;
+    const slot = this.byHash.get(hashFingerprint(hash)) - 1;
+    if (slot < 0) return false;
     const old = this.masks[slot] as number;
     if ((old & bit) === 0) return false;
     const left = old & ~bit;
@@ -145,16 +180,15 @@ export class BlockStore {
 
   /** Drops every block (the engine cleared its cache, restarted, or its events can no longer be trusted). */
   clear(): void {
-    // new Maps instead of clear(): a Map keeps its grown table after clear(), and a store cleared after a flood of
-    // blocks should give that memory back
-    this.byHash = new Map();
+    // new tables: a store cleared after a flood of blocks should give that memory back
+    this.byHash = new KeyTable();
     this.byKey = new KeyTable();
-    this.hashes = [];
     this.head = this.tail = this.free = NONE;
     this.used = 0;
     this.count = 0;
     const n = Math.min(FIRST_SLOTS, this.cap);
     this.keys = new Float64Array(n);
+    this.fps = new Float64Array(n);
     this.masks = new Uint8Array(n);
     this.prev = new Int32Array(n);
     this.next = new Int32Array(n);
@@ -180,8 +214,7 @@ export class BlockStore {
 
   private drop(slot: number): void {
     this.unref(this.keys[slot] as number, this.masks[slot] as number);
-    this.byHash.delete(this.hashes[slot] as EngineHash);
-    this.hashes[slot] = undefined;
+    this.byHash.delete(this.fps[slot] as number);
     this.masks[slot] = 0;
     this.unlink(slot);
     this.next[slot] = this.free;
@@ -205,6 +238,9 @@ export class BlockStore {
     const keys = new Float64Array(n);
     keys.set(this.keys);
     this.keys = keys;
+    const fps = new Float64Array(n);
+    fps.set(this.fps);
+    this.fps = fps;
     const masks = new Uint8Array(n);
     masks.set(this.masks);
     this.masks = masks;

@@ -81,6 +81,11 @@ export const MALFORMED_REASONS = [
   'tokens-capped',
   /** a ZMQ message that is not [topic, 8-byte seq, payload] (counted by the subscriber) */
   'frames',
+  /**
+   * a BlockStored whose block_size is not the endpoint's (its vllm:cache_config_info's, else that of the blocks
+   * indexed for it): dropped whole (counted by the index, which alone knows the endpoint's size)
+   */
+  'block-size',
 ] as const;
 export type MalformedReason = (typeof MALFORMED_REASONS)[number];
 

@@ -11,8 +11,8 @@ import type { KvIndexView } from './types.js';
 
 export interface KvEventsOptions {
   readonly log: Logger;
-  /** blocks kept per engine when a source gives no capacity (kv-index.ts: DEFAULT_CAPACITY) */
-  readonly defaultCapacity?: number;
+  /** blocks kept per engine at most, whatever its source's capacity (kv-index.ts: DEFAULT_CAPACITY) */
+  readonly maxCapacity?: number;
   /** ZMQ topic prefix; '' takes all */
   readonly topic?: string;
   readonly replayTimeoutMs?: number;
@@ -30,7 +30,7 @@ export class KvEvents {
   private closed = false;
 
   constructor(private readonly opts: KvEventsOptions) {
-    this.idx = new KvIndex(opts.defaultCapacity === undefined ? {} : { defaultCapacity: opts.defaultCapacity });
+    this.idx = new KvIndex(opts.maxCapacity === undefined ? {} : { maxCapacity: opts.maxCapacity });
   }
 
   /** What the routing policy reads. */
@@ -57,11 +57,13 @@ export class KvEvents {
       const running = this.subs.get(id);
       if (running) {
         if (running.source.capacity !== source.capacity) this.idx.setCapacity(id, source.capacity, this.totals);
+        if (source.blockSize !== undefined) this.idx.setBlockSize(id, source.blockSize);
         // keep the source with the new capacity, so that the next reconcile compares against it
         running.source = source;
         continue;
       }
       this.idx.setCapacity(id, source.capacity);
+      if (source.blockSize !== undefined) this.idx.setBlockSize(id, source.blockSize);
       this.subs.set(
         id,
         new KvSubscriber(source, {

@@ -5,18 +5,22 @@
 // losing events drops its stores whole, O(1), instead of visiting a million global entries.
 import { nextKey, rootKey, type BlockKey } from './block-key.js';
 import { BlockStore, MEDIUM_BIT, refsAny, refsGpu } from './block-store.js';
-import type { EngineHash, KvBatch, KvStoredEvent } from './decode.js';
+import type { EngineHash, KvBatch, KvStoredEvent, MalformedSink } from './decode.js';
 import type { KvIndexView, KvMatch } from './types.js';
 
 /**
- * Blocks kept per engine when its num_gpu_blocks is not known. A GPU engine holds 10^4 to 10^5 blocks; the rest is
- * room for offload tiers. At the measured ~100 bytes a block (bench/kv-index.ts) this is ~26 MB per engine at worst.
+ * Blocks kept per engine at most (--kv-index-max-blocks): an engine of 2^18 blocks or fewer is indexed whole. A GPU
+ * engine holds 10^4 to 10^5 blocks (a model of 1B parameters or more on an 80 GB GPU). At the measured 67-70 bytes a
+ * block (bench/kv-index.ts) this is 18 MB per engine at worst.
  */
 export const DEFAULT_CAPACITY = 262_144;
 
 export interface KvIndexOptions {
-  /** blocks kept per engine (endpoint and rank) whose capacity was not set */
-  readonly defaultCapacity?: number;
+  /**
+   * Blocks kept per engine (endpoint and rank) at most, whatever its num_gpu_blocks claims: an engine claiming 10^8
+   * blocks must not make the router hold 10^8. Also what an engine whose capacity is unknown gets.
+   */
+  readonly maxCapacity?: number;
 }
 
 /** What applying batches did; the caller owns it and reads it as counters (nothing is allocated per batch). */
@@ -40,8 +44,12 @@ export function newTally(): KvApplyTally {
 
 interface EndpointState {
   readonly stores: (BlockStore | undefined)[];
-  capacity: number | undefined;
+  /** blocks kept per rank */
+  capacity: number;
+  /** the size of every block indexed for this endpoint: the declared one, else the first event's (see apply) */
   blockSize: number | undefined;
+  /** blockSize came from the engine's vllm:cache_config_info, not from its events */
+  declared: boolean;
 }
 
 export interface KvIndexStats {
@@ -51,33 +59,54 @@ export interface KvIndexStats {
 
 export class KvIndex implements KvIndexView {
   private readonly endpoints = new Map<string, EndpointState>();
-  private readonly defaultCapacity: number;
+  private readonly maxCapacity: number;
 
   constructor(opts: KvIndexOptions = {}) {
-    this.defaultCapacity = Math.max(1, opts.defaultCapacity ?? DEFAULT_CAPACITY);
+    this.maxCapacity = Math.max(1, Math.floor(opts.maxCapacity ?? DEFAULT_CAPACITY));
   }
 
-  /** The blocks an engine of this endpoint keeps (its num_gpu_blocks when known); undefined: the default. */
+  /**
+   * The blocks an engine of this endpoint keeps (its num_gpu_blocks when known; undefined: unknown). The index keeps
+   * per rank the smaller of that and the maximum.
+   */
   setCapacity(endpointId: string, capacity: number | undefined, tally?: KvApplyTally): void {
     const ep = this.endpoint(endpointId);
-    ep.capacity = capacity === undefined ? undefined : Math.max(1, Math.floor(capacity));
+    ep.capacity = capacity === undefined || !(capacity >= 1) ? this.maxCapacity : Math.min(Math.floor(capacity), this.maxCapacity);
     for (const s of ep.stores) {
-      const evicted = s?.setCapacity(ep.capacity ?? this.defaultCapacity) ?? 0;
+      const evicted = s?.setCapacity(ep.capacity) ?? 0;
       if (tally) tally.evicted += evicted;
     }
   }
 
-  /** The block size from vllm:cache_config_info, for an endpoint whose events have not said it yet. */
-  setBlockSize(endpointId: string, blockSize: number): void {
-    this.endpoint(endpointId).blockSize = blockSize;
+  /** Blocks kept per rank of this endpoint: min(its num_gpu_blocks, the maximum). */
+  capacity(endpointId: string): number {
+    return this.endpoints.get(endpointId)?.capacity ?? this.maxCapacity;
   }
 
+  /**
+   * The block size the engine declares (vllm:cache_config_info). It is the endpoint's from now on: its events of
+   * another size are dropped, and blocks indexed under another size before it was known are dropped now (their keys
+   * were chained in blocks no request of this endpoint is cut into).
+   */
+  setBlockSize(endpointId: string, blockSize: number): void {
+    const ep = this.endpoint(endpointId);
+    if (ep.blockSize !== blockSize) for (const s of ep.stores) s?.clear();
+    ep.blockSize = blockSize;
+    ep.declared = true;
+  }
+
+  /** The endpoint's block size: declared by the engine, else that of its events; undefined when neither said. */
   blockSize(endpointId: string): number | undefined {
     return this.endpoints.get(endpointId)?.blockSize;
   }
 
-  /** Applies one decoded batch from rank `rank` of the endpoint, in order. */
-  apply(endpointId: string, rank: number, batch: KvBatch, tally: KvApplyTally = newTally()): void {
+  /**
+   * Applies one decoded batch from rank `rank` of the endpoint, in order. One endpoint's blocks all have one size, so
+   * that its keys are exact: the declared size, else the size of the blocks it holds (the first event's, again after
+   * the endpoint emptied). A BlockStored of another size is dropped, reported to `onMalformed` as `block-size`; it
+   * changes nothing of this endpoint's blocks, nor anything of another endpoint's.
+   */
+  apply(endpointId: string, rank: number, batch: KvBatch, tally: KvApplyTally = newTally(), onMalformed: MalformedSink = () => {}): void {
     const ep = this.endpoint(endpointId);
     for (const ev of batch.events) {
       if (ev.kind === 'cleared') {
@@ -98,8 +127,17 @@ export class KvIndex implements KvIndexView {
         for (const h of ev.hashes) if (store.remove(h, bit)) tally.blocksRemoved++;
         continue;
       }
+      if (ev.blockSize !== ep.blockSize) {
+        if (ep.declared || (ep.blockSize !== undefined && !this.empty(ep))) {
+          onMalformed(
+            'block-size',
+            `BlockStored of block_size ${ev.blockSize}, the endpoint's is ${ep.blockSize}${ep.declared ? ' (vllm:cache_config_info)' : ''}`,
+          );
+          continue;
+        }
+        ep.blockSize = ev.blockSize;
+      }
       tally.stored++;
-      ep.blockSize = ev.blockSize;
       this.stored(store, ev, bit, tally);
     }
   }
@@ -171,10 +209,17 @@ export class KvIndex implements KvIndexView {
     return out;
   }
 
-  /** Blocks indexed for an endpoint, all ranks. */
-  blocks(endpointId: string): number {
+  private empty(ep: EndpointState): boolean {
+    for (const s of ep.stores) if (s !== undefined && s.size > 0) return false;
+    return true;
+  }
+
+  /** Blocks indexed for an endpoint: all its ranks, or one. */
+  blocks(endpointId: string, rank?: number): number {
+    const stores = this.endpoints.get(endpointId)?.stores ?? [];
+    if (rank !== undefined) return stores[rank]?.size ?? 0;
     let n = 0;
-    for (const s of this.endpoints.get(endpointId)?.stores ?? []) n += s?.size ?? 0;
+    for (const s of stores) n += s?.size ?? 0;
     return n;
   }
 
@@ -192,7 +237,7 @@ export class KvIndex implements KvIndexView {
   private endpoint(id: string): EndpointState {
     let ep = this.endpoints.get(id);
     if (!ep) {
-      ep = { stores: [], capacity: undefined, blockSize: undefined };
+      ep = { stores: [], capacity: this.maxCapacity, blockSize: undefined, declared: false };
       this.endpoints.set(id, ep);
     }
     return ep;
@@ -201,7 +246,7 @@ export class KvIndex implements KvIndexView {
   private store(ep: EndpointState, rank: number): BlockStore {
     let s = ep.stores[rank];
     if (!s) {
-      s = new BlockStore(ep.capacity ?? this.defaultCapacity);
+      s = new BlockStore(ep.capacity);
       ep.stores[rank] = s;
     }
     return s;

@@ -3,6 +3,11 @@
 // before we joined), and a lost BlockRemoved would leave the index claiming blocks the engine no longer has, so the
 // sequence numbers are watched: a gap is filled from the engine's replay socket (ROUTER) when it has one and can, and
 // otherwise that rank's blocks are dropped and rebuilt from the live stream. Reconnects are zeromq's own.
+//
+// Joining: once the SUB socket first connects, the engine's replay socket is asked for everything it still buffers
+// (from seq 0), so that a router started after the engines cached prompts knows of them before they are stored again.
+// Live messages queue meanwhile; those the replay already applied (the same seq, the same payload) are skipped, and a
+// seq going back to a payload the replay did not have is a restart, as ever.
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { Dealer, Subscriber } from 'zeromq';
 import type { Logger } from '../util/log.js';
@@ -14,8 +19,10 @@ export interface KvSource {
   readonly endpointId: string;
   readonly eventsUrls: readonly string[];
   readonly replayUrls: readonly (string | undefined)[];
-  /** blocks kept per rank: the engine's num_gpu_blocks when known */
+  /** blocks kept per rank: the engine's num_gpu_blocks when known (the index keeps at most its maximum) */
   readonly capacity?: number;
+  /** the engine's block size when it declares one (vllm:cache_config_info): its events of another size are dropped */
+  readonly blockSize?: number;
 }
 
 /** Totals over every endpoint since start (an endpoint leaving does not take its counts with it). */
@@ -56,6 +63,30 @@ export function newCounters(): KvCounters {
   };
 }
 
+/**
+ * How far back the replay asked when this router joined a rank's stream reached: what the index knows of the blocks
+ * the engine stored before the router subscribed.
+ */
+export interface KvJoinReplay {
+  /** ms since the epoch when it ended */
+  readonly at: number;
+  /** the first and last seq applied from it; undefined when the engine had nothing buffered */
+  readonly firstSeq: number | undefined;
+  readonly lastSeq: number | undefined;
+  /** batches applied from it (firstSeq .. lastSeq) */
+  readonly batches: number;
+  /** blocks this rank's index held after it */
+  readonly blocks: number;
+  /**
+   * The index holds what the engine stored since its publisher started: the replay reached seq 0 (or the engine had
+   * published nothing) and ended. false when the engine's buffer had already dropped older batches (their blocks may
+   * still be cached there, unknown to this router until stored again) or when the replay failed.
+   */
+  readonly complete: boolean;
+  /** why it failed or fell short; undefined when it reached back to seq 0 and ended */
+  readonly error: string | undefined;
+}
+
 export interface KvRankStatus {
   readonly url: string;
   readonly replayUrl: string | undefined;
@@ -65,6 +96,8 @@ export interface KvRankStatus {
   /** the data-parallel rank the engine's batches name */
   readonly dpRank: number | undefined;
   readonly lastEventAt: number | undefined;
+  /** the replay asked when joining the stream; undefined without a replay socket, or until one ended */
+  readonly joinReplay: KvJoinReplay | undefined;
 }
 
 /** For the operator (GET /engines): is the endpoint's cache being followed, and how well. */
@@ -91,7 +124,10 @@ export interface KvSubscriberOptions {
   readonly counters: KvCounters;
   /** ZMQ topic prefix subscribed to; '' (the default) takes every topic */
   readonly topic?: string;
-  /** how long a replay may take before the gap counts as unfillable (2 s) */
+  /**
+   * How long a replay may wait for the engine's next message (2 s) before it counts as failed; a whole replay may take
+   * REPLAY_TIMEOUTS times as long (a join replays up to vLLM's 10,000 buffered batches).
+   */
   readonly replayTimeoutMs?: number;
   /**
    * Live messages zeromq holds for us while a replay runs (the SUB socket is not read meanwhile): 10,000, a few
@@ -103,6 +139,19 @@ export interface KvSubscriberOptions {
 }
 
 const END_OF_REPLAY = -1n;
+/** a whole replay may take this many replay time-outs */
+const REPLAY_TIMEOUTS = 15;
+/**
+ * Payload fingerprints a join replay keeps (its last batches), to tell the live copies of its batches, queued while it
+ * ran, from a restarted engine's batches of the same seqs.
+ */
+const MAX_REPLAYED = 16_384;
+
+/** The fingerprints of a run of replayed batches, seqs first .. first + fps.length - 1. */
+interface ReplayedTail {
+  readonly first: number;
+  readonly fps: Float64Array;
+}
 /** Work done in one turn of the event loop before we let requests run: a flood must not starve the router. */
 const SLICE_MS = 5;
 /** restarts, rebuilds and stream errors are logged at most this often per endpoint and kind */
@@ -190,7 +239,13 @@ class RankStream {
   private dealer: Dealer | undefined;
   private readonly loop: Promise<void>;
   private connected = false;
+  /** resolves when the SUB socket first connects, or when the stream closes */
+  private readonly firstConnect: Promise<void>;
+  private onFirstConnect: () => void = () => {};
   private lastSeq: number | undefined;
+  /** what the join replay applied last, until the live stream passes it */
+  private replayed: ReplayedTail | undefined;
+  private joinReplay: KvJoinReplay | undefined;
   private dpRank: number | undefined;
   private lastEventAt: number | undefined;
   /** when the current turn of work began (see pause) */
@@ -209,6 +264,9 @@ class RankStream {
     this.now = opts.now ?? Date.now;
     this.limits = opts.limits ?? DEFAULT_DECODE_LIMITS;
     this.onMalformed = (reason, detail) => owner.malformed(reason, detail);
+    this.firstConnect = new Promise((resolve) => {
+      this.onFirstConnect = resolve;
+    });
     this.sub = new Subscriber({
       linger: 0,
       receiveHighWaterMark: opts.receiveHighWaterMark ?? 10_000,
@@ -217,6 +275,7 @@ class RankStream {
     });
     this.sub.events.on('connect', () => {
       this.connected = true;
+      this.onFirstConnect();
     });
     this.sub.events.on('disconnect', () => {
       this.connected = false;
@@ -232,11 +291,13 @@ class RankStream {
       lastSeq: this.lastSeq,
       dpRank: this.dpRank,
       lastEventAt: this.lastEventAt,
+      joinReplay: this.joinReplay,
     };
   }
 
   async close(): Promise<void> {
     // closing the sockets ends the receive loop (and a replay's receive); then nothing of this stream runs
+    this.onFirstConnect();
     this.dealer?.close();
     this.sub.close();
     await this.loop;
@@ -252,6 +313,12 @@ class RankStream {
       this.owner.error(err, `subscribing to ${this.url}`);
       this.sub.close();
       return;
+    }
+    if (this.replayUrl !== undefined) {
+      // the engine is reachable once its publisher is: then ask what it still buffers (live messages queue meanwhile)
+      await this.firstConnect;
+      if (this.owner.isClosed) return;
+      await this.replay(0, undefined, true);
     }
     try {
       for await (const frames of this.sub) {
@@ -290,6 +357,13 @@ class RankStream {
     }
     const seq = Number(seqFrame.readBigUInt64BE(0));
     const c = this.opts.counters;
+    if (this.replayed !== undefined) {
+      // the live copy of a batch the join replay applied (queued while it ran): already in the index
+      const { first, fps } = this.replayed;
+      if (seq >= first && seq - first < fps.length && fps[seq - first] === fingerprint(payload)) return;
+      // past the replay's last batch, or a payload it did not have (a restart, below): the overlap is over
+      this.replayed = undefined;
+    }
     if (this.lastSeq !== undefined && seq <= this.lastSeq) {
       // the publisher started over: the engine restarted (its cache is empty) or its publisher was recreated
       c.restarts++;
@@ -298,6 +372,7 @@ class RankStream {
       this.opts.index.clearEndpoint(this.owner.endpointId, this.rank);
       this.lastSeq = undefined;
     }
+    // no batch applied yet (the join replay had none, or failed before any): a gap is the late join, no loss of ours
     const joining = this.lastSeq === undefined;
     const expected = this.lastSeq === undefined ? 0 : this.lastSeq + 1;
     if (seq > expected) {
@@ -321,7 +396,7 @@ class RankStream {
     if (!batch) return;
     this.dpRank = batch.dpRank;
     this.opts.counters.batches++;
-    this.opts.index.apply(this.owner.endpointId, this.rank, batch, this.opts.counters);
+    this.opts.index.apply(this.owner.endpointId, this.rank, batch, this.opts.counters, this.onMalformed);
   }
 
   /** This rank's blocks can no longer be trusted: drop them; the live stream rebuilds them from here. */
@@ -336,31 +411,41 @@ class RankStream {
 
   /**
    * Asks the engine's replay socket for every batch from `from` and applies those before `upTo` (the live message in
-   * hand) in order. Batches the engine no longer buffers cannot be replayed: what cannot be made whole is dropped.
+   * hand) in order; `upTo` undefined (joining, before any live message): every batch it has. Batches the engine no
+   * longer buffers cannot be replayed: what cannot be made whole is dropped. A join keeps what it applied even when it
+   * fails part way (a later gap asks again from there) and says how far back it reached (joinReplay).
    */
-  private async replay(from: number, upTo: number, joining: boolean): Promise<void> {
+  private async replay(from: number, upTo: number | undefined, joining: boolean): Promise<void> {
     const c = this.opts.counters;
     c.replays++;
     this.owner.own.replays++;
     const timeoutMs = this.opts.replayTimeoutMs ?? 2000;
-    const deadline = this.now() + timeoutMs;
+    const deadline = this.now() + timeoutMs * REPLAY_TIMEOUTS;
     const dealer = new Dealer({
       linger: 0,
       sendTimeout: timeoutMs,
       receiveTimeout: timeoutMs,
+      // the engine's ROUTER drops what its peer's pipe cannot take (vLLM sends a whole buffer in one loop): room for it
+      receiveHighWaterMark: 0,
       maxMessageSize: this.limits.maxPayloadBytes + 1024,
     });
     this.dealer = dealer;
+    // joining: the fingerprints of the run of batches applied, contiguous from `first`
+    const tracked: number[] | undefined = upTo === undefined ? [] : undefined;
     let next = from;
+    /** the first seq of the run of batches the index holds from this replay */
+    let first: number | undefined;
+    let batches = 0;
     let failed: string | undefined;
+    let ended = false;
     let rebuilt = false;
     try {
       dealer.connect(this.replayUrl as string);
       await dealer.send(['', u64(from)]);
       for (;;) {
         const left = deadline - this.now();
-        if (left <= 0) throw new Error(`no end of replay within ${timeoutMs} ms`);
-        dealer.receiveTimeout = left;
+        if (left <= 0) throw new Error(`no end of replay within ${timeoutMs * REPLAY_TIMEOUTS} ms`);
+        dealer.receiveTimeout = Math.min(left, timeoutMs);
         const frames = await dealer.receive();
         if (this.owner.isClosed) return;
         const seqFrame = frames[1];
@@ -369,17 +454,28 @@ class RankStream {
           continue;
         }
         const s = seqFrame.readBigInt64BE(0);
-        if (s === END_OF_REPLAY) break;
+        if (s === END_OF_REPLAY) {
+          ended = true;
+          break;
+        }
         const seq = Number(s);
         // the live copy of upTo is in hand, and later ones wait in the SUB socket; an earlier one was applied
-        if (seq >= upTo || seq < next) continue;
+        if ((upTo !== undefined && seq >= upTo) || seq < next) continue;
         if (seq > next) {
           // the engine's buffer no longer reaches back to `next`: start over from what it has
           failed ??= `replay from ${next} began at ${seq}`;
           this.rebuild(failed, joining || rebuilt);
           rebuilt = true;
+          // what the index holds from this replay starts here
+          first = seq;
+          batches = 0;
+          if (tracked) tracked.length = 0;
         }
-        this.apply(seq, frames[2] as Buffer);
+        first ??= seq;
+        const payload = frames[2] as Buffer;
+        this.apply(seq, payload);
+        tracked?.push(fingerprint(payload));
+        batches++;
         next = seq + 1;
         await this.pause();
         if (this.owner.isClosed) return;
@@ -387,12 +483,17 @@ class RankStream {
     } catch (err) {
       if (this.owner.isClosed) return;
       const e = err as { code?: string; message?: string };
-      failed ??=
+      const error =
         e.code === 'EAGAIN' ? `replay from ${from} timed out after ${timeoutMs} ms` : `replay from ${from}: ${e.message ?? String(err)}`;
+      failed = failed === undefined || upTo === undefined ? error : failed;
       this.owner.error(err, `replay from ${this.replayUrl}`);
     } finally {
       dealer.close();
       if (this.dealer === dealer) this.dealer = undefined;
+    }
+    if (upTo === undefined) {
+      this.joined(first, next, batches, ended, failed, tracked);
+      return;
     }
     if (next < upTo) {
       // batches between what was replayed and the live message are missing for good
@@ -400,7 +501,59 @@ class RankStream {
       this.rebuild(failed, joining || rebuilt);
     }
     if (failed !== undefined && !joining) c.replayFailures++;
+    // the replay at the first live message of a late join: how far back it reached
+    if (joining && from === 0) this.joinReplay = this.joinStatus(first, next, batches, first === 0 && next >= upTo, failed);
   }
+
+  /** The join replay ended (or failed): its status, and the fingerprints that tell its batches' live copies apart. */
+  private joined(
+    first: number | undefined,
+    next: number,
+    batches: number,
+    ended: boolean,
+    failed: string | undefined,
+    tracked: number[] | undefined,
+  ): void {
+    // an error of its own (no answer in time, a socket error) is a failed replay; a buffer that began later is not
+    if (!ended) this.opts.counters.replayFailures++;
+    const complete = ended && (first === 0 || batches === 0);
+    this.joinReplay = this.joinStatus(first, next, batches, complete, failed);
+    if (tracked !== undefined && tracked.length > 0) {
+      const keep = tracked.slice(-MAX_REPLAYED);
+      this.replayed = { first: next - keep.length, fps: Float64Array.from(keep) };
+    }
+    if (!complete)
+      this.opts.log.info(
+        { endpoint: this.owner.endpointId, rank: this.rank, firstSeq: first, batches, why: failed },
+        'kv events: the replay at join did not reach back to seq 0: blocks the engine cached before it are unknown until stored again',
+      );
+  }
+
+  private joinStatus(first: number | undefined, next: number, batches: number, complete: boolean, error: string | undefined): KvJoinReplay {
+    return {
+      at: this.now(),
+      firstSeq: first,
+      lastSeq: batches > 0 ? next - 1 : undefined,
+      batches,
+      blocks: this.opts.index.blocks(this.owner.endpointId, this.rank),
+      complete,
+      error,
+    };
+  }
+}
+
+/**
+ * A cheap fingerprint of a batch's payload: its length and its first 48 and last 16 bytes (the engine's timestamp is
+ * among the first). A live copy of a replayed batch has the very bytes; a restarted engine's batch of the same seq
+ * has another timestamp.
+ */
+function fingerprint(payload: Uint8Array): number {
+  let h = 0x811c9dc5;
+  const n = payload.length;
+  const head = Math.min(n, 48);
+  for (let i = 0; i < head; i++) h = Math.imul(h ^ (payload[i] as number), 0x01000193);
+  for (let i = Math.max(head, n - 16); i < n; i++) h = Math.imul(h ^ (payload[i] as number), 0x01000193);
+  return (n % 0x200000) * 0x1_0000_0000 + (h >>> 0);
 }
 
 function u64(n: number): Buffer {

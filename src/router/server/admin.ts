@@ -5,7 +5,7 @@ import type { Endpoint, EndpointState, EngineLoad } from '../core/endpoint.js';
 import { isFresh, lastErrorIsPast } from '../core/endpoint.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import type { EndpointRole } from '../core/pd.js';
-import type { KvEndpointStatus } from '../kv/subscriber.js';
+import type { KvEndpointStatus, KvJoinReplay } from '../kv/subscriber.js';
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
@@ -128,6 +128,7 @@ function kvEventsView(s: KvEndpointStatus | undefined): Record<string, unknown> 
       connected: r.connected,
       lastSeq: r.lastSeq ?? null,
       lastEventAt: r.lastEventAt === undefined ? null : iso(r.lastEventAt),
+      joinReplay: joinReplayView(r.joinReplay),
     })),
     blocks: s.blocks,
     gaps: s.gaps,
@@ -137,6 +138,20 @@ function kvEventsView(s: KvEndpointStatus | undefined): Record<string, unknown> 
     malformed: s.malformed,
     lastEventAt: s.lastEventAt === undefined ? null : iso(s.lastEventAt),
     lastError: s.lastError ?? null,
+  };
+}
+
+/** How far back the replay asked when the router joined the rank's stream reached; null: none (yet). */
+function joinReplayView(j: KvJoinReplay | undefined): Record<string, unknown> | null {
+  if (j === undefined) return null;
+  return {
+    at: iso(j.at),
+    firstSeq: j.firstSeq ?? null,
+    lastSeq: j.lastSeq ?? null,
+    batches: j.batches,
+    blocks: j.blocks,
+    complete: j.complete,
+    error: j.error ?? null,
   };
 }
 
