@@ -13,15 +13,7 @@
 import { Worker } from 'node:worker_threads';
 import type { LocalStats } from './local-tokenizers.js';
 import type { TextPrompt, TokenizeFallback, TokenizeOutcome } from './prompt-fields.js';
-import {
-  ABANDON_BEFORE,
-  BUSY_SINCE,
-  clock,
-  type FromWorker,
-  SHARED_SLOTS,
-  type ToWorker,
-  type WorkerSetup,
-} from './worker-protocol.js';
+import { ABANDON_BEFORE, BUSY_SINCE, clock, type FromWorker, SHARED_SLOTS, type ToWorker, type WorkerSetup } from './worker-protocol.js';
 
 export interface InProcessOptions {
   /** bytes each tokenizer's piece cache and rendered-chat cache may hold */
@@ -118,7 +110,8 @@ export class InProcessTokenizers {
     if (this.closed || this.broken !== undefined) return Promise.resolve({ fallback: 'tokenizer-error' });
     const state = this.dir(dir);
     if (state.ok === false) return Promise.resolve({ fallback: 'tokenizer-error' });
-    if ((state.ok === undefined && this.reloading.has(dir)) || this.busyFor() > this.busyMs) return Promise.resolve({ fallback: 'tokenizer-busy' });
+    if ((state.ok === undefined && this.reloading.has(dir)) || this.busyFor() > this.busyMs)
+      return Promise.resolve({ fallback: 'tokenizer-busy' });
     const id = this.nextId++;
     const sentAt = clock();
     return new Promise<TokenizeOutcome>((resolve) => {
@@ -163,7 +156,11 @@ export class InProcessTokenizers {
   }
 
   private spawn(): Worker {
-    const w = startWorker({ cacheBytes: this.opts.cacheBytes, sliceChars: this.sliceChars, shared: this.shared.buffer as SharedArrayBuffer });
+    const w = startWorker({
+      cacheBytes: this.opts.cacheBytes,
+      sliceChars: this.sliceChars,
+      shared: this.shared.buffer as SharedArrayBuffer,
+    });
     // the worker never keeps the process alive; the jobs' own timers do not either
     w.unref();
     let heard = false;

@@ -120,7 +120,8 @@ function chatOptions(f: Readonly<Record<string, unknown>>): ChatRenderOptions {
     tools: Array.isArray(f.tools) ? f.tools : null,
     documents: Array.isArray(f.documents) ? f.documents : null,
     // the request's own template (refused before here unless trusted): top level, else in the kwargs, as vLLM takes it
-    chat_template: typeof f.chat_template === 'string' ? f.chat_template : typeof kwargs?.chat_template === 'string' ? kwargs.chat_template : null,
+    chat_template:
+      typeof f.chat_template === 'string' ? f.chat_template : typeof kwargs?.chat_template === 'string' ? kwargs.chat_template : null,
     chat_template_kwargs: kwargs ?? null,
   };
 }
