@@ -44,14 +44,19 @@ interface DirState {
   readonly waiters: ((ok: boolean) => void)[];
 }
 
-/** The worker's entry: the compiled module, or under tsx (tests) the TypeScript source with tsx registered first. */
+/**
+ * The worker's entry: the compiled module, or under tsx (tests) the TypeScript source with tsx registered first. Its
+ * heap is bounded, so that a template that renders without end fails the worker (which is then restarted), not the
+ * process: the tokenizer itself (Qwen3's: about 50 MB of heap) and its two caches well within.
+ */
 function startWorker(setup: WorkerSetup): Worker {
+  const resourceLimits = { maxOldGenerationSizeMb: Math.max(1024, Math.ceil((4 * setup.cacheBytes) / 2 ** 20) + 512) };
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL('./tokenize-worker.js', here), { workerData: setup });
+  if (!here.endsWith('.ts')) return new Worker(new URL('./tokenize-worker.js', here), { workerData: setup, resourceLimits });
   const entry = new URL('./tokenize-worker.ts', here).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(boot, { eval: true, workerData: setup });
+  return new Worker(boot, { eval: true, workerData: setup, resourceLimits });
 }
 
 /** The in-process tokenizers of this router process; see the file's header. */
@@ -227,7 +232,7 @@ export class InProcessTokenizers {
         else if (busy > this.busyMs) this.giveUp('tokenizer-busy');
         if (this.pending.size === 0 && busy === 0) this.stopWatch();
       },
-      Math.max(5, Math.min(25, this.busyMs / 4)),
+      Math.max(5, Math.min(10, this.busyMs / 4)),
     );
     this.watch.unref();
   }
