@@ -47,7 +47,15 @@ describe('request bodies: nesting and the JSON body limit', { timeout: 60_000 },
 
   for (const fastPath of [true, false]) {
     test(`nesting past 128 levels is 400 invalid_json; the JSON routes' limit is their own (${fastPath ? 'fast path on' : 'node:http only'})`, async () => {
-      const flags = ['--known-models', 'm', '--max-json-body-bytes', '1000', '--max-body-bytes', '4000', ...(fastPath ? [] : ['--no-fast-path'])];
+      const flags = [
+        '--known-models',
+        'm',
+        '--max-json-body-bytes',
+        '1000',
+        '--max-body-bytes',
+        '4000',
+        ...(fastPath ? [] : ['--no-fast-path']),
+      ];
       const router = await startRouter(flags);
       const deep = await call(`${router.url}/v1/chat/completions`, { body: nestedBody(129) });
       assert.equal(deep.status, 400, deep.text);
@@ -111,7 +119,9 @@ async function worstWhile(router: string, bad: () => Promise<Answer[]>, windowMs
 const post = (router: string, body: string): Promise<Answer> => call(`${router}/v1/chat/completions`, { body, timeoutMs: 60_000 });
 const postPrompt = (router: string, body: string): Promise<Answer> => call(`${router}/v1/completions`, { body, timeoutMs: 60_000 });
 
-describe('no request stalls the router: a small request keeps its latency while a pathological one is handled', { timeout: 180_000 }, () => {
+describe('no request stalls the router: a small request keeps its latency while a pathological one is handled', {
+  timeout: 180_000,
+}, () => {
   let kv: Running;
   let rr: Running;
 
