@@ -5,34 +5,12 @@
 // latency through the kvaware router is compared with round robin's for the same requests. Also: bodies nested deeper
 // than 128 levels are 400 invalid_json on both inbound paths, and the JSON routes' body limit is their own.
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { stopAll } from '../support/process.js';
+import { firstHead } from '../support/raw-http.js';
 import { type Answer, allReady, call, chat, FAST_PROBES, metric, type Running, startRouter, startSim } from '../support/router.js';
 import { publishedTokenizer } from '../support/tokenizers.js';
 import { eventually } from '../support/within.js';
-
-/** Sends a request head only and returns the first response head (within 3 s), '' if none. */
-function firstHead(port: number, head: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    let got = '';
-    const done = (): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      const end = got.indexOf('\r\n\r\n');
-      resolve(end < 0 ? got : got.slice(0, end));
-    };
-    const timer = setTimeout(done, 3_000);
-    socket.on('connect', () => socket.write(head));
-    socket.on('data', (d: Buffer) => {
-      got += d.toString('latin1');
-      if (got.includes('\r\n\r\n')) done();
-    });
-    socket.on('error', done);
-    socket.on('close', done);
-  });
-}
 
 const expectHead = (path: string, length: number): string =>
   `POST ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\nexpect: 100-continue\r\n\r\n`;
