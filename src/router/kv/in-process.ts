@@ -147,7 +147,8 @@ export class InProcessTokenizers {
   private dir(dir: string): DirState {
     let state = this.dirs.get(dir);
     if (!state) {
-      state = { ok: undefined, waiters: [] };
+      // no worker can run here: nothing loads
+      state = { ok: this.broken === undefined ? undefined : false, waiters: [] };
       this.dirs.set(dir, state);
       this.post({ type: 'load', dir });
     }
@@ -155,7 +156,7 @@ export class InProcessTokenizers {
   }
 
   private post(message: ToWorker): void {
-    if (this.closed) return;
+    if (this.closed || this.broken !== undefined) return;
     if (!this.worker) this.worker = this.spawn();
     this.worker.postMessage(message);
   }
@@ -172,7 +173,8 @@ export class InProcessTokenizers {
     let failure = '';
     w.on('message', (m: FromWorker) => {
       heard = true;
-      this.onMessage(m);
+      // a worker being terminated may still have something in flight: only the current one is heard
+      if (this.worker === w) this.onMessage(m);
     });
     w.on('error', (err: Error) => {
       failure = `: ${err.message}`;
