@@ -29,7 +29,7 @@ export interface InProcessOptions {
   /** characters a rendered chat may have (default 512 Ki) */
   readonly maxChars?: number;
   /** called when the worker was restarted or cannot run, with why (a line for the log) */
-  readonly onRestart?: (why: string) => void;
+  readonly onTrouble?: (why: string) => void;
 }
 
 /** A job sent and not answered yet. */
@@ -257,7 +257,7 @@ export class InProcessTokenizers {
     }
     for (const w of this.statsWaiters.values()) w(undefined);
     this.statsWaiters.clear();
-    this.opts.onRestart?.(why);
+    this.opts.onTrouble?.(why);
   }
 
   /** A new worker in place of the current one; it loads the same directories again. */
@@ -284,6 +284,6 @@ export class InProcessTokenizers {
     }
     for (const w of this.statsWaiters.values()) w(undefined);
     this.statsWaiters.clear();
-    this.opts.onRestart?.(why);
+    this.opts.onTrouble?.(why);
   }
 }

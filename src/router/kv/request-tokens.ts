@@ -39,7 +39,7 @@ export interface RequestTokenizerOptions {
   readonly backoffMs?: number;
   /** the clock for backoff (default Date.now) */
   readonly now?: () => number;
-  /** path mode: characters tokenized between two turns of the event loop (default 8 Ki; about 2-5 ms of work) */
+  /** path mode: characters tokenized between two pauses of the tokenizer worker (default 8 Ki; about 2-5 ms of work) */
   readonly sliceChars?: number;
   /** prompts longer than this many characters are not tokenized, nor chats that render longer (default 512 Ki) */
   readonly maxPromptChars?: number;
@@ -60,7 +60,7 @@ export interface RequestTokenizerOptions {
 }
 
 /** about what a 128k-token context holds (3-4 characters a token in prose and code) */
-export const DEFAULT_MAX_PROMPT_CHARS = 512 * 1024;
+const DEFAULT_MAX_PROMPT_CHARS = 512 * 1024;
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 /** Tokenizes requests per model by its mode; see the file's header. */
@@ -87,7 +87,7 @@ export class RequestTokenizer {
       maxChars: this.maxPromptChars,
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.sliceChars !== undefined ? { sliceChars: opts.sliceChars } : {}),
-      ...(opts.onWorkerTrouble !== undefined ? { onRestart: opts.onWorkerTrouble } : {}),
+      ...(opts.onWorkerTrouble !== undefined ? { onTrouble: opts.onWorkerTrouble } : {}),
     });
   }
 
