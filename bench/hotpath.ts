@@ -129,6 +129,7 @@ function inferenceDeps(): InferenceDeps {
     metrics,
     log,
     maxBodyBytes: config.maxBodyBytes,
+    maxJsonBodyBytes: config.maxJsonBodyBytes,
     scaling: new Scaling(catalog, config.scaling, config.retryAfterSeconds, log),
     sync: new SyncTracker(),
     syncWaitMs: 0,

@@ -111,7 +111,7 @@ function record(xs: number[], wall: number): void {
       }),
     );
     reusedAll &&= cached;
-    tailChars.push((await rt.encoder(DIR))?.stats.encodedChars ?? 0);
+    tailChars.push((await rt.localStats(DIR))?.encoder.last.encodedChars ?? 0);
   }
   // then a short exchange (a one-line answer and question) on top of each conversation
   for (const seed of seeds) {
@@ -122,14 +122,15 @@ function record(xs: number[], wall: number): void {
     ];
     record(short, await timeIt(() => rt.tokenize(MODEL, { model: MODEL, messages: later })));
   }
-  const enc = await rt.encoder(DIR);
+  const stats = await rt.localStats(DIR);
+  const enc = stats?.encoder;
   console.log(`path: first turn (cold)         ${fmt(first)}`);
   console.log(`path: next turn (earlier cached) ${fmt(next)}  every next turn reused: ${reusedAll}`);
   console.log(`path: next turn's new tail (tokenized now) p50 ${pct(tailChars, 50)} chars of ${hf.renderChat(sample).length}`);
   console.log(`path: next turn, short exchange  ${fmt(short)}`);
   console.log(`path: cache ${((enc?.cacheBytes ?? 0) / 1024 / 1024).toFixed(1)} MiB in ${enc?.cacheEntries} pieces`);
-  const chats = await rt.chats(DIR);
-  console.log(`path: rendered chats ${((chats?.bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB; renders ${JSON.stringify(chats?.stats ?? {})}`);
+  const chats = stats?.chats;
+  console.log(`path: rendered chats ${((chats?.bytes ?? 0) / 1024 / 1024).toFixed(1)} MiB; renders ${JSON.stringify(chats ?? {})}`);
   await rt.close();
 }
 

@@ -4,37 +4,15 @@
 // fresh checkout works after `npm ci` (the prepare script builds).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { stopAll } from '../support/process.js';
+import { firstHead } from '../support/raw-http.js';
 import { call, chat, FAST_PROBES, metric, startRouter, startSim } from '../support/router.js';
 import { eventually } from '../support/within.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-/** Sends a request head only, and returns the first response head the router sends (within 3 s), '' if none. */
-function firstHead(port: number, head: string): Promise<string> {
-  return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
-    let got = '';
-    const done = (): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      const end = got.indexOf('\r\n\r\n');
-      resolve(end < 0 ? got : got.slice(0, end));
-    };
-    const timer = setTimeout(done, 3_000);
-    socket.on('connect', () => socket.write(head));
-    socket.on('data', (d: Buffer) => {
-      got += d.toString('latin1');
-      if (got.includes('\r\n\r\n')) done();
-    });
-    socket.on('error', done);
-    socket.on('close', done);
-  });
-}
 
 const expectHead = (length: number): string =>
   `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\nexpect: 100-continue\r\n\r\n`;

@@ -57,7 +57,8 @@ function corpus(): Record<string, unknown>[] {
 test('path mode and the simulator started with --tokenizer give identical ids for completions and chats', async () => {
   const sim = await startSim(['--tokenizer', DIR]);
   const plain = await startSim([]);
-  const local = new RequestTokenizer({ mode: DIR });
+  const local = new RequestTokenizer({ mode: DIR, timeoutMs: 30_000 });
+  after(() => local.close());
   const remote = new RequestTokenizer({ mode: 'engine', timeoutMs: 10_000 });
   after(() => remote.close());
   let differsFromWords = 0;
@@ -78,7 +79,7 @@ test('path mode and the simulator started with --tokenizer give identical ids fo
   }
   assert.equal(differsFromWords, bodies.length, 'the word-level tokenizer gives other ids for every body');
   // later turns were rendered from earlier ones (chat-prefix.ts), and never differed from a whole rendering
-  const chats = (await local.chats(DIR))?.stats;
+  const chats = (await local.localStats(DIR))?.chats;
   assert.ok(chats !== undefined && chats.incremental >= 10 && chats.mismatches === 0, JSON.stringify(chats));
 });
 

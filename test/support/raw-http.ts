@@ -1,6 +1,7 @@
 // Raw HTTP/1.1 on loopback for tests that must see the exact bytes: nothing in a client library tidies them.
 // A reader of the router's answers (status, headers, body as framed, and where each answer ends in the stream),
-// a connection that writes bytes and reads answers one after another, and a one-shot exchange.
+// a connection that writes bytes and reads answers one after another, a one-shot exchange, and a request head sent
+// alone to see the first answer to it (100 Continue or a refusal).
 import net from 'node:net';
 
 export interface RawAnswer {
@@ -264,5 +265,27 @@ export function exchange(port: number, data: Buffer | string, opts: ExchangeOpti
       if (opts.then === 'half-close') socket.end();
       if (opts.then === 'destroy') setTimeout(() => settle(NO_ANSWER), 50);
     });
+  });
+}
+
+/** Sends a request head only and returns the first response head the server sends (within 3 s), '' if none. */
+export function firstHead(port: number, head: string): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let got = '';
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      const end = got.indexOf('\r\n\r\n');
+      resolve(end < 0 ? got : got.slice(0, end));
+    };
+    const timer = setTimeout(done, 3_000);
+    socket.on('connect', () => socket.write(head));
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.includes('\r\n\r\n')) done();
+    });
+    socket.on('error', done);
+    socket.on('close', done);
   });
 }

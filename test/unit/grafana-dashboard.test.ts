@@ -68,6 +68,7 @@ test('the KV-cache-aware routing row charts every KV metric; the router row its 
     'llm_router_kvaware_matched_ratio',
     'llm_router_kvaware_fallback_total',
     'llm_router_kvaware_tokenize_seconds',
+    'llm_router_kvaware_tokenizer_restarts_total',
   ])
     assert.ok(kv.has(name), `${name} in the KV row`);
   const router = rowMetrics('Router processes and connections');

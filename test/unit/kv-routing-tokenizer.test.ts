@@ -34,6 +34,8 @@ function routing(
     tokenizer: 'engine',
     tokenizers: new Map(Object.entries(tokenizers)),
     tokenizerTimeoutMs: 2000,
+    tokenizerMaxChars: 512 * 1024,
+    trustRequestChatTemplate: false,
     pendingMs: 0,
   };
   const sources: string[] = [];

@@ -1,7 +1,7 @@
 // The piece cache (src/router/kv/token-cache.ts) against whole tokenizations, on texts fast-check makes: fragments of
 // prose, whitespace, digits, non-Latin text and special tokens in any order, each text then extended (a next turn)
 // so that reuse happens, with and without the special tokens a prompt gets.
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,7 +55,8 @@ test('sliced (asynchronous) encoding equals a whole tokenization too, whatever t
 });
 
 test('path mode serves the event loop while it tokenizes a long new conversation, and reuses it the next turn', async () => {
-  const rt = new RequestTokenizer({ mode: DIR, sliceChars: 2048 });
+  const rt = new RequestTokenizer({ mode: DIR, sliceChars: 2048, timeoutMs: 30_000 });
+  after(() => rt.close());
   const messages = conversation(77, 12, 120);
   const body = { model: 'm', messages };
   let done = false;

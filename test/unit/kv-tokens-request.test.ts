@@ -68,7 +68,8 @@ const engine = await fakeEngine();
 after(() => engine.close());
 
 test("engine mode sends the chat request's prompt fields unchanged (and only those) with the model, and returns the engine's ids", async () => {
-  const rt = new RequestTokenizer({ timeoutMs: 5_000 });
+  // the request's own template is sent too when trusted (--trust-request-chat-template)
+  const rt = new RequestTokenizer({ timeoutMs: 5_000, trustRequestChatTemplate: true });
   after(() => rt.close());
   engine.bodies.length = 0;
   const messages = [
@@ -261,7 +262,9 @@ test('path mode: per-model override to a tokenizer directory; prompts get <|begi
   const rt = new RequestTokenizer({
     models: { llama: DIR, broken: '/nonexistent/tokenizer' },
     post: () => Promise.reject(new Error('no call')),
+    timeoutMs: 30_000,
   });
+  after(() => rt.close());
   const hf = await HfTokenizer.load(DIR);
   const prompt = await rt.tokenize('llama', { model: 'llama', prompt: 'Hello world' });
   assert.equal(prompt.source, 'path');
@@ -286,7 +289,8 @@ test('path mode: per-model override to a tokenizer directory; prompts get <|begi
 });
 
 test('path mode: every turn of a corpus of multi-turn conversations equals a whole tokenization, and later turns reuse earlier ones', async () => {
-  const rt = new RequestTokenizer({ mode: DIR });
+  const rt = new RequestTokenizer({ mode: DIR, timeoutMs: 30_000 });
+  after(() => rt.close());
   const hf = await HfTokenizer.load(DIR);
   let turnsChecked = 0;
   let reusedTurns = 0;
@@ -315,7 +319,7 @@ test('path mode: every turn of a corpus of multi-turn conversations equals a who
   assert.ok(turnsChecked > 100, `${turnsChecked} turns`);
   // every turn after a conversation's first finds its earlier turns
   assert.ok(reusedTurns >= turnsChecked - 24, `${reusedTurns} of ${turnsChecked} reused`);
-  const enc = await rt.encoder(DIR);
+  const enc = (await rt.localStats(DIR))?.encoder;
   assert.ok(enc && enc.cacheEntries > 0);
 });
 
@@ -354,7 +358,8 @@ test('the piece cache stays within its bytes, drops least recently used pieces f
 });
 
 test('path mode: a next turn resumes the ids where the turn before ended (its characters are not walked again)', async () => {
-  const rt = new RequestTokenizer({ mode: DIR });
+  const rt = new RequestTokenizer({ mode: DIR, timeoutMs: 30_000 });
+  after(() => rt.close());
   const hf = await HfTokenizer.load(DIR);
   const all = conversation(31, 8, 40);
   const users = all.flatMap((m, i) => (m.role === 'user' ? [i] : []));
@@ -363,11 +368,11 @@ test('path mode: a next turn resumes the ids where the turn before ended (its ch
     const messages = all.slice(0, u + 1);
     const out = await rt.tokenize('m', { model: 'm', messages });
     assert.deepEqual(Array.from(out.tokens ?? []), hf.encode(hf.renderChat(messages), false));
-    const enc = await rt.encoder(DIR);
+    const enc = (await rt.localStats(DIR))?.encoder;
     // the piece cache walked only the new text: the turn before's rendering came with its resume point
-    if ((enc?.stats.resumedChars ?? 0) > 0) resumed++;
+    if ((enc?.last.resumedChars ?? 0) > 0) resumed++;
   }
   assert.ok(resumed >= users.length - 2, `${resumed} of ${users.length} turns resumed`);
-  const chats = await rt.chats(DIR);
-  assert.ok((chats?.stats.incremental ?? 0) > 0);
+  const chats = (await rt.localStats(DIR))?.chats;
+  assert.ok((chats?.incremental ?? 0) > 0);
 });

@@ -15,6 +15,7 @@ import type { Scaling } from '../scaling/index.js';
 import * as admin from '../server/admin.js';
 import { ApiKeys } from '../server/auth.js';
 import { readBody } from '../server/body.js';
+import { jsonDepth, MAX_JSON_DEPTH } from '../util/json-depth.js';
 import { ClientIdentity } from '../server/client-address.js';
 import type { Dashboard } from '../server/dashboard/index.js';
 import { errors, sendError } from '../server/errors.js';
@@ -85,6 +86,7 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
     metrics: p.metrics,
     log: p.log,
     maxBodyBytes: config.maxBodyBytes,
+    maxJsonBodyBytes: config.maxJsonBodyBytes,
     scaling: p.scaling,
     sync: p.sync,
     syncWaitMs: config.syncWaitMs,
@@ -132,7 +134,8 @@ export function buildRouteTable(p: RouteParts, deps: InferenceDeps): RouteTable 
       handler: async (req, res) => {
         let snapshot: DemandSnapshot | undefined;
         try {
-          snapshot = parseSnapshot(JSON.parse((await readBody(req, 4 * 1024 * 1024)).toString('utf8')));
+          const raw = await readBody(req, 4 * 1024 * 1024);
+          snapshot = jsonDepth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH ? undefined : parseSnapshot(JSON.parse(raw.toString('utf8')));
         } catch {
           snapshot = undefined;
         }
@@ -172,13 +175,17 @@ export function buildServers(
   const { config } = p;
   const sec = config.security;
   const keys = p.admission.keys;
-  const server = createHttpServer({ ...sec, maxBodyBytes: config.maxBodyBytes }, createRequestListener(table.routes, { keys, onError }));
+  const server = createHttpServer(
+    { ...sec, maxBodyBytes: config.maxBodyBytes, maxJsonBodyBytes: config.maxJsonBodyBytes },
+    createRequestListener(table.routes, { keys, onError }),
+  );
   const fastLane = config.fastPath
     ? new FastLane(
         server,
         {
           maxHeadBytes: sec.maxHeaderBytes,
           maxBodyBytes: config.maxBodyBytes,
+          maxJsonBodyBytes: config.maxJsonBodyBytes,
           paths: new Set(ROUTED_PATHS),
           keepAliveTimeoutMs: KEEP_ALIVE_TIMEOUT_MS,
           clientTimeoutMs: sec.clientTimeoutMs,

@@ -43,6 +43,13 @@ export class KvRouting implements KvKeySource, KvStreamView {
       mode: opts.kv.tokenizer,
       models: Object.fromEntries(opts.kv.tokenizers),
       timeoutMs: opts.kv.tokenizerTimeoutMs,
+      maxPromptChars: opts.kv.tokenizerMaxChars,
+      trustRequestChatTemplate: opts.kv.trustRequestChatTemplate,
+      onWorkerTrouble: (why) =>
+        log.warn(
+          { why },
+          'in-process tokenizer worker restarted (its caches are lost) or cannot run: requests meanwhile go by prefixaware',
+        ),
       ...(opts.engineApiKey ? { apiKey: opts.engineApiKey } : {}),
       ...(opts.engineTls ? { tls: opts.engineTls } : {}),
     });
@@ -104,6 +111,10 @@ export class KvRouting implements KvKeySource, KvStreamView {
 
   blocks(): number {
     return this.events.kvIndex.stats().total;
+  }
+
+  tokenizerRestarts(): number {
+    return this.tokenizer.workerRestarts;
   }
 
   endpoints(): { followed: number; connected: number } {

@@ -167,6 +167,8 @@ export interface RouterConfig {
   /** plain inference requests skip node:http (src/router/server/fast) */
   readonly fastPath: boolean;
   readonly maxBodyBytes: number;
+  /** JSON routes: the smaller of this and maxBodyBytes */
+  readonly maxJsonBodyBytes: number;
   readonly retryAfterSeconds: number;
   readonly syncWaitMs: number;
   readonly scaling: ScalingConfig;
@@ -624,6 +626,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     workers: v.workers,
     fastPath: v['fast-path'],
     maxBodyBytes: v['max-body-bytes'],
+    maxJsonBodyBytes: v['max-json-body-bytes'],
     retryAfterSeconds: v['retry-after'],
     syncWaitMs: seconds(v['sync-wait-seconds']),
     scaling: scalingSection(v, scaler),

@@ -21,6 +21,10 @@ export interface KvConfig {
   /** model -> 'engine' or a directory */
   readonly tokenizers: ReadonlyMap<string, string>;
   readonly tokenizerTimeoutMs: number;
+  /** prompts longer than this many characters (or chats rendering longer) are not tokenized */
+  readonly tokenizerMaxChars: number;
+  /** chats carrying their own chat_template are tokenized (else they fall back, unsupported-body) */
+  readonly trustRequestChatTemplate: boolean;
   /** how long a prompt just sent counts as held by its engine before its events say so; 0 = never */
   readonly pendingMs: number;
 }
@@ -36,6 +40,8 @@ export interface KvFlagValues {
   readonly tokenizer: string;
   readonly tokenizers: readonly string[];
   readonly 'tokenizer-timeout-ms': number;
+  readonly 'tokenizer-max-chars': number;
+  readonly 'trust-request-chat-template': boolean;
   readonly 'kv-pending-seconds': number;
 }
 
@@ -113,6 +119,8 @@ export function kvConfig(v: KvFlagValues): KvConfig {
     tokenizer,
     tokenizers: parseTokenizers(v.tokenizers),
     tokenizerTimeoutMs: v['tokenizer-timeout-ms'],
+    tokenizerMaxChars: v['tokenizer-max-chars'],
+    trustRequestChatTemplate: v['trust-request-chat-template'],
     pendingMs: Math.round(v['kv-pending-seconds'] * 1000),
   };
 }

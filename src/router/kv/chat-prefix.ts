@@ -11,13 +11,19 @@
 // alternation by loop.index0). The generation prompt is then `render(M, true) - render(M, false)`, the same text
 // for every conversation of one template and set of arguments.
 //
-// That holds for most templates but not all (one that renders an earlier message differently once later ones exist,
-// as Qwen3 does with reasoning, or that counts messages): each template is checked when first used, on probe
-// conversations (with and without a system message, tool calls and results, reasoning, whitespace, special-token
-// text), every split of each against the whole rendering, with and without the generation prompt and tools. A template
-// that fails any is always rendered whole. The first uses of a template, and then one in `verifyEvery`, are rendered
-// whole as well and compared: a mismatch turns the template's shortcut off for good (counted in `stats`).
-// continue_final_message requests are rendered whole. Messages are keyed by their JSON text (exact: no digest).
+// That holds for most templates but not all: one renders an earlier message differently once later ones exist (Qwen3
+// with reasoning), counts messages, or looks at a message's neighbour (Qwen2.5 opens one user turn for a run of tool
+// results and closes it after the last: cut between two tool messages, the earlier turn's rendering closes it too
+// early). So each template is checked when first used, on probe conversations (with and without a system message, tool
+// calls with one or several results in a row, a conversation ending on tool results, reasoning, a system message
+// later on, empty contents, whitespace, special-token text), every split of each against the whole rendering, with and
+// without the generation prompt and tools. What is checked is the split's shape: the last remembered message and the
+// first new one, each by role and whether it calls tools (`user>assistant`, `tool>tool`). A shape that fails is
+// rendered whole for that template; a template with no shape that passes (or whose generation prompt is not one text)
+// is always rendered whole. The first uses of each shape, and then one use in `verifyEvery`, are rendered whole as
+// well and compared: a mismatch turns the shortcut off for that shape of that template, not for other requests
+// (counted in `stats`). A request's own chat_template (trusted: --trust-request-chat-template), and
+// continue_final_message requests, are rendered whole. Messages are keyed by their JSON text (exact: no digest).
 import type { ChatRenderOptions, HfTokenizer } from './hf-tokenizer.js';
 import { ByteLru } from './token-cache.js';
 
@@ -31,7 +37,7 @@ export interface ChatPrefixStats {
   readonly incremental: number;
   /** renders done whole (no prefix known, template not prefix-stable, continue_final_message, a check) */
   readonly whole: number;
-  /** run-time checks whose incremental text differed from the whole rendering (the template was then turned off) */
+  /** run-time checks whose incremental text differed from the whole rendering (that shape was then turned off) */
   readonly mismatches: number;
   /** messages whose rendering came from the cache, over all renders */
   readonly reusedMessages: number;
@@ -65,11 +71,15 @@ interface Context {
   readonly generationPrompt: string | undefined;
 }
 
-/** Template state: unknown until checked, then whether its shortcut is on, and how many uses it has had. */
+/** A template, once checked: whether its shortcut is used at all, the shapes it is not used for, and its uses. */
 interface TemplateState {
   readonly id: number;
-  readonly stable: boolean;
+  readonly usable: boolean;
+  /** shapes (joinShape) rendered whole: failed by the probes or by a run-time check */
+  readonly unstable: Set<string>;
   uses: number;
+  /** uses by shape ('=' for a chat whose every message was remembered) */
+  readonly shapeUses: Map<string, number>;
 }
 
 const MAX_TEMPLATES = 16;
@@ -109,7 +119,7 @@ export class ChatPrefixCache<A = never> implements ChatRenderer {
       const source = this.tokenizer.templateSource({ tools });
       if (source === undefined) continue;
       const state = this.templateState(source);
-      if (state.stable) this.context(state, { tools });
+      if (state.usable) this.context(state, { tools });
     }
   }
 
@@ -122,8 +132,11 @@ export class ChatPrefixCache<A = never> implements ChatRenderer {
   render(messages: readonly unknown[], opts: ChatRenderOptions = {}): RenderedChat<A> {
     const source = this.tokenizer.templateSource(opts);
     if (source === undefined || opts.continue_final_message === true || messages.length < 2) return plain(this.whole(messages, opts));
+    // a request's own template: no probes (hundreds of renders of a template nobody vetted), one render
+    if (typeof opts.chat_template === 'string' && !this.tokenizer.ownsTemplate(opts.chat_template))
+      return plain(this.whole(messages, opts));
     const state = this.templateState(source);
-    if (!state.stable) return plain(this.whole(messages, opts));
+    if (!state.usable) return plain(this.whole(messages, opts));
     const context = this.context(state, opts);
     if (context === undefined) return plain(this.whole(messages, opts));
     // the path of nodes for M[0..i], and the longest prefix with a remembered rendering
@@ -143,10 +156,11 @@ export class ChatPrefixCache<A = never> implements ChatRenderer {
       }
     }
     const known = prefix?.rendered;
+    const shape = k === messages.length ? '=' : joinShape(messages, k);
     const agp = opts.add_generation_prompt ?? true;
     let text: string | undefined;
     let own: Node<A> | undefined;
-    if (known !== undefined) {
+    if (known !== undefined && !state.unstable.has(shape)) {
       const withoutPrompt = k === messages.length ? known : this.extend(messages, k, known, opts, path, context);
       if (withoutPrompt !== undefined) {
         text = agp ? withoutPrompt + (context.generationPrompt as string) : withoutPrompt;
@@ -154,14 +168,20 @@ export class ChatPrefixCache<A = never> implements ChatRenderer {
       }
     }
     state.uses++;
-    const check = text !== undefined && (state.uses <= this.verifyFirst || (this.verifyEvery > 0 && state.uses % this.verifyEvery === 0));
+    let check = false;
+    if (text !== undefined) {
+      const uses = (state.shapeUses.get(shape) ?? 0) + 1;
+      state.shapeUses.set(shape, uses);
+      check = uses <= this.verifyFirst || (this.verifyEvery > 0 && state.uses % this.verifyEvery === 0);
+    }
     if (text === undefined || check) {
       const whole = this.whole(messages, opts);
       if (text !== undefined && text !== whole) {
+        // this shape of this template is rendered whole from now on; what was remembered for M is the whole text
         this.counts.mismatches++;
-        this.templates.set(source, { id: state.id, stable: false, uses: state.uses });
-        this.nodes.clear();
-        return plain(whole);
+        if (shape !== '=') state.unstable.add(shape);
+        own = this.rememberWhole(context, keys, whole, agp, path);
+        return this.rendered(whole, undefined, own);
       }
       if (text === undefined) {
         own = this.rememberWhole(context, keys, whole, agp, path);
@@ -308,7 +328,8 @@ export class ChatPrefixCache<A = never> implements ChatRenderer {
   private templateState(source: string): TemplateState {
     let s = this.templates.get(source);
     if (!s) {
-      s = { id: this.nextId++, stable: prefixStable(this.tokenizer, source), uses: 0 };
+      const probed = probeShapes(this.tokenizer, source);
+      s = { id: this.nextId++, usable: probed.usable, unstable: new Set(probed.unstable), uses: 0, shapeUses: new Map() };
       if (this.templates.size >= MAX_TEMPLATES) this.templates.delete(this.templates.keys().next().value as string);
       this.templates.set(source, s);
     }
@@ -338,13 +359,40 @@ export function headFor(messages: readonly unknown[], k: number): number | undef
   return length < k ? length : undefined;
 }
 
+/** Roles a shape names; any other is `other`, so that shapes stay a small set whatever clients send. */
+const SHAPE_ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'ipython', 'function']);
+
+function messageShape(message: unknown): string {
+  const m = (typeof message === 'object' && message !== null ? message : {}) as { role?: unknown; tool_calls?: unknown };
+  const role = typeof m.role === 'string' && SHAPE_ROLES.has(m.role) ? m.role : 'other';
+  return Array.isArray(m.tool_calls) && m.tool_calls.length > 0 ? `${role}+calls` : role;
+}
+
 /**
- * Whether `source` renders every probe conversation, split anywhere, as the formula of the file's header says: with and
- * without the generation prompt, with and without tools. Probes the template refuses whole (raise_exception) say
- * nothing; a probe it renders whole but not in parts, or whose parts differ, says no.
+ * The shape of a split of `messages` before M[k]: the last remembered message and the first new one, each by role and
+ * whether it calls tools. A template that looks past a message looks at its neighbours (the one before, the one
+ * after); the new messages themselves are rendered in one piece.
  */
-export function prefixStable(tokenizer: HfTokenizer, source: string): boolean {
-  let checked = 0;
+export function joinShape(messages: readonly unknown[], k: number): string {
+  return `${messageShape(messages[k - 1])}>${messageShape(messages[k])}`;
+}
+
+/** What the probes found of a template: whether it is used incrementally at all, and for which shapes not. */
+export interface ProbedTemplate {
+  readonly usable: boolean;
+  readonly unstable: ReadonlySet<string>;
+}
+
+/**
+ * Renders every probe conversation split anywhere as the formula of the file's header says, with and without the
+ * generation prompt, with and without tools, and sorts the splits by shape: a shape fails when any split of that shape
+ * renders otherwise than the whole (or throws where the whole did not). Probes the template refuses whole
+ * (raise_exception) say nothing. Not usable at all: a generation prompt that is not what the rendering with it adds,
+ * or no shape that passed.
+ */
+export function probeShapes(tokenizer: HfTokenizer, source: string): ProbedTemplate {
+  const unstable = new Set<string>();
+  const passed = new Set<string>();
   for (const tools of [null, PROBE_TOOLS])
     for (const probe of PROBES)
       for (const agp of [true, false]) {
@@ -355,7 +403,7 @@ export function prefixStable(tokenizer: HfTokenizer, source: string): boolean {
         try {
           whole = tokenizer.renderChat(probe, opts);
           const off = agp ? tokenizer.renderChat(probe, noPrompt) : whole;
-          if (!whole.startsWith(off)) return false;
+          if (!whole.startsWith(off)) return { usable: false, unstable };
           gp = whole.slice(off.length);
         } catch {
           continue;
@@ -363,18 +411,26 @@ export function prefixStable(tokenizer: HfTokenizer, source: string): boolean {
         for (let k = 2; k < probe.length; k++) {
           const head = headFor(probe, k);
           if (head === undefined) continue;
+          const shape = joinShape(probe, k);
+          let same: boolean;
           try {
             const known = tokenizer.renderChat(probe.slice(0, k), noPrompt);
             const h = tokenizer.renderChat(probe.slice(0, head), noPrompt);
             const tail = tokenizer.renderChat([...probe.slice(0, head), ...probe.slice(k)], noPrompt);
-            if (!tail.startsWith(h) || known + tail.slice(h.length) + gp !== whole) return false;
-            checked++;
+            same = tail.startsWith(h) && known + tail.slice(h.length) + gp === whole;
           } catch {
-            return false;
+            same = false;
           }
+          (same ? passed : unstable).add(shape);
         }
       }
-  return checked > 0;
+  return { usable: [...passed].some((shape) => !unstable.has(shape)), unstable };
+}
+
+/** Whether `source` renders every probe conversation, split anywhere, as the whole (see probeShapes): every shape passes. */
+export function prefixStable(tokenizer: HfTokenizer, source: string): boolean {
+  const probed = probeShapes(tokenizer, source);
+  return probed.usable && probed.unstable.size === 0;
 }
 
 const PROBE_TOOLS: readonly unknown[] = [
@@ -389,6 +445,8 @@ const PROBE_TOOLS: readonly unknown[] = [
 ];
 
 const CALL = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } };
+const CALL_2 = { id: 'call_2', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Rome"}' } };
+const CALL_3 = { id: 'call_3', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Oslo"}' } };
 
 /** Conversations that tell a prefix-stable template from one that is not (see prefixStable). */
 const PROBES: readonly (readonly Record<string, unknown>[])[] = [
@@ -436,5 +494,44 @@ const PROBES: readonly (readonly Record<string, unknown>[])[] = [
     { role: 'assistant', content: 'c' },
     { role: 'assistant', content: 'd' },
     { role: 'user', content: 'e' },
+  ],
+  // tool results two and three in a row (Qwen2.5 and Qwen3 open one user turn for a run of them), a call with text
+  [
+    { role: 'system', content: 'Use tools when useful.' },
+    { role: 'user', content: 'Weather in Paris and Rome?' },
+    { role: 'assistant', content: null, tool_calls: [CALL, CALL_2] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temperature": 20}' },
+    { role: 'tool', tool_call_id: 'call_2', content: '{"temperature": 25}' },
+    { role: 'assistant', content: 'Paris 20, Rome 25.' },
+    { role: 'user', content: 'And all three tomorrow?' },
+    { role: 'assistant', content: 'Let me look.', tool_calls: [CALL, CALL_2, CALL_3] },
+    { role: 'tool', tool_call_id: 'call_1', content: '{"temperature": 18}' },
+    { role: 'tool', tool_call_id: 'call_2', content: '{"temperature": 24}' },
+    { role: 'tool', tool_call_id: 'call_3', content: '{"temperature": 3}' },
+    { role: 'assistant', content: 'Cooler.' },
+    { role: 'user', content: 'Thanks' },
+  ],
+  // no system message, a conversation that ends on tool results (the request that asks for the answer to them)
+  [
+    { role: 'user', content: 'Paris and Oslo?' },
+    { role: 'assistant', content: null, tool_calls: [CALL, CALL_3] },
+    { role: 'tool', tool_call_id: 'call_1', content: '20' },
+    { role: 'tool', tool_call_id: 'call_3', content: '3' },
+    { role: 'assistant', content: 'Warm and cold.' },
+    { role: 'user', content: 'Rome?' },
+    { role: 'assistant', content: null, tool_calls: [CALL_2] },
+    { role: 'tool', tool_call_id: 'call_2', content: '25' },
+  ],
+  // Llama 3.1's role for tool results, a system message later on, empty contents
+  [
+    { role: 'system', content: 'First rules.' },
+    { role: 'user', content: 'Run it.' },
+    { role: 'assistant', content: null, tool_calls: [CALL] },
+    { role: 'ipython', content: '{"temperature": 20}' },
+    { role: 'assistant', content: '' },
+    { role: 'system', content: 'New rules.' },
+    { role: 'user', content: '' },
+    { role: 'assistant', content: 'Fine.' },
+    { role: 'user', content: 'Done' },
   ],
 ];

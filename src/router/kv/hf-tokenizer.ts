@@ -172,6 +172,11 @@ export class HfTokenizer {
     return opts.chat_template ?? this.pickTemplate(Boolean(opts.tools));
   }
 
+  /** Whether `source` is one of the tokenizer's own templates (a request may send the same text). */
+  ownsTemplate(source: string): boolean {
+    return this.templates.some((t) => t.template === source);
+  }
+
   /** transformers: a list of named templates gives 'tool_use' when tools are passed and it exists, else 'default'. */
   private pickTemplate(withTools: boolean): string | undefined {
     if (this.templates.length === 0) return undefined;

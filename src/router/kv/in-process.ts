@@ -1,128 +1,289 @@
-// Token ids from a Hugging Face tokenizer directory in this process (hf-tokenizer.ts), earlier turns of a conversation
-// reused: their rendering where the template allows (chat-prefix.ts), their ids piece by piece (token-cache.ts). A
-// directory loads once; one that does not load is not tried again. Nothing here fails a request: a prompt it cannot
-// tokenize comes back as a fallback reason.
-import { ChatPrefixCache, type ChatRenderer } from './chat-prefix.js';
-import { type ChatRenderOptions, ChatTemplateError, HfTokenizer } from './hf-tokenizer.js';
-import type { TextPrompt, TokenizeOutcome } from './prompt-fields.js';
-import { type EncodeResume, SegmentedEncoder } from './token-cache.js';
-
-/** A loaded tokenizer directory: its piece cache and its rendered-chat cache. */
-interface Loaded {
-  readonly encoder: SegmentedEncoder;
-  /** rendered chats, each with where its ids can be resumed from */
-  readonly chats: ChatPrefixCache<EncodeResume>;
-}
+// Token ids from Hugging Face tokenizer directories, computed off the event loop: in one worker thread per router
+// process (tokenize-worker.ts), which holds the loaded tokenizers and their caches (local-tokenizers.ts). This side
+// sends a prompt's fields and gets its ids back (their buffer transferred, not copied), and bounds every job:
+//  - a job not answered by its deadline (`timeoutMs`) falls back with `timeout`; the worker itself stops it at its next
+//    pause (between slices of a long prompt) or skips it if it has not started;
+//  - a step of the worker that cannot pause (one template render, one run of text without a special token) and has run
+//    longer than `busyMs`: the jobs waiting behind it fall back at once with `tokenizer-busy`, and new ones too, instead
+//    of waiting for their deadlines;
+//  - a step still running `restartMs` on (a template that loops, a pathological text): the worker is terminated and a
+//    new one started, which loads the same directories again; their caches are lost (counted in `restarts`); while a
+//    directory loads again its jobs fall back at once with `tokenizer-busy`.
+// Nothing here fails a request: a prompt it cannot tokenize comes back as a fallback reason.
+import { Worker } from 'node:worker_threads';
+import type { LocalStats } from './local-tokenizers.js';
+import type { TextPrompt, TokenizeFallback, TokenizeOutcome } from './prompt-fields.js';
+import { ABANDON_BEFORE, BUSY_SINCE, clock, type FromWorker, SHARED_SLOTS, type ToWorker, type WorkerSetup } from './worker-protocol.js';
 
 export interface InProcessOptions {
   /** bytes each tokenizer's piece cache and rendered-chat cache may hold */
   readonly cacheBytes: number;
-  /** characters tokenized between two turns of the event loop (default 8 Ki; about 2-5 ms of work) */
+  /** characters tokenized between two pauses of a job (default 8 Ki; about 2-5 ms of work) */
   readonly sliceChars?: number;
+  /** a job's deadline (default 250 ms) */
+  readonly timeoutMs?: number;
+  /** a step running longer: jobs fall back at once instead of waiting (default 50 ms) */
+  readonly busyMs?: number;
+  /** a step running longer: the worker is restarted (default timeoutMs + 1 s) */
+  readonly restartMs?: number;
+  /** characters a rendered chat may have (default 512 Ki) */
+  readonly maxChars?: number;
+  /** called when the worker was restarted or cannot run, with why (a line for the log) */
+  readonly onTrouble?: (why: string) => void;
 }
 
-/** The loaded tokenizer directories of this process; see the file's header. */
-export class InProcessTokenizers {
-  private readonly loaded = new Map<string, Promise<Loaded | undefined>>();
-  private readonly sliceChars: number;
+/** A job sent and not answered yet. */
+interface Pending {
+  readonly resolve: (outcome: TokenizeOutcome) => void;
+  readonly timer: NodeJS.Timeout;
+}
 
-  constructor(private readonly opts: InProcessOptions) {
-    this.sliceChars = opts.sliceChars ?? 8192;
-  }
-
-  /** Loads a directory ahead of its first use; false when it does not load (it is not tried again). */
-  async preload(dir: string): Promise<boolean> {
-    return (await this.load(dir)) !== undefined;
-  }
-
-  /** The piece cache of a loaded tokenizer directory (for stats and tests). */
-  async encoder(dir: string): Promise<SegmentedEncoder | undefined> {
-    return (await this.load(dir))?.encoder;
-  }
-
-  /** The rendered-chat cache of a loaded tokenizer directory (for stats and tests). */
-  async chats(dir: string): Promise<ChatPrefixCache<EncodeResume> | undefined> {
-    return (await this.load(dir))?.chats;
-  }
-
-  async tokenize(dir: string, p: TextPrompt): Promise<TokenizeOutcome> {
-    const tokenizer = await this.load(dir);
-    if (!tokenizer) return { fallback: 'tokenizer-error' };
-    const { encoder, chats } = tokenizer;
-    try {
-      if (p.kind === 'prompt') {
-        const { text, addSpecialTokens } = promptText(chats, p);
-        // what is not cached is tokenized in slices, the event loop served between them
-        const { ids, reusedChars } = await encoder.encodeAsync(text, addSpecialTokens, this.sliceChars);
-        return { tokens: ids, source: 'path', cached: reusedChars > 0 };
-      }
-      // a chat: its ids resume where those of the remembered rendering it starts with ended (those characters are not
-      // walked again), and it leaves such a point on its own rendering for the next turn
-      const chat = chats.render(p.fields.messages as unknown[], chatOptions(p.fields));
-      const { ids, reusedChars, resume } = await encoder.encodeAsync(chat.text, p.fields.add_special_tokens === true, this.sliceChars, {
-        resume: chat.prefix?.attached,
-        keepAt: chat.ownChars,
-      });
-      if (resume) chat.attach(resume, resume.ids.buffer.byteLength);
-      return { tokens: ids, source: 'path', cached: reusedChars > 0 };
-    } catch (err) {
-      return { fallback: err instanceof ChatTemplateError ? 'unsupported-body' : 'tokenizer-error' };
-    }
-  }
-
-  private load(dir: string): Promise<Loaded | undefined> {
-    let e = this.loaded.get(dir);
-    if (!e) {
-      e = HfTokenizer.load(dir).then(
-        (t) => {
-          const chats = new ChatPrefixCache<EncodeResume>(t, this.opts.cacheBytes);
-          // the template checks run at load, not on the first request
-          chats.prepare();
-          return { encoder: new SegmentedEncoder(t, this.opts.cacheBytes), chats };
-        },
-        () => undefined,
-      );
-      this.loaded.set(dir, e);
-    }
-    return e;
-  }
+/** A directory in the current worker: loading (the waiters get its result), loaded, or not loadable. */
+interface DirState {
+  ok: boolean | undefined;
+  readonly waiters: ((ok: boolean) => void)[];
 }
 
 /**
- * The text an in-process tokenizer tokenizes for a prompt, and whether with added special tokens, as vLLM does it: a
- * chat rendered through the template (vLLM's defaults: the generation prompt on, no added special tokens unless
- * `add_special_tokens`), a prompt with the special tokens added unless `add_special_tokens` is false. Throws
- * ChatTemplateError for a chat the template cannot render.
+ * The worker's entry: the compiled module, or under tsx (tests) the TypeScript source with tsx registered first. Its
+ * heap is bounded, so that a template that renders without end fails the worker (which is then restarted), not the
+ * process: the tokenizer itself (Qwen3's: about 50 MB of heap) and its two caches well within.
  */
-export function promptText(tokenizer: ChatRenderer, p: TextPrompt): { text: string; addSpecialTokens: boolean } {
-  const f = p.fields;
-  if (p.kind === 'prompt') return { text: f.prompt as string, addSpecialTokens: f.add_special_tokens !== false };
-  const text = tokenizer.renderChat(f.messages as unknown[], chatOptions(f));
-  return { text, addSpecialTokens: f.add_special_tokens === true };
+function startWorker(setup: WorkerSetup): Worker {
+  const resourceLimits = { maxOldGenerationSizeMb: Math.max(1024, Math.ceil((4 * setup.cacheBytes) / 2 ** 20) + 512) };
+  const here = import.meta.url;
+  if (!here.endsWith('.ts')) return new Worker(new URL('./tokenize-worker.js', here), { workerData: setup, resourceLimits });
+  const entry = new URL('./tokenize-worker.ts', here).href;
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`;
+  return new Worker(boot, { eval: true, workerData: setup, resourceLimits });
 }
 
-/** The template arguments of a chat's prompt fields. */
-function chatOptions(f: Readonly<Record<string, unknown>>): ChatRenderOptions {
-  return {
-    add_generation_prompt: optBool(f.add_generation_prompt),
-    continue_final_message: optBool(f.continue_final_message),
-    tools: Array.isArray(f.tools) ? f.tools : null,
-    documents: Array.isArray(f.documents) ? f.documents : null,
-    chat_template: typeof f.chat_template === 'string' ? f.chat_template : null,
-    chat_template_kwargs: isRecord(f.chat_template_kwargs) ? f.chat_template_kwargs : null,
-  };
-}
+/** The in-process tokenizers of this router process; see the file's header. */
+export class InProcessTokenizers {
+  private worker: Worker | undefined;
+  private shared = new Float64Array(new SharedArrayBuffer(SHARED_SLOTS * 8));
+  private readonly dirs = new Map<string, DirState>();
+  /** directories loaded in an earlier worker: while one loads again, its jobs do not wait */
+  private readonly reloading = new Set<string>();
+  private readonly pending = new Map<number, Pending>();
+  private readonly statsWaiters = new Map<number, (stats: LocalStats | undefined) => void>();
+  private nextId = 1;
+  private watch: NodeJS.Timeout | undefined;
+  private restartCount = 0;
+  private closed = false;
+  /** why the worker cannot run here (it died before it said anything): every job falls back with tokenizer-error */
+  private broken: string | undefined;
+  private readonly sliceChars: number;
+  private readonly timeoutMs: number;
+  private readonly busyMs: number;
+  private readonly restartMs: number;
+  private readonly maxChars: number;
 
-/** A prompt's ids with an in-process tokenizer, at once (see promptText). */
-export function encodeInProcess(encoder: SegmentedEncoder, p: TextPrompt): Uint32Array {
-  const { text, addSpecialTokens } = promptText(encoder.tokenizer, p);
-  return encoder.encode(text, addSpecialTokens);
-}
+  constructor(private readonly opts: InProcessOptions) {
+    this.sliceChars = opts.sliceChars ?? 8192;
+    this.timeoutMs = opts.timeoutMs ?? 250;
+    this.busyMs = opts.busyMs ?? 50;
+    this.restartMs = opts.restartMs ?? this.timeoutMs + 1000;
+    this.maxChars = opts.maxChars ?? 512 * 1024;
+  }
 
-function optBool(v: unknown): boolean | undefined {
-  return typeof v === 'boolean' ? v : undefined;
-}
+  /** Times the worker was restarted (a step past restartMs, or the thread died). */
+  get restarts(): number {
+    return this.restartCount;
+  }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  /** Loads a directory ahead of its first use; false when it does not load (it is not tried again). */
+  preload(dir: string): Promise<boolean> {
+    const state = this.dir(dir);
+    if (state.ok !== undefined) return Promise.resolve(state.ok);
+    return new Promise<boolean>((resolve) => state.waiters.push(resolve));
+  }
+
+  /** What a loaded directory's caches hold (for stats and tests); undefined when it is not loaded. */
+  stats(dir: string): Promise<LocalStats | undefined> {
+    if (this.dirs.get(dir)?.ok !== true) return Promise.resolve(undefined);
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.statsWaiters.set(id, resolve);
+      this.post({ type: 'stats', id, dir });
+    });
+  }
+
+  /** The prompt's ids, or why not, within `timeoutMs`. */
+  tokenize(dir: string, p: TextPrompt): Promise<TokenizeOutcome> {
+    if (this.closed || this.broken !== undefined) return Promise.resolve({ fallback: 'tokenizer-error' });
+    const state = this.dir(dir);
+    if (state.ok === false) return Promise.resolve({ fallback: 'tokenizer-error' });
+    if ((state.ok === undefined && this.reloading.has(dir)) || this.busyFor() > this.busyMs)
+      return Promise.resolve({ fallback: 'tokenizer-busy' });
+    const id = this.nextId++;
+    const sentAt = clock();
+    return new Promise<TokenizeOutcome>((resolve) => {
+      const timer = setTimeout(() => this.answer(id, { fallback: 'timeout' }), this.timeoutMs);
+      timer.unref();
+      this.pending.set(id, { resolve, timer });
+      this.post({ type: 'job', id, dir, prompt: p, sentAt, deadline: sentAt + this.timeoutMs, maxChars: this.maxChars });
+      this.watchBusy();
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stopWatch();
+    this.giveUp('tokenizer-error');
+    const w = this.worker;
+    this.worker = undefined;
+    if (w) await w.terminate();
+  }
+
+  /** How long the worker has been in its current step (0: between steps). */
+  private busyFor(): number {
+    const since = this.shared[BUSY_SINCE] as number;
+    return since > 0 ? clock() - since : 0;
+  }
+
+  /** The directory's state in the current worker, its load asked for on first use. */
+  private dir(dir: string): DirState {
+    let state = this.dirs.get(dir);
+    if (!state) {
+      // no worker can run here: nothing loads
+      state = { ok: this.broken === undefined ? undefined : false, waiters: [] };
+      this.dirs.set(dir, state);
+      this.post({ type: 'load', dir });
+    }
+    return state;
+  }
+
+  private post(message: ToWorker): void {
+    if (this.closed || this.broken !== undefined) return;
+    if (!this.worker) this.worker = this.spawn();
+    this.worker.postMessage(message);
+  }
+
+  private spawn(): Worker {
+    const w = startWorker({
+      cacheBytes: this.opts.cacheBytes,
+      sliceChars: this.sliceChars,
+      shared: this.shared.buffer as SharedArrayBuffer,
+    });
+    // the worker never keeps the process alive; the jobs' own timers do not either
+    w.unref();
+    let heard = false;
+    let failure = '';
+    w.on('message', (m: FromWorker) => {
+      heard = true;
+      // a worker being terminated may still have something in flight: only the current one is heard
+      if (this.worker === w) this.onMessage(m);
+    });
+    w.on('error', (err: Error) => {
+      failure = `: ${err.message}`;
+    });
+    w.on('exit', () => {
+      if (this.worker !== w || this.closed) return;
+      // one that dies before it says anything would die again: no loop of restarts
+      if (heard) this.restart(`the tokenizer worker exited${failure}`);
+      else this.fail(`the tokenizer worker did not start${failure}`);
+    });
+    return w;
+  }
+
+  private onMessage(m: FromWorker): void {
+    switch (m.type) {
+      case 'loaded': {
+        const state = this.dirs.get(m.dir);
+        this.reloading.delete(m.dir);
+        if (!state) return;
+        state.ok = m.ok;
+        for (const w of state.waiters.splice(0)) w(m.ok);
+        return;
+      }
+      case 'done':
+        this.answer(m.id, m.outcome);
+        return;
+      case 'stats': {
+        const w = this.statsWaiters.get(m.id);
+        this.statsWaiters.delete(m.id);
+        w?.(m.stats);
+        return;
+      }
+    }
+  }
+
+  private answer(id: number, outcome: TokenizeOutcome): void {
+    const p = this.pending.get(id);
+    if (!p) return;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    p.resolve(outcome);
+  }
+
+  /** Every job not answered yet falls back with `reason`; the worker skips those it has not started. */
+  private giveUp(reason: TokenizeFallback): void {
+    this.shared[ABANDON_BEFORE] = clock();
+    for (const id of [...this.pending.keys()]) this.answer(id, { fallback: reason });
+  }
+
+  /** While jobs wait: a step past busyMs gives them up, one past restartMs restarts the worker. */
+  private watchBusy(): void {
+    if (this.watch !== undefined) return;
+    this.watch = setInterval(
+      () => {
+        const busy = this.busyFor();
+        if (busy > this.restartMs) this.restart(`one step of a job ran ${Math.round(busy)} ms`);
+        else if (busy > this.busyMs) this.giveUp('tokenizer-busy');
+        if (this.pending.size === 0 && busy === 0) this.stopWatch();
+      },
+      Math.max(5, Math.min(10, this.busyMs / 4)),
+    );
+    this.watch.unref();
+  }
+
+  private stopWatch(): void {
+    if (this.watch === undefined) return;
+    clearInterval(this.watch);
+    this.watch = undefined;
+  }
+
+  /** No worker can run: every directory is said not to load, every job falls back with tokenizer-error. */
+  private fail(why: string): void {
+    this.broken = why;
+    this.worker = undefined;
+    this.giveUp('tokenizer-error');
+    this.stopWatch();
+    for (const state of this.dirs.values()) {
+      state.ok = false;
+      for (const w of state.waiters.splice(0)) w(false);
+    }
+    for (const w of this.statsWaiters.values()) w(undefined);
+    this.statsWaiters.clear();
+    this.opts.onTrouble?.(why);
+  }
+
+  /** A new worker in place of the current one; it loads the same directories again. */
+  private restart(why: string): void {
+    const old = this.worker;
+    this.worker = undefined;
+    this.restartCount++;
+    this.giveUp('tokenizer-busy');
+    this.stopWatch();
+    // a fresh shared state: the old worker may still write to its own until it is gone
+    this.shared = new Float64Array(new SharedArrayBuffer(SHARED_SLOTS * 8));
+    void old?.terminate();
+    const dirs = [...this.dirs.entries()];
+    this.dirs.clear();
+    for (const [dir, state] of dirs) {
+      // a directory that did not load is not tried again
+      if (state.ok === false) {
+        this.dirs.set(dir, state);
+        continue;
+      }
+      if (state.ok === true) this.reloading.add(dir);
+      const again = this.dir(dir);
+      again.waiters.push(...state.waiters);
+    }
+    for (const w of this.statsWaiters.values()) w(undefined);
+    this.statsWaiters.clear();
+    this.opts.onTrouble?.(why);
+  }
 }

@@ -12,6 +12,8 @@ export const TOKENIZE_FALLBACKS = [
   'engine-error',
   'backoff',
   'tokenizer-error',
+  // the in-process tokenizer's worker is in one long step (or loading again after a restart): no waiting behind it
+  'tokenizer-busy',
 ] as const;
 export type TokenizeFallback = (typeof TOKENIZE_FALLBACKS)[number];
 
@@ -48,13 +50,23 @@ export type PromptFields =
 /** A prompt the tokenizers work on: a chat or a text prompt. */
 export type TextPrompt = PromptFields & { kind: 'chat' | 'prompt' };
 
+export interface PromptFieldsOptions {
+  /**
+   * --trust-request-chat-template: a chat carrying its own template (`chat_template`, or `chat_template` in
+   * `chat_template_kwargs`, as vLLM reads both) is tokenized; without it such a chat has no ids (`unsupported-body`),
+   * as vLLM refuses it without its flag of the same name
+   */
+  readonly trustChatTemplate?: boolean;
+}
+
 /**
  * The fields of `body` that decide its tokens, unchanged: a chat's `messages` with the template arguments present, or
  * a completion's `prompt` (a string, a list of one string, or token ids) with `add_special_tokens`.
  */
-export function promptFields(body: Readonly<Record<string, unknown>>): PromptFields {
+export function promptFields(body: Readonly<Record<string, unknown>>, opts: PromptFieldsOptions = {}): PromptFields {
   if (body.messages !== undefined) {
     if (!Array.isArray(body.messages) || body.messages.length === 0) return { kind: 'fallback', reason: 'unsupported-body' };
+    if (!opts.trustChatTemplate && hasRequestTemplate(body)) return { kind: 'fallback', reason: 'unsupported-body' };
     const fields: Record<string, unknown> = {};
     for (const f of CHAT_FIELDS) if (body[f] !== undefined) fields[f] = body[f];
     return { kind: 'chat', fields, chars: charsOf(body.messages) + charsOf(body.tools) + charsOf(body.documents) };
@@ -72,6 +84,15 @@ export function promptFields(body: Readonly<Record<string, unknown>>): PromptFie
   const fields: Record<string, unknown> = { prompt };
   if (body.add_special_tokens !== undefined) fields.add_special_tokens = body.add_special_tokens;
   return { kind: 'prompt', fields, chars: prompt.length };
+}
+
+/** Whether a chat names a template of its own: vLLM's test (a `chat_template`, top level or in the kwargs, not null). */
+function hasRequestTemplate(body: Readonly<Record<string, unknown>>): boolean {
+  if (body.chat_template !== undefined && body.chat_template !== null) return true;
+  const kwargs = body.chat_template_kwargs;
+  if (typeof kwargs !== 'object' || kwargs === null) return false;
+  const named = (kwargs as Record<string, unknown>).chat_template;
+  return named !== undefined && named !== null;
 }
 
 /** Characters of every string in a value (iterative: any depth a client sends). */

@@ -7,14 +7,13 @@
 // (the policy then hashes the prefix instead and counts the reason).
 import type { EngineTls } from '../config/engine-tls.js';
 import type { TraceSpan } from '../core/trace.js';
-import type { ChatPrefixCache } from './chat-prefix.js';
 import { type EnginePost, EngineTokenizer, type TokenizeTarget } from './engine-tokenizer.js';
 import { InProcessTokenizers } from './in-process.js';
+import type { LocalStats } from './local-tokenizers.js';
 import { promptFields, type TokenizeOutcome } from './prompt-fields.js';
-import type { EncodeResume, SegmentedEncoder } from './token-cache.js';
 
 export { type EnginePost, type TokenizeTarget, tokensOfAnswer, undiciEnginePost } from './engine-tokenizer.js';
-export { encodeInProcess, promptText } from './in-process.js';
+export { encodeInProcess, type LocalStats, promptText } from './local-tokenizers.js';
 export {
   promptFields,
   type PromptFields,
@@ -31,7 +30,7 @@ export interface RequestTokenizerOptions {
   readonly mode?: TokenizerMode;
   /** per-model overrides of `mode` */
   readonly models?: Readonly<Record<string, TokenizerMode>>;
-  /** engine mode: how long to wait for /tokenize (default 250 ms) */
+  /** how long to wait for the engine's /tokenize, or for the in-process tokenizer's worker (default 250 ms) */
   readonly timeoutMs?: number;
   /**
    * engine mode: after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default
@@ -40,10 +39,14 @@ export interface RequestTokenizerOptions {
   readonly backoffMs?: number;
   /** the clock for backoff (default Date.now) */
   readonly now?: () => number;
-  /** path mode: characters tokenized between two turns of the event loop (default 8 Ki; about 2-5 ms of work) */
+  /** path mode: characters tokenized between two pauses of the tokenizer worker (default 8 Ki; about 2-5 ms of work) */
   readonly sliceChars?: number;
-  /** prompts longer than this many characters are not tokenized (default 2 Mi) */
+  /** prompts longer than this many characters are not tokenized, nor chats that render longer (default 512 Ki) */
   readonly maxPromptChars?: number;
+  /** --trust-request-chat-template: tokenize chats that carry their own template (else `unsupported-body`) */
+  readonly trustRequestChatTemplate?: boolean;
+  /** path mode: a line for the log when the tokenizer worker was restarted or cannot run */
+  readonly onWorkerTrouble?: (why: string) => void;
   /** bytes each cache may hold: engine answers, and each tokenizer's pieces and rendered chats (default 64 MiB) */
   readonly cacheBytes?: number;
   /** the engine's tokenize path (default /tokenize, vLLM's and SGLang's) */
@@ -56,7 +59,8 @@ export interface RequestTokenizerOptions {
   readonly apiKey?: string;
 }
 
-const DEFAULT_MAX_PROMPT_CHARS = 2 * 1024 * 1024;
+/** about what a 128k-token context holds (3-4 characters a token in prose and code) */
+const DEFAULT_MAX_PROMPT_CHARS = 512 * 1024;
 const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024;
 
 /** Tokenizes requests per model by its mode; see the file's header. */
@@ -78,7 +82,13 @@ export class RequestTokenizer {
       ...(opts.tls !== undefined ? { tls: opts.tls } : {}),
       ...(opts.apiKey !== undefined ? { apiKey: opts.apiKey } : {}),
     });
-    this.local = new InProcessTokenizers({ cacheBytes, ...(opts.sliceChars !== undefined ? { sliceChars: opts.sliceChars } : {}) });
+    this.local = new InProcessTokenizers({
+      cacheBytes,
+      maxChars: this.maxPromptChars,
+      ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+      ...(opts.sliceChars !== undefined ? { sliceChars: opts.sliceChars } : {}),
+      ...(opts.onWorkerTrouble !== undefined ? { onTrouble: opts.onWorkerTrouble } : {}),
+    });
   }
 
   /** The mode a model is tokenized in. */
@@ -101,7 +111,7 @@ export class RequestTokenizer {
   ): Promise<TokenizeOutcome> {
     const mode = as ?? this.modeOf(model);
     if (mode === 'off') return { fallback: 'off' };
-    const p = promptFields(body);
+    const p = promptFields(body, { trustChatTemplate: this.opts.trustRequestChatTemplate === true });
     if (p.kind === 'fallback') return { fallback: p.reason };
     if (p.kind === 'ids') return { tokens: p.tokens, source: 'request', cached: false };
     if (p.chars > this.maxPromptChars) return { fallback: 'too-large' };
@@ -121,17 +131,17 @@ export class RequestTokenizer {
     return this.engine.cacheBytes;
   }
 
-  /** The piece cache of a loaded tokenizer directory (for stats and tests). */
-  encoder(dir: string): Promise<SegmentedEncoder | undefined> {
-    return this.local.encoder(dir);
+  /** What a loaded tokenizer directory's caches hold and did (for stats and tests); undefined when not loaded. */
+  localStats(dir: string): Promise<LocalStats | undefined> {
+    return this.local.stats(dir);
   }
 
-  /** The rendered-chat cache of a loaded tokenizer directory (for stats and tests). */
-  chats(dir: string): Promise<ChatPrefixCache<EncodeResume> | undefined> {
-    return this.local.chats(dir);
+  /** Times the in-process tokenizer's worker was restarted (a job's step ran far past its deadline, or it died). */
+  get workerRestarts(): number {
+    return this.local.restarts;
   }
 
   async close(): Promise<void> {
-    await this.engine.close();
+    await Promise.all([this.engine.close(), this.local.close()]);
   }
 }

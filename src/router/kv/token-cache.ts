@@ -75,6 +75,11 @@ export interface EncodeFrom {
   readonly resume?: EncodeResume | undefined;
   /** the offset to make a resume point for (the last piece end at or before it), returned as `resume` */
   readonly keepAt?: number | undefined;
+  /**
+   * what is awaited between two slices (default: one turn of the event loop); it may throw to stop the encoding there
+   * (the tokenizer worker's deadline: tokenize-worker.ts)
+   */
+  readonly pause?: (() => Promise<void>) | undefined;
 }
 
 export interface EncodeStats {
@@ -144,9 +149,10 @@ export class SegmentedEncoder {
    */
   async encodeAsync(text: string, addSpecialTokens: boolean, sliceChars = 8192, from: EncodeFrom = {}): Promise<EncodeResult> {
     const steps = this.steps(text, addSpecialTokens, sliceChars, from);
+    const pause = from.pause ?? nextTurn;
     let r = steps.next();
     while (!r.done) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await pause();
       r = steps.next();
     }
     this.lastStats = {
@@ -226,8 +232,8 @@ export class SegmentedEncoder {
     if (keep !== undefined) {
       let count = 0;
       for (let i = 0; i < keep.pieces; i++) count += (pieces[i] as Uint32Array | number[]).length;
-      // a view of the ids returned (they are never written to)
-      resumeAt = { chars: keep.chars, piece: keep.piece, ids: out.subarray(before.length, before.length + count) };
+      // a copy, not a view: the ids returned may be handed to another thread (their buffer transferred)
+      resumeAt = { chars: keep.chars, piece: keep.piece, ids: out.slice(before.length, before.length + count) };
     }
     return { ids: out, reusedChars, resumedChars: origin, ...(resumeAt ? { resume: resumeAt } : {}) };
   }
@@ -271,6 +277,11 @@ export class SegmentedEncoder {
 /** A piece just kept, and where it ends in the text. */
 interface StoredPiece extends Piece {
   readonly end: number;
+}
+
+/** One turn of the event loop. */
+function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 function escapeRegExp(s: string): string {

@@ -17,6 +17,8 @@ export interface KvStreamView {
   blocks(): number;
   /** endpoints followed, and those whose every stream is connected */
   endpoints(): { readonly followed: number; readonly connected: number };
+  /** times the in-process tokenizer's worker thread was restarted */
+  tokenizerRestarts(): number;
 }
 
 const RATIO_BUCKETS = [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1];
@@ -92,6 +94,16 @@ export class KvMetrics implements KvDecisionObserver {
         for (const reason of MALFORMED_REASONS) set({ reason }, m?.[reason] ?? 0);
       },
     );
+    // per process, not the same in every worker: the sum
+    new Counter({
+      name: 'llm_router_kvaware_tokenizer_restarts_total',
+      help: "Times the in-process tokenizer's worker thread was restarted: a job's step ran far past its deadline (a template that loops, a pathological text), or the thread died; its caches were lost",
+      registers,
+      collect() {
+        this.reset();
+        this.inc(view()?.tokenizerRestarts() ?? 0);
+      },
+    });
     new Gauge({
       name: 'llm_router_kv_index_blocks',
       help: 'KV-cache blocks indexed over every endpoint (a block held by two endpoints counts twice)',

@@ -3,6 +3,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { errorBody, errors, sendError, type RouterError } from './errors.js';
+import { bodyLimitFor } from './multipart.js';
 
 /** how long an idle keep-alive client connection is kept open (the fast path uses the same) */
 export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
@@ -15,6 +16,8 @@ export interface ServerLimits {
    * `100 Continue`; its handler answers 413 at once and the connection closes. Without it, 100 Continue is always sent.
    */
   readonly maxBodyBytes?: number;
+  /** --max-json-body-bytes: the same for the JSON routes (all but the audio ones), when smaller */
+  readonly maxJsonBodyBytes?: number;
 }
 
 const CLIENT_ERRORS: Record<string, RouterError> = {
@@ -160,7 +163,9 @@ export function createHttpServer(limits: ServerLimits, listener: (req: IncomingM
   // before the client sends it (the handler's body reader answers 413 from the Content-Length alone)
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
     const declared = Number(req.headers['content-length']);
-    if (limits.maxBodyBytes !== undefined && Number.isFinite(declared) && declared > limits.maxBodyBytes) {
+    const path = (req.url ?? '').split('?', 1)[0] as string;
+    const limit = limits.maxBodyBytes === undefined ? undefined : bodyLimitFor(path, limits.maxBodyBytes, limits.maxJsonBodyBytes);
+    if (limit !== undefined && Number.isFinite(declared) && declared > limit) {
       // the client may or may not send the body after a final answer: the connection is not reused
       res.shouldKeepAlive = false;
     } else {

@@ -8,6 +8,14 @@ import { errors, type RouterError } from './errors.js';
 /** Paths routed by the `model` field of a multipart/form-data body. */
 export const AUDIO_PATHS: readonly string[] = ['/v1/audio/transcriptions', '/v1/audio/translations'];
 
+/**
+ * The largest body a path takes: an audio route --max-body-bytes (an upload), any other (JSON) the smaller of that and
+ * --max-json-body-bytes when it is given.
+ */
+export function bodyLimitFor(path: string, maxBodyBytes: number, maxJsonBodyBytes: number | undefined): number {
+  return maxJsonBodyBytes === undefined || AUDIO_PATHS.includes(path) ? maxBodyBytes : Math.min(maxBodyBytes, maxJsonBodyBytes);
+}
+
 /** a form field longer than this is refused (model names, languages and prompts are short; the file is a file part) */
 const MAX_FIELD_BYTES = 1024 * 1024;
 

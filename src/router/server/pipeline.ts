@@ -22,7 +22,8 @@ import type { SyncTracker } from '../discovery/sync.js';
 import type { AdapterManager } from '../adapters/manager.js';
 import { BodyTooLargeError, discardBody, readBody } from './body.js';
 import { errors, sendError, type RouterError } from './errors.js';
-import { AUDIO_PATHS, parseMultipart } from './multipart.js';
+import { AUDIO_PATHS, bodyLimitFor, parseMultipart } from './multipart.js';
+import { jsonDepth, MAX_JSON_DEPTH } from '../util/json-depth.js';
 import type { InboundRequest, ResponseSink } from '../core/exchange.js';
 import { ClientGone } from '../core/client-gone.js';
 import type { RequestTracer, TraceSpan } from '../core/trace.js';
@@ -66,7 +67,10 @@ export interface InferenceDeps {
   readonly adapters: AdapterManager;
   readonly metrics: RouterMetrics;
   readonly log: Logger;
+  /** --max-body-bytes: the audio routes' bodies (and a bound on every body) */
   readonly maxBodyBytes: number;
+  /** --max-json-body-bytes: the JSON routes take the smaller of this and maxBodyBytes */
+  readonly maxJsonBodyBytes?: number;
   readonly scaling: Scaling;
   /** discovery: an unknown model is only unknown once every source has listed */
   readonly sync: SyncTracker;
@@ -103,8 +107,13 @@ interface Request {
 
 type Parsed = ({ ok: true } & Request) | { ok: false; error: RouterError };
 
-/** Parses only what routing needs; the bytes are forwarded as they came. */
+/**
+ * Parses only what routing needs; the bytes are forwarded as they came. Nesting deeper than MAX_JSON_DEPTH is refused
+ * before JSON.parse builds it (vLLM's server refuses what its parser cannot read; no API body nests that deep).
+ */
 export function parseInference(raw: Buffer): Parsed {
+  if (jsonDepth(raw, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    return { ok: false, error: errors.invalidJson(`it nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels`) };
   let value: unknown;
   try {
     value = JSON.parse(raw.toString('utf8'));
@@ -231,12 +240,20 @@ function admit(r: InferenceRecord, source: IncomingMessage | Buffer): boolean {
   return false;
 }
 
-/** Stage read body: bounded by --max-body-bytes; the fast path has read it already. */
+/**
+ * Stage read body: bounded by --max-body-bytes (audio) or --max-json-body-bytes (JSON); the fast path has read it
+ * already, within the same bound.
+ */
 async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buffer): Promise<Buffer | undefined> {
-  if (Buffer.isBuffer(source)) return source;
+  const limit = bodyLimitFor(r.path, r.deps.maxBodyBytes, r.deps.maxJsonBodyBytes);
+  if (Buffer.isBuffer(source)) {
+    if (source.length <= limit) return source;
+    r.answer(errors.bodyTooLarge(limit));
+    return undefined;
+  }
   const span = r.trace?.child(SPAN.readBody, 'internal');
   try {
-    const body = await readBody(source, r.deps.maxBodyBytes);
+    const body = await readBody(source, limit);
     span?.set(BODY_BYTES, body.length);
     return body;
   } catch (err) {
@@ -247,7 +264,7 @@ async function readRequestBody(r: InferenceRecord, source: IncomingMessage | Buf
       void discardBody(source, DISCARD_LIMIT_BYTES).then((drained) => {
         if (!drained) source.socket.destroy();
       });
-      r.answer(errors.bodyTooLarge(r.deps.maxBodyBytes));
+      r.answer(errors.bodyTooLarge(limit));
     } else {
       r.finish(499);
     }

@@ -3,6 +3,7 @@
 // what it accepts as node does, is what keeps the two from reading one byte stream differently (request smuggling).
 // test/integration/http-differential.test.ts holds it against node:http on the same bytes.
 import { isHttpToken } from '../../util/http-token.js';
+import { bodyLimitFor } from '../multipart.js';
 
 /** A POST head (the only method the fast path takes). */
 export interface RequestHead {
@@ -29,6 +30,8 @@ export interface HeadLimits {
   readonly maxHeadBytes: number;
   /** a larger declared body is not for the fast path (node:http answers 413) */
   readonly maxBodyBytes: number;
+  /** the same for the JSON routes (all but the audio ones), when smaller */
+  readonly maxJsonBodyBytes?: number;
   /** the paths the fast path serves (exact match, query ignored) */
   readonly paths: ReadonlySet<string>;
 }
@@ -97,7 +100,7 @@ export function parseRequestHead(buf: Buffer, limits: HeadLimits): HeadResult {
     headers[lower] = value;
     rawHeaders.push(name, value);
   }
-  if (contentLength < 0 || contentLength > limits.maxBodyBytes) return 'other';
+  if (contentLength < 0 || contentLength > bodyLimitFor(path, limits.maxBodyBytes, limits.maxJsonBodyBytes)) return 'other';
   // HTTP/1.1 needs exactly one Host (a repeated one is already 'other'); node:http's listener answers the 400
   if (!('host' in headers)) return 'other';
   return { url, path, rawHeaders, headers, contentLength, keepAlive, bodyStart: end + 4 };
