@@ -12,6 +12,7 @@ import { KvEvents } from '../kv/kv-events.js';
 import { RequestTokenizer } from '../kv/request-tokens.js';
 import type { KvEndpointStatus, KvSource } from '../kv/subscriber.js';
 import { ModelTokenizers, type TokenizerStatus } from '../kv/tokenizer-source.js';
+import { kvWarnings, type KvWarning } from '../kv/warnings.js';
 import type { KvMetrics, KvStreamView } from '../metrics/kv-metrics.js';
 import type { KvFallbackReason, KvKeySource, KvRequest } from '../kv/types.js';
 import type { Logger } from '../util/log.js';
@@ -22,13 +23,6 @@ export interface KvRoutingOptions {
   readonly engineTls: EngineTls | undefined;
   /** kvaware is the routing logic (not only a per-request choice): a model without any event source is warned of */
   readonly kvawarePolicy?: boolean;
-}
-
-/** A set-up that cannot work as meant, for the WARN at start and GET /engines and the dashboard. */
-export interface KvWarning {
-  readonly kind: 'no-kv-events' | 'tokenizers-unknown-model' | 'tokenizer-unavailable';
-  readonly model: string;
-  readonly message: string;
 }
 
 export class KvRouting implements KvKeySource, KvStreamView {
@@ -104,36 +98,16 @@ export class KvRouting implements KvKeySource, KvStreamView {
     return this.tokenizers.status(view?.aliasOf ?? view?.adapter?.parent ?? model);
   }
 
-  /** What cannot work as meant now (see KvWarning); the same list /engines and the dashboard show. */
+  /** What cannot work as meant now (src/router/kv/warnings.ts); the same list /engines and the dashboard show. */
   warnings(): KvWarning[] {
-    const out: KvWarning[] = [];
-    if (this.synced()) {
-      if (this.opts.kvawarePolicy) {
-        for (const [model, endpoints] of this.modelEndpoints()) {
-          const live = endpoints.filter((e) => !e.draining);
-          if (live.length === 0 || live.some((e) => e.kvEvents !== undefined)) continue;
-          out.push({
-            kind: 'no-kv-events',
-            model,
-            message: `no endpoint of ${model} names a KV-cache event source: kvaware cannot see what its engines cache, and its requests go by prefixaware (reason no-match)`,
-          });
-        }
-      }
-      for (const model of this.opts.kv.tokenizers.keys())
-        if (this.catalog.model(model) === undefined)
-          out.push({
-            kind: 'tokenizers-unknown-model',
-            model,
-            message: `--tokenizers names ${model}, which no source declares and no engine serves`,
-          });
-    }
-    for (const f of this.tokenizers.failures())
-      out.push({
-        kind: 'tokenizer-unavailable',
-        model: f.model,
-        message: `the tokenizer ${f.name} of ${f.model} cannot be had (${f.reason}): the engine's /tokenize serves instead`,
-      });
-    return out;
+    return kvWarnings({
+      models: this.modelEndpoints(),
+      kvawarePolicy: this.opts.kvawarePolicy ?? false,
+      synced: this.synced(),
+      tokenizerModels: this.opts.kv.tokenizers.keys(),
+      known: (name) => this.catalog.model(name) !== undefined,
+      unavailable: this.tokenizers.failures(),
+    });
   }
 
   /** Resolves once every tokenizer load started so far has ended (tests, and tools that wait for it). */
