@@ -45,7 +45,7 @@ function gitOid(data: Buffer): string {
 }
 
 export class FakeHub {
-  /** every request, as "METHOD /path" */
+  /** every request, as "METHOD /path", with " (bytes=A-B)" when it asked for a range */
   readonly requests: string[] = [];
   private readonly repos = new Map<string, Repo>();
   private readonly blobs = new Map<string, Buffer>();
@@ -108,7 +108,7 @@ export class FakeHub {
     const url = new URL(req.url ?? '/', 'http://hub');
     // the revision is one path segment, URL-encoded (refs/pr/1 is refs%2Fpr%2F1): matched before decoding
     const path = url.pathname;
-    this.requests.push(`${req.method} ${decodeURIComponent(path)}`);
+    this.requests.push(`${req.method} ${decodeURIComponent(path)}${req.headers.range ? ` (${req.headers.range})` : ''}`);
     if (this.failing !== undefined) return error(res, this.failing, 'ServiceUnavailable', 'the Hub is down');
     if (path.startsWith('/cdn/')) {
       const sha256 = path.slice('/cdn/'.length);

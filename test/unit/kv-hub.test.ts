@@ -3,7 +3,7 @@
 // that cache without a request; a revision pins the files; a gated repo needs its token; 404s, the Hub down; two
 // processes fetching at once into one cache.
 import assert from 'node:assert/strict';
-import { lstat, mkdtemp, readFile, readlink, readdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, mkdtemp, readFile, readlink, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -44,6 +44,7 @@ before(async () => {
     'org/small': { files: { ...fixture, 'model.safetensors': Buffer.alloc(4096, 1), 'config.json': '{}' }, lfs: ['tokenizer.json'] },
     'org/gated': { files: fixture, token: TOKEN },
     'org/no-tokenizer': { files: { 'config.json': '{}' } },
+    'org/filled': { files: fixture, lfs: ['tokenizer.json'] },
     'Qwen/Qwen3-8B': {
       files: { ...(await tokenizerFiles(QWEN3)), 'chat_template.jinja': '{{ messages[0].content }}' },
       lfs: ['tokenizer.json'],
@@ -126,6 +127,33 @@ describe('a tokenizer from the Hub', () => {
     assert.equal(await readlink(path.join(latest.dir, 'tokenizer.json')), await readlink(path.join(first.dir, 'tokenizer.json')));
     // offline, main is what refs/main names now
     assert.equal((await hubTokenizer('org/small', undefined, config(cacheDir, { offline: true }))).commit, second);
+  });
+
+  test('a cache the engines filled (plain files, refs/main) is read offline, and online nothing in it is downloaded again', async () => {
+    const cacheDir = newCache();
+    // what huggingface_hub leaves (here with plain files where it would link to blobs/): refs/main and the snapshot
+    const commit = (await hubTokenizer('org/filled', undefined, config(newCache()))).commit;
+    const storage = repoFolder(cacheDir, 'org/filled');
+    const snapshot = path.join(storage, 'snapshots', commit);
+    await mkdir(snapshot, { recursive: true });
+    await mkdir(path.join(storage, 'refs'), { recursive: true });
+    await writeFile(path.join(storage, 'refs', 'main'), commit);
+    for (const [name, data] of Object.entries(await tokenizerFiles(FIXTURE))) await writeFile(path.join(snapshot, name), data);
+    hub.requests.length = 0;
+    assert.deepEqual(await hubTokenizer('org/filled', undefined, config(cacheDir, { offline: true })), {
+      dir: snapshot,
+      commit,
+      fromCache: true,
+    });
+    assert.deepEqual(hub.requests, []);
+    const online = await hubTokenizer('org/filled', undefined, config(cacheDir));
+    assert.equal(online.dir, snapshot);
+    assert.deepEqual(
+      hub.asked('').filter((r) => !r.endsWith('(bytes=0-0)') && !r.includes('/paths-info/')),
+      [],
+      'only the commit (the first byte of tokenizer.json) and the file list were asked: nothing downloaded',
+    );
+    assert.ok(!(await lstat(path.join(snapshot, 'tokenizer.json'))).isSymbolicLink(), 'the files there were left as they were');
   });
 
   test('a gated repo: 401 without the token (said so), the files with it', async () => {

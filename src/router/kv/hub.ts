@@ -92,8 +92,9 @@ export async function hubTokenizer(
     return { ...(await download(repo, rev, storage, hub, opts)), fromCache: false };
   } catch (err) {
     const failure = asHubError(err, repo, hub);
-    if (!failure.retry) throw failure;
-    // the Hub cannot be reached: what the cache holds for the revision is used, as huggingface_hub does
+    if (!failure.retry && failure.kind !== 'cache') throw failure;
+    // the Hub cannot be reached (or the cache not written): what the cache holds for the revision is used, as
+    // huggingface_hub does
     const cached = await cachedSnapshot(storage, rev);
     if (cached) return { ...cached, fromCache: true, staleBecause: failure.message };
     throw failure;
@@ -136,8 +137,11 @@ async function download(
     // blobs are named as huggingface_hub names them: the LFS sha256, else the git blob id
     const etag = info.lfs?.oid ?? info.oid;
     if (etag === undefined || !/^[0-9a-f]{40,64}$/.test(etag)) throw new HubError('bad-answer', `${repo}: no id for ${info.path}`);
-    const blob = path.join(storage, 'blobs', etag);
     const size = info.lfs?.size ?? info.size;
+    const link = path.join(snapshot, info.path);
+    // a snapshot file already there (a cache filled by the engines, perhaps read-only) is left as it is
+    if ((await stat(link).catch(() => undefined))?.size === size) continue;
+    const blob = path.join(storage, 'blobs', etag);
     if ((await stat(blob).catch(() => undefined))?.size !== size) {
       const body = await downloadFile({ ...common, path: info.path, revision: commit });
       if (body === null) throw new HubError('not-found', `${repo}@${commit} has no ${info.path}`);
@@ -146,7 +150,7 @@ async function download(
         throw new HubError('bad-answer', `${repo}: ${info.path} came as ${bytes.byteLength} bytes, the Hub said ${size}`);
       await writeWhole(blob, bytes);
     }
-    await linkWhole(path.join(snapshot, info.path), path.join('..', '..', 'blobs', etag));
+    await linkWhole(link, path.join('..', '..', 'blobs', etag));
   }
   if (revision !== commit) {
     // the ref lets an offline start (or an engine) find the snapshot by its revision; a read-only cache keeps its own
