@@ -6,7 +6,7 @@
 // cache tokenizes from it without a request to the Hub; a router whose Hub is down goes by the engines' /tokenize and
 // says why in /engines, /v1/models and a WARN line.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -133,6 +133,42 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     assert.match(loaded?.revision ?? '', /^[0-9a-f]{40}$/);
     assert.equal(await chat(router.url, 'Hello from the offline router. '.repeat(10)).then(() => tokenized(router, 'hub')), 1);
     assert.equal(hub.requests.length, asked, 'offline: not one request to the Hub');
+  });
+
+  test('--workers 2 on an empty cache: both workers fetch at once, both load, no partial or temporary file is left', async () => {
+    const fresh = await mkdtemp(path.join(tmpdir(), 'llm-router-kv-hub-workers-'));
+    try {
+      const router = await startRouter([...FAST_PROBES, '--workers', '2', ...kvawareArgs([a, b], MODEL)], {
+        ...online(),
+        HF_HUB_CACHE: fresh,
+      });
+      // new connections are spread over the workers: four in a row that all say hub reached both
+      await eventually(
+        'both workers loaded the tokenizer',
+        async () => {
+          const seen: string[] = [];
+          for (let i = 0; i < 4; i++) {
+            const res = await call(`${router.url}/v1/models`, { newConnection: true });
+            seen.push(
+              res.json<{ data: { id: string; tokenizer?: TokenizerField }[] }>().data.find((m) => m.id === MODEL)?.tokenizer?.source ?? '',
+            );
+          }
+          return seen;
+        },
+        (seen) => seen.every((s) => s === 'hub'),
+        30_000,
+      );
+      const files = await readdir(fresh, { recursive: true });
+      assert.deepEqual(
+        files.filter((f) => f.endsWith('.tmp')),
+        [],
+      );
+      const snapshots = files.filter((f) => /snapshots\/[0-9a-f]{40}\/tokenizer\.json$/.test(f));
+      assert.equal(snapshots.length, 1, files.join('\n'));
+      assert.deepEqual(await readFile(path.join(fresh, snapshots[0] as string)), await readFile(path.join(QWEN3, 'tokenizer.json')));
+    } finally {
+      await rm(fresh, { recursive: true, force: true });
+    }
   });
 
   test('the Hub down: the engines tokenize, and the reason is in /v1/models, /engines and one WARN line', async () => {
