@@ -248,4 +248,30 @@ describe('kvaware said out loud: no event source for a model, --tokenizers for a
       .filter((l) => /"level":40/.test(l) && /kvaware: /.test(l));
     assert.equal(warns.length, 2, warns.join('\n'));
   });
+
+  test('a model named org/name, no Hub configured (offline, as every test router): the engine at once, no waiting on a network', async () => {
+    const sim = await startSim(['--model', 'org/name']);
+    const started = Date.now();
+    const router = await startRouter([
+      ...FAST_PROBES,
+      '--routing-logic',
+      'kvaware',
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'org/name',
+    ]);
+    const field = await eventually(
+      'the reason known',
+      async () => (await call(`${router.url}/v1/models`)).json<{ data: { id: string; tokenizer?: TokenizerField }[] }>().data[0]?.tokenizer,
+      (t) => t?.reason !== undefined && /HF_HUB_OFFLINE/.test(t.reason),
+      10_000,
+    );
+    assert.equal(field?.source, 'engine');
+    assert.ok(Date.now() - started < 10_000);
+    const res = await call(`${router.url}/v1/completions`, {
+      body: JSON.stringify({ model: 'org/name', prompt: 'hello there', max_tokens: 1 }),
+    });
+    assert.equal(res.status, 200, res.text);
+  });
 });
