@@ -212,7 +212,9 @@ export async function startRouter(
     engines.map(() => model).join(','),
     ...extra,
   ];
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  // never the real Hub: offline unless the bench is run with the Hub's variables set (a stand-in on 127.0.0.1)
+  const env = { HF_HUB_OFFLINE: '1', ...process.env };
+  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {

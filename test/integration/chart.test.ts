@@ -1068,6 +1068,66 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
     );
   });
 
+  test("tokenizers: an emptyDir Hugging Face cache the router's loader finds (HF_HUB_CACHE), auto by default, no token", () => {
+    const pod = find(objs, 'Deployment', 'llm-router').spec.template.spec;
+    const router = container(find(objs, 'Deployment', 'llm-router'), 'router');
+    assert.deepEqual(
+      pod.volumes.find((v: Obj) => v.name === 'tokenizer-cache'),
+      { name: 'tokenizer-cache', emptyDir: { sizeLimit: '1Gi' } },
+    );
+    assert.deepEqual(
+      router.volumeMounts.find((m: Obj) => m.name === 'tokenizer-cache'),
+      { name: 'tokenizer-cache', mountPath: '/var/cache/huggingface/hub' },
+    );
+    assert.deepEqual(
+      router.env.map((e: Obj) => e.name),
+      ['HF_HUB_CACHE'],
+    );
+    const kv = routerConfig(objs).kv;
+    assert.equal(kv.hub.cacheDir, '/var/cache/huggingface/hub');
+    assert.equal(kv.hub.offline, false);
+    assert.deepEqual(kv.tokenizer, { kind: 'auto' });
+  });
+
+  test('tokenizers: an existing claim (a sub-path, read-only), a mirror, offline, the token from a Secret; refused: read-only emptyDir', () => {
+    const values = {
+      routing: {
+        tokenizer: {
+          cache: { existingClaim: 'model-cache', subPath: 'hub', readOnly: true },
+          hub: { endpoint: 'https://hf-mirror.internal', offline: true, token: { existingSecret: 'hf-token', key: 'HF_TOKEN' } },
+        },
+      },
+      router: { env: [{ name: 'EXTRA', value: 'kept' }] },
+    };
+    const rendered = renderChart(CHART, { values: [KVAWARE, values] });
+    const objs = objects(rendered);
+    const pod = find(objs, 'Deployment', 'llm-router').spec.template.spec;
+    const router = container(find(objs, 'Deployment', 'llm-router'), 'router');
+    assert.deepEqual(
+      pod.volumes.find((v: Obj) => v.name === 'tokenizer-cache'),
+      { name: 'tokenizer-cache', persistentVolumeClaim: { claimName: 'model-cache', readOnly: true } },
+    );
+    assert.deepEqual(
+      router.volumeMounts.find((m: Obj) => m.name === 'tokenizer-cache'),
+      { name: 'tokenizer-cache', mountPath: '/var/cache/huggingface/hub', subPath: 'hub', readOnly: true },
+    );
+    assert.deepEqual(router.env, [
+      { name: 'HF_HUB_CACHE', value: '/var/cache/huggingface/hub' },
+      { name: 'HF_ENDPOINT', value: 'https://hf-mirror.internal' },
+      { name: 'HF_HUB_OFFLINE', value: '1' },
+      { name: 'HF_TOKEN', valueFrom: { secretKeyRef: { name: 'hf-token', key: 'HF_TOKEN' } } },
+      { name: 'EXTRA', value: 'kept' },
+    ]);
+    const hub = routerConfig(objs).kv.hub;
+    assert.deepEqual([hub.endpoint, hub.offline, hub.cacheDir], ['https://hf-mirror.internal', true, '/var/cache/huggingface/hub']);
+    assert.deepEqual(lintObjects(parseManifests(rendered.manifest, 'tokenizer.yaml')), []);
+    assert.throws(
+      () => renderChart(CHART, { values: [KVAWARE, { routing: { tokenizer: { cache: { readOnly: true } } } }] }),
+      (e: unknown) =>
+        e instanceof ChartError && /routing\.tokenizer\.cache\.readOnly needs routing\.tokenizer\.cache\.existingClaim/.test(e.message),
+    );
+  });
+
   test('other routing logics render no KV events; refused: TGI, a routing logic set twice differently, overlapping ports, the engine args the chart sets', () => {
     const prefix = objects(renderChart(CHART, { values: [KVAWARE, { routing: { logic: 'prefixaware' } }] }));
     for (const d of prefix.filter((o) => o.kind === 'Deployment' && o.metadata.name !== 'llm-router')) {
@@ -1077,6 +1137,10 @@ describe('routing.logic kvaware: engines publish their KV-cache events, the rout
       assert.equal(engine.ports.length, 1);
     }
     assert.equal(routerConfig(prefix).routingLogic, 'prefixaware');
+    // nor a tokenizer cache: the router tokenizes nothing
+    const prefixRouter = find(prefix, 'Deployment', 'llm-router');
+    assert.ok(!prefixRouter.spec.template.spec.volumes.some((v: Obj) => v.name === 'tokenizer-cache'));
+    assert.equal(container(prefixRouter, 'router').env, undefined);
     // the same logic in router.config is fine
     renderChart(CHART, { values: [{ router: { config: { 'routing-logic': 'session' } }, routing: { logic: 'session' } }] });
     // a values file from before routing.logic: the router's own setting, flags winning as in the router, renders the engines

@@ -1,6 +1,7 @@
 // The dashboard's KV-cache-aware routing section in a real browser (Debian's chromium, driven by puppeteer-core): a
 // kvaware router following a simulator's KV-cache events. The section shows the endpoint's stream connected and its
-// blocks indexed, then the model's decisions by KV match and by fallback, as requests arrive, without a reload.
+// blocks indexed, then the model's decisions by KV match and by fallback, as requests arrive, without a reload; and the
+// model's tokenizer.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -72,5 +73,11 @@ describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: req
     assert.match(cells[3] ?? '', /^\d+% of the prompt$/);
     assert.match(cells[4] ?? '', /^40% .*no-match 1 · unsupported-body 1/);
     assert.match(await page.$eval(`${row} td:nth-child(4)`, (e) => e.textContent ?? ''), /ago|just now/);
+    // the model's tokenizer: the simulator serves it under its own name, which names no Hub repo: the engine, and why
+    const tokenizer = await page.$$eval(`tr[data-kv-tokenizer="${MODEL}"] td`, (tds) => tds.map((td) => td.textContent ?? ''));
+    assert.equal(tokenizer[1], "engine's /tokenize", tokenizer.join(' | '));
+    assert.equal(tokenizer[3], 'engines');
+    assert.match(tokenizer[4] ?? '', /names no Hub repo/);
+    assert.equal(await page.$eval('#kv-warnings', (e) => (e as HTMLElement).hidden), true, 'no warning: the engine names its events');
   });
 });

@@ -17,6 +17,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     pdProtocol: undefined,
     kvEvents: undefined,
     tokenizer: undefined,
+    modelRoots: new Map(),
     state: 'ready',
     since: 0,
     discoveredAt: 0,

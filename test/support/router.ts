@@ -1,4 +1,7 @@
 // Starts real router and simulator processes for integration tests and talks to them over loopback.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Agent, request, type Dispatcher } from 'undici';
 import { startCli, type Started } from './process.js';
 import { eventually } from './within.js';
@@ -16,10 +19,29 @@ export interface Running {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
+let emptyHubCache: string | undefined;
+
+/**
+ * The Hugging Face settings every router of the tests starts with unless the test gives its own: offline, and a cache
+ * of its own that is empty (removed when the test process exits), so that no router reaches the real Hub or reads
+ * ~/.cache. A test of the Hub download gives HF_ENDPOINT (its stand-in on 127.0.0.1), HF_HUB_OFFLINE=0 and a cache.
+ */
+export function hubTestEnv(): Record<string, string> {
+  if (emptyHubCache === undefined) {
+    const dir = mkdtempSync(path.join(tmpdir(), 'llm-router-test-hf-'));
+    emptyHubCache = dir;
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return { HF_HUB_OFFLINE: '1', HF_HUB_CACHE: emptyHubCache, HF_ENDPOINT: 'http://127.0.0.1:9' };
+}
+
 /** `llm-router serve` on 127.0.0.1 and a free port; resolves once it listens. */
 export async function startRouter(args: readonly string[], env: Record<string, string> = {}): Promise<Running> {
   // no drain pause on SIGTERM unless a test asks for one (it would only slow every test's teardown)
-  const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--log-format', 'json', '--drain-seconds', '0', ...args], env);
+  const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--log-format', 'json', '--drain-seconds', '0', ...args], {
+    ...hubTestEnv(),
+    ...env,
+  });
   await proc.waitForOutput('llm-router listening');
   const match = /"url":"(http:\/\/127\.0\.0\.1:(\d+))"/.exec(proc.output());
   if (!match) throw new Error(`no url in router output:\n${proc.output()}`);

@@ -4,7 +4,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import type { KvEndpointStatus } from '../../src/router/kv/subscriber.js';
-import { KvDecisionTally, kvState, observeAll } from '../../src/router/server/dashboard/kv-view.js';
+import { KvDecisionTally, kvState, observeAll, type KvStatusReader } from '../../src/router/server/dashboard/kv-view.js';
+
+/** Event streams by endpoint id; no tokenizer, no warning. */
+function reader(streams: ReadonlyMap<string, KvEndpointStatus> = new Map()): KvStatusReader {
+  return { statusOf: (id) => streams.get(id), tokenizerOf: () => undefined, warnings: () => [] };
+}
 
 function status(endpointId: string, fields: Partial<KvEndpointStatus> = {}): KvEndpointStatus {
   return {
@@ -60,7 +65,7 @@ test('kvState: endpoints with an event stream, models with kvaware decisions; a 
     'both observers hear each decision',
   );
 
-  const state = kvState(c, { statusOf: (id) => streams.get(id) }, tally);
+  const state = kvState(c, reader(streams), tally);
   assert.deepEqual(state.endpoints, [
     {
       id: 'a',
@@ -85,7 +90,30 @@ test('kvState: endpoints with an event stream, models with kvaware decisions; a 
 
   c.setDeclarations('static', ['other']);
   c.setEndpoints('static', []);
-  assert.deepEqual(kvState(c, { statusOf: (id) => streams.get(id) }, tally), { endpoints: [], models: [] });
+  assert.deepEqual(kvState(c, reader(streams), tally), { endpoints: [], models: [], tokenizers: [], warnings: [] });
   c.setDeclarations('static', ['m']);
-  assert.deepEqual(kvState(c, { statusOf: () => undefined }, tally).models, [], 'its count went with it');
+  assert.deepEqual(kvState(c, reader(), tally).models, [], 'its count went with it');
+});
+
+test("kvState: each model's tokenizer (an alias is not listed again) and the warnings, in sentences", () => {
+  const c = new ModelCatalog();
+  c.setDeclarations('static', ['m', 'n']);
+  c.setAliases(new Map([['a', 'm']]));
+  const state = kvState(
+    c,
+    {
+      statusOf: () => undefined,
+      tokenizerOf: (model) =>
+        model === 'm'
+          ? { source: 'hub', name: 'Qwen/Qwen3-8B', revision: 'c'.repeat(40), namedBy: 'engines' }
+          : { source: 'engine', namedBy: 'engines', reason: 'no engine of it has said which model it serves yet' },
+      warnings: () => [{ kind: 'no-kv-events', model: 'n', message: 'no endpoint of n names a KV-cache event source' }],
+    },
+    new KvDecisionTally(),
+  );
+  assert.deepEqual(state.tokenizers, [
+    { model: 'm', source: 'hub', name: 'Qwen/Qwen3-8B', revision: 'c'.repeat(40), namedBy: 'engines' },
+    { model: 'n', source: 'engine', namedBy: 'engines', reason: 'no engine of it has said which model it serves yet' },
+  ]);
+  assert.deepEqual(state.warnings, ['no endpoint of n names a KV-cache event source']);
 });

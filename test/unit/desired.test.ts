@@ -162,7 +162,7 @@ test('kvaware: each pod publishes KV-cache events on the flag ports or its annot
   assert.equal(desiredState([p({ 'llm-router/kv-events-dp-size': '1e9' })], [], kv).endpoints[0]?.kvEvents?.eventsUrls.length, 1);
 });
 
-test('kvaware: llm-router/tokenizer names how the pod’s models are tokenized (engine, off, an absolute path); anything else is reported and ignored', () => {
+test('kvaware: llm-router/tokenizer names how the pod’s models are tokenized (engine, off, a Hub repo, an absolute path); anything else is reported and ignored', () => {
   const p = (annotations: Record<string, string>): PodLike => ({
     metadata: { name: 'p', namespace: 'ns', labels: { model: 'm' }, annotations },
     status: { podIP: '10.1.0.7', conditions: ready, phase: 'Running' },
@@ -172,11 +172,13 @@ test('kvaware: llm-router/tokenizer names how the pod’s models are tokenized (
   assert.equal(tokenizerOf('/models/llama/tokenizer').endpoints[0]?.tokenizer, '/models/llama/tokenizer');
   assert.equal(tokenizerOf(' engine ').endpoints[0]?.tokenizer, 'engine');
   assert.equal(tokenizerOf('off').endpoints[0]?.tokenizer, 'off');
+  assert.equal(tokenizerOf('Qwen/Qwen3-8B').endpoints[0]?.tokenizer, 'Qwen/Qwen3-8B', 'org/name: a Hub repo');
+  assert.equal(tokenizerOf('hf:gpt2@v1.0').endpoints[0]?.tokenizer, 'hf:gpt2@v1.0');
   assert.equal(tokenizerOf('/models/t', opts).endpoints[0]?.tokenizer, undefined, 'not read unless kvaware is in use');
-  for (const bad of ['models/t', '/models/../etc', 'path:/x', '/a\nb']) {
+  for (const bad of ['models/t/x', '/models/../etc', 'path:/x', '/a\nb', 'hf:', 'hf:a/b/c', 'hf:org/name@', 'auto']) {
     const d = tokenizerOf(bad);
     assert.equal(d.endpoints[0]?.tokenizer, undefined, bad);
     assert.equal(d.endpoints.length, 1, 'the pod is still routed to');
-    assert.match(d.invalid[0]?.why ?? '', /llm-router\/tokenizer: .* is not engine, off or an absolute path; the annotation is ignored/);
+    assert.match(d.invalid[0]?.why ?? '', /llm-router\/tokenizer: .* (is|has) .*; the annotation is ignored/);
   }
 });

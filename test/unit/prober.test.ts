@@ -127,3 +127,20 @@ test('prober: a failed endpoint is probed with a backoff that doubles to 30 s, a
   await h.clock.advance(1_000 + 2_000);
   assert.deepEqual(gaps(h, again), [1_000, 2_000], 'the backoff starts over');
 });
+
+test('prober: what a probe reads of where the models are loaded from goes on the endpoint, once per change', async (t) => {
+  const h = startProber(t);
+  const events: string[] = [];
+  h.catalog.onChange((e) => {
+    if (e.type === 'model-roots') events.push([...e.endpoint.modelRoots].join());
+  });
+  h.answer = { ...READY, roots: new Map([['m', 'Qwen/Qwen3-8B']]) };
+  await h.clock.advance(1_000);
+  assert.deepEqual([...(h.catalog.endpoints()[0]?.modelRoots ?? [])], [['m', 'Qwen/Qwen3-8B']]);
+  await h.clock.advance(30_000);
+  assert.deepEqual(events, ['m,Qwen/Qwen3-8B'], 'the same answer again is no change');
+  // an engine restarted with another model under the same name
+  h.answer = { ...READY, roots: new Map([['m', '/models/other']]) };
+  await h.clock.advance(15_000);
+  assert.deepEqual(events, ['m,Qwen/Qwen3-8B', 'm,/models/other']);
+});

@@ -1,6 +1,10 @@
-// The routing flags: policy names, --session-key, --prefix-block-chars, --prefix-balance-epsilon, --allow-routing-header.
+// The routing flags: policy names, --session-key, --prefix-block-chars, --prefix-balance-epsilon, --allow-routing-header;
+// kvaware's settings, its tokenizers and the Hub they may come from.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { loadRouterConfig } from '../../src/router/config/config.js';
 
 test('routing defaults: round robin, 256-char blocks, epsilon 0.25, no routing header, scrape every second', () => {
@@ -49,18 +53,75 @@ test('kvaware: static backends name their event publishers and replay sockets zi
     () => loadRouterConfig([...base, '--static-backend-kv-replay', 'tcp://a:5558,'], {}),
     /no --static-backend-kv-events entry/,
   );
-  const t = loadRouterConfig(['--tokenizer', '/models/llama', '--tokenizers', 'a=engine,b=/tok/b'], {});
-  assert.equal(t.kv.tokenizer, '/models/llama');
+  assert.equal(loadRouterConfig([], {}).kv.blockSize, 16);
+});
+
+test('kvaware tokenizers: auto by default; engine, off, a directory or a Hub repo, per model too', () => {
+  const t = loadRouterConfig(
+    ['--tokenizer', '/models/llama', '--tokenizers', 'a=engine,b=/tok/b,c=hf:Qwen/Qwen3-8B@abc123,d=Qwen/Qwen3-8B,e=off,f=hf:gpt2'],
+    {},
+  );
+  assert.deepEqual(t.kv.tokenizer, { kind: 'path', path: '/models/llama' });
   assert.deepEqual(
     [...t.kv.tokenizers],
     [
-      ['a', 'engine'],
-      ['b', '/tok/b'],
+      ['a', { kind: 'engine' }],
+      ['b', { kind: 'path', path: '/tok/b' }],
+      ['c', { kind: 'hub', repo: 'Qwen/Qwen3-8B', revision: 'abc123' }],
+      ['d', { kind: 'hub', repo: 'Qwen/Qwen3-8B', revision: undefined }],
+      ['e', { kind: 'off' }],
+      ['f', { kind: 'hub', repo: 'gpt2', revision: undefined }],
     ],
   );
-  assert.equal(loadRouterConfig([], {}).kv.tokenizer, 'engine');
-  assert.equal(loadRouterConfig([], {}).kv.blockSize, 16);
-  assert.throws(() => loadRouterConfig(['--tokenizers', 'nomodel'], {}), /MODEL=engine or MODEL=PATH/);
+  assert.deepEqual(loadRouterConfig([], {}).kv.tokenizer, { kind: 'auto' });
+  assert.deepEqual(loadRouterConfig(['--tokenizer', 'engine'], {}).kv.tokenizer, { kind: 'engine' });
+  // org/name is a repo, unless a directory of that name is here
+  assert.deepEqual(loadRouterConfig(['--tokenizer', 'Qwen/Qwen3-8B'], {}).kv.tokenizer, {
+    kind: 'hub',
+    repo: 'Qwen/Qwen3-8B',
+    revision: undefined,
+  });
+  assert.deepEqual(loadRouterConfig(['--tokenizer', 'test/fixtures'], {}).kv.tokenizer, { kind: 'path', path: 'test/fixtures' });
+  assert.throws(() => loadRouterConfig(['--tokenizers', 'nomodel'], {}), /MODEL=engine, MODEL=off, MODEL=PATH or MODEL=hf:REPO/);
+  assert.throws(() => loadRouterConfig(['--tokenizers', 'm=auto'], {}), /auto is only a --tokenizer value/);
+  assert.throws(() => loadRouterConfig(['--tokenizer', 'hf:a/b/c'], {}), /not a Hub repo id/);
+  assert.throws(() => loadRouterConfig(['--tokenizer', 'hf:org/name@'], {}), /not a revision/);
+});
+
+test('the Hub: HF_ENDPOINT, HF_TOKEN or --hf-token-file, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE', () => {
+  const plain = loadRouterConfig([], { HOME: '/home/u' }).kv.hub;
+  assert.equal(plain.endpoint, 'https://huggingface.co');
+  assert.equal(plain.token, undefined);
+  assert.equal(plain.offline, false);
+  assert.match(plain.cacheDir, /\.cache\/huggingface\/hub$/);
+  assert.equal(loadRouterConfig([], { XDG_CACHE_HOME: '/x' }).kv.hub.cacheDir, '/x/huggingface/hub');
+  assert.equal(loadRouterConfig([], { HF_HOME: '/hf', XDG_CACHE_HOME: '/x' }).kv.hub.cacheDir, '/hf/hub');
+  assert.equal(loadRouterConfig([], { HF_HOME: '/hf', HF_HUB_CACHE: '/cache' }).kv.hub.cacheDir, '/cache');
+  const env = { HF_ENDPOINT: 'http://127.0.0.1:9/', HF_TOKEN: 'hf_abc', HF_HUB_OFFLINE: '1' };
+  assert.deepEqual(
+    { ...loadRouterConfig([], env).kv.hub, cacheDir: '' },
+    { endpoint: 'http://127.0.0.1:9', token: 'hf_abc', offline: true, cacheDir: '' },
+  );
+  for (const [value, offline] of [
+    ['TRUE', true],
+    ['yes', true],
+    ['0', false],
+    ['', false],
+  ] as const)
+    assert.equal(loadRouterConfig([], { HF_HUB_OFFLINE: value }).kv.hub.offline, offline, value);
+  assert.throws(() => loadRouterConfig([], { HF_ENDPOINT: 'ftp://mirror' }), /HF_ENDPOINT/);
+  const dir = mkdtempSync(path.join(tmpdir(), 'llm-router-token-'));
+  try {
+    const file = path.join(dir, 'token');
+    writeFileSync(file, 'hf_from_the_secret\n');
+    // the file wins over HF_TOKEN
+    assert.equal(loadRouterConfig(['--hf-token-file', file], { HF_TOKEN: 'hf_env' }).kv.hub.token, 'hf_from_the_secret');
+    writeFileSync(file, '\n');
+    assert.throws(() => loadRouterConfig(['--hf-token-file', file], {}), /--hf-token-file .*empty/);
+    assert.throws(() => loadRouterConfig(['--hf-token-file', path.join(dir, 'none')], {}), /--hf-token-file .*ENOENT/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('session routing needs --session-key, a header name, matched without regard to case', () => {

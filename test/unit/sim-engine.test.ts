@@ -1,8 +1,9 @@
 // The simulator run in-process through its programmatic API (startSimEngine).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'undici';
+import { Agent, request } from 'undici';
 import { startSimEngine, type SimEngine } from '../../src/tools/sim/engine.js';
+import { probe } from '../../src/router/health/rules.js';
 import { until } from '../support/within.js';
 
 const engines: SimEngine[] = [];
@@ -72,6 +73,36 @@ test('ready vLLM endpoints have vLLM shapes; a request without a model goes to t
   assert.equal(second.model, 'm2');
   assert.equal(second.choices[0].text, 'The quick brown fox');
   assert.deepEqual(engine.stats().byModel, { m1: 1, m2: 1 });
+});
+
+test("--model-root: vLLM's /v1/models root, SGLang's model_path and tokenizer_path; the router's probe reads them", async () => {
+  const dispatcher = new Agent();
+  try {
+    const vllm = await start({ models: ['qwen3'], modelRoot: 'Qwen/Qwen3-8B' });
+    const cards = JSON.parse((await call(vllm.url + '/v1/models')).text).data as Record<string, unknown>[];
+    assert.deepEqual(
+      cards.map((m) => [m.id, m.root]),
+      [['qwen3', 'Qwen/Qwen3-8B']],
+    );
+    const opts = { timeoutMs: 2_000, apiKey: undefined, dispatcher };
+    const seen = await probe({ url: vllm.url, models: ['qwen3'] }, { ...opts, kind: 'vllm' });
+    assert.equal(seen.verdict, 'ready');
+    assert.deepEqual([...(seen.roots ?? [])], [['qwen3', 'Qwen/Qwen3-8B']]);
+
+    const sglang = await start({ kind: 'sglang', models: ['qwen3'], modelRoot: '/models/qwen3' });
+    const info = JSON.parse((await call(sglang.url + '/get_model_info')).text);
+    assert.deepEqual([info.model_path, info.tokenizer_path], ['/models/qwen3', '/models/qwen3']);
+    const sg = await probe({ url: sglang.url, models: ['qwen3'] }, { ...opts, kind: 'sglang' });
+    assert.equal(sg.verdict, 'ready', sg.detail);
+    assert.deepEqual([...(sg.roots ?? [])], [['qwen3', '/models/qwen3']]);
+
+    // no root given: each model's own name, as before
+    const plain = await start({ models: ['m1'] });
+    const p = await probe({ url: plain.url, models: ['m1'] }, { ...opts, kind: 'vllm' });
+    assert.deepEqual([...(p.roots ?? [])], [['m1', 'm1']]);
+  } finally {
+    await dispatcher.close();
+  }
 });
 
 test('other forwarded OpenAI paths answer 200 with the model and the path they arrived on', async () => {

@@ -13,6 +13,8 @@ const page = {
   kv: document.getElementById('kv'),
   kvEndpoints: document.querySelector('#kv-endpoints tbody'),
   kvModels: document.querySelector('#kv-models tbody'),
+  kvTokenizers: document.querySelector('#kv-tokenizers tbody'),
+  kvWarnings: document.getElementById('kv-warnings'),
   timeline: document.getElementById('timeline'),
 };
 
@@ -210,9 +212,38 @@ function kvModelRow(m) {
   );
 }
 
+/** Which tokenizer gives a model's token ids: one fetched from the Hub or a directory in process, or the engine's /tokenize. */
+function kvTokenizerRow(t) {
+  const inProcess = t.source === 'hub' || t.source === 'path';
+  const words = { hub: 'Hub, in process', path: 'directory, in process', engine: "engine's /tokenize", off: 'off' };
+  const badge = el(
+    'span',
+    { class: `badge ${inProcess ? 'state-ready' : t.reason ? 'state-loading' : 'state-scaled-to-zero'}` },
+    words[t.source] ?? t.source,
+  );
+  return el(
+    'tr',
+    { 'data-kv-tokenizer': t.model, 'data-source': t.source },
+    el('td', null, el('strong', null, t.model)),
+    el('td', null, badge),
+    el(
+      'td',
+      null,
+      t.name ? el('span', { class: 'url' }, t.name) : el('span', { class: 'muted' }, '—'),
+      t.revision && el('div', { class: 'small' }, `revision ${t.revision.slice(0, 12)}`),
+    ),
+    el('td', { class: 'small' }, t.namedBy),
+    el('td', null, t.reason ? el('span', { class: 'small' }, t.reason) : el('span', { class: 'muted' }, '—')),
+  );
+}
+
 function drawKv(kv) {
   page.kv.hidden = kv === null || kv === undefined;
   if (page.kv.hidden) return;
+  const warnings = kv.warnings ?? [];
+  page.kvWarnings.hidden = warnings.length === 0;
+  page.kvWarnings.replaceChildren(...warnings.map((w) => el('li', { 'data-kv-warning': '' }, w)));
+  page.kvTokenizers.replaceChildren(...(kv.tokenizers ?? []).map(kvTokenizerRow));
   page.kvEndpoints.replaceChildren(...kv.endpoints.map(kvEndpointRow));
   if (kv.endpoints.length === 0)
     page.kvEndpoints.replaceChildren(

@@ -252,7 +252,7 @@ export class RouterApp {
     }
     this.prober.start();
     this.engineStats.start();
-    this.kvRouting?.start();
+    this.kvRouting?.start(() => this.sync.complete);
     await this.scaling.start(this.config.host, this.demandView, () => this.sync.complete);
     // a deep accept queue: a burst of thousands of connections must not overflow it while the loop is busy
     // (overflowed SYNs come back only after the kernel's 1 s, 3 s, 7 s retries)

@@ -88,7 +88,7 @@ function createKvRouting({ config, log, catalog, metrics, dashboard, engineTls }
   const kvRouting = usesKvEvents(config.routingLogic, config.allowRoutingHeader)
     ? new KvRouting(
         catalog,
-        { kv: config.kv, engineApiKey: config.engineApiKey, engineTls },
+        { kv: config.kv, engineApiKey: config.engineApiKey, engineTls, kvawarePolicy: config.routingLogic === 'kvaware' },
         metrics.kv,
         log.child({ component: 'kv-events' }),
       )

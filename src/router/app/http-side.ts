@@ -150,7 +150,7 @@ export function buildRouteTable(p: RouteParts, deps: InferenceDeps): RouteTable 
     ...ROUTED_PATHS.map(
       (path): Route => ({ method: 'POST', path, handler: (req, res, target) => handleInference(req, res, target, deps, req) }),
     ),
-    { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, p.catalog, p.startedAt) },
+    { method: 'GET', path: '/v1/models', handler: (_req, res) => admin.listModels(res, p.catalog, p.startedAt, p.kvRouting) },
     ...probes,
     ...(config.security.adminPort === undefined ? adminRoutes : []),
   ];

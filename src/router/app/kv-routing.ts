@@ -1,6 +1,7 @@
 // KV-cache-aware routing assembled: the engines' event streams followed for every endpoint that names one (the catalog
-// says which, level-triggered: every catalog change reconciles the whole set), the request tokenizer, and the key
-// source the kvaware policy asks for each request's block keys.
+// says which, level-triggered: every catalog change reconciles the whole set), each model's tokenizer (found and
+// loaded by ModelTokenizers, src/router/kv/tokenizer-source.ts), the request tokenizer, the key source the kvaware
+// policy asks for each request's block keys, and what is said out loud about a set-up that cannot work as meant.
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { KvConfig } from '../config/kv-config.js';
 import type { EngineTls } from '../config/engine-tls.js';
@@ -10,6 +11,8 @@ import { requestBlocks } from '../kv/block-key.js';
 import { KvEvents } from '../kv/kv-events.js';
 import { RequestTokenizer } from '../kv/request-tokens.js';
 import type { KvEndpointStatus, KvSource } from '../kv/subscriber.js';
+import { ModelTokenizers, type TokenizerStatus } from '../kv/tokenizer-source.js';
+import { kvWarnings, type KvWarning } from '../kv/warnings.js';
 import type { KvMetrics, KvStreamView } from '../metrics/kv-metrics.js';
 import type { KvFallbackReason, KvKeySource, KvRequest, RequestBlocks } from '../kv/types.js';
 import type { Logger } from '../util/log.js';
@@ -18,6 +21,8 @@ export interface KvRoutingOptions {
   readonly kv: KvConfig;
   readonly engineApiKey: string | undefined;
   readonly engineTls: EngineTls | undefined;
+  /** kvaware is the routing logic (not only a per-request choice): a model without any event source is warned of */
+  readonly kvawarePolicy?: boolean;
 }
 
 export class KvRouting implements KvKeySource, KvStreamView {
@@ -27,8 +32,12 @@ export class KvRouting implements KvKeySource, KvStreamView {
   private reconcileQueued = false;
   /** which ready endpoint answers the next engine-mode /tokenize: spread over the model's endpoints */
   private nextTarget = 0;
-  /** tokenizer directories named by endpoints' sources, loaded (or tried) once each */
-  private readonly preloaded = new Set<string>();
+  /** each model's tokenizer: which one, and whether it has loaded */
+  readonly tokenizers: ModelTokenizers;
+  /** the warnings said so far (kind and model), each said once */
+  private readonly warned = new Set<string>();
+  /** every discovery source has listed once: before, a model may only not be listed yet */
+  private synced: () => boolean = () => true;
   private readonly log: Logger;
 
   constructor(
@@ -39,9 +48,8 @@ export class KvRouting implements KvKeySource, KvStreamView {
   ) {
     this.log = log;
     this.events = new KvEvents({ log, maxCapacity: opts.kv.maxBlocksPerEndpoint, topic: opts.kv.topic });
+    // every request names its mode (ModelTokenizers' choice): the tokenizer's own default is never used
     this.tokenizer = new RequestTokenizer({
-      mode: opts.kv.tokenizer,
-      models: Object.fromEntries(opts.kv.tokenizers),
       timeoutMs: opts.kv.tokenizerTimeoutMs,
       maxPromptChars: opts.kv.tokenizerMaxChars,
       trustRequestChatTemplate: opts.kv.trustRequestChatTemplate,
@@ -53,18 +61,26 @@ export class KvRouting implements KvKeySource, KvStreamView {
       ...(opts.engineApiKey ? { apiKey: opts.engineApiKey } : {}),
       ...(opts.engineTls ? { tls: opts.engineTls } : {}),
     });
+    this.tokenizers = new ModelTokenizers({
+      settings: { tokenizer: opts.kv.tokenizer, tokenizers: opts.kv.tokenizers },
+      hub: opts.kv.hub,
+      load: (dir) => this.tokenizer.preload(dir),
+      log,
+    });
   }
 
-  start(): void {
+  /** `synced`: every discovery source has listed once (the warnings about what is missing wait for it). */
+  start(synced?: () => boolean): void {
+    if (synced) this.synced = synced;
     this.unsubscribe = this.catalog.onChange(() => this.queueReconcile());
+    // the tokenizers the flags name load now, so that a missing or broken one is said at start-up
+    this.tokenizers.start();
     this.reconcile();
-    // a tokenizer directory loads now, so a missing or broken one is said at start-up, not on the first request
-    const dirs = new Set([this.opts.kv.tokenizer, ...this.opts.kv.tokenizers.values()].filter((m) => m !== 'engine' && m !== 'off'));
-    for (const dir of dirs) this.preloadNamed(dir, '--tokenizer/--tokenizers');
   }
 
   async stop(): Promise<void> {
     this.unsubscribe?.();
+    this.tokenizers.close();
     await Promise.all([this.events.close(), this.tokenizer.close()]);
   }
 
@@ -72,11 +88,14 @@ export class KvRouting implements KvKeySource, KvStreamView {
   async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<RequestBlocks | KvFallbackReason> {
     const started = performance.now();
     const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
-    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace, this.modeFor(request.model, candidates));
-    if (outcome.fallback !== undefined) return outcome.fallback;
-    const source = outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source;
-    this.metrics.tokenized(source, (performance.now() - started) / 1000);
     const adapter = this.catalog.model(request.model)?.adapter;
+    // an adapter is tokenized as its base model
+    const use = this.tokenizers.use(adapter ? adapter.parent : request.model);
+    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace, use.mode);
+    if (outcome.fallback !== undefined) return outcome.fallback;
+    const source =
+      outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source === 'path' && use.hub ? 'hub' : outcome.source;
+    this.metrics.tokenized(source, (performance.now() - started) / 1000);
     return requestBlocks(outcome.tokens, adapter ? request.model : undefined);
   }
 
@@ -88,16 +107,35 @@ export class KvRouting implements KvKeySource, KvStreamView {
     return endpoint.cacheConfig?.blockSize ?? this.events.index.blockSize(endpoint.id) ?? this.opts.kv.blockSize;
   }
 
-  /**
-   * How the model's prompts are tokenized: --tokenizers MODEL=... first, then what the candidates' source names (the
-   * llm-router/tokenizer annotation; endpoints mid-rollout that disagree: the smallest value, so every replica picks
-   * the same), then --tokenizer.
-   */
-  private modeFor(model: string, candidates: readonly Endpoint[]): string | undefined {
-    if (this.opts.kv.tokenizers.has(model)) return undefined;
-    let named: string | undefined;
-    for (const e of candidates) if (e.tokenizer !== undefined && (named === undefined || e.tokenizer < named)) named = e.tokenizer;
-    return named;
+  /** A model's tokenizer as /engines, /v1/models and the dashboard show it (an alias's or adapter's: its model's). */
+  tokenizerOf(model: string): TokenizerStatus | undefined {
+    const view = this.catalog.model(model);
+    return this.tokenizers.status(view?.aliasOf ?? view?.adapter?.parent ?? model);
+  }
+
+  /** What cannot work as meant now (src/router/kv/warnings.ts); the same list /engines and the dashboard show. */
+  warnings(): KvWarning[] {
+    return kvWarnings({
+      models: this.modelEndpoints(),
+      kvawarePolicy: this.opts.kvawarePolicy ?? false,
+      synced: this.synced(),
+      tokenizerModels: this.opts.kv.tokenizers.keys(),
+      known: (name) => this.catalog.model(name) !== undefined,
+      unavailable: this.tokenizers.failures(),
+    });
+  }
+
+  /** Resolves once every tokenizer load started so far has ended (tests, and tools that wait for it). */
+  tokenizersSettled(): Promise<void> {
+    return this.tokenizers.settled();
+  }
+
+  /** Every model (not an alias or an adapter) with its endpoints, any state. */
+  private modelEndpoints(): Map<string, Endpoint[]> {
+    const out = new Map<string, Endpoint[]>();
+    for (const m of this.catalog.models()) if (m.aliasOf === undefined && m.adapter === undefined) out.set(m.id, []);
+    for (const e of this.catalog.endpoints()) for (const m of e.models) out.get(m)?.push(e);
+    return out;
   }
 
   /** GET /engines: the endpoint's event stream, when it has one. */
@@ -122,20 +160,14 @@ export class KvRouting implements KvKeySource, KvStreamView {
     return { followed: all.length, connected: all.filter((s) => s.connected).length };
   }
 
-  /**
-   * A tokenizer directory loads when it is first named (the flags at start, an endpoint's annotation when discovered),
-   * not on the first request; one that does not load is said once, with who named it.
-   */
-  private preloadNamed(mode: string, namedBy: string): void {
-    if (mode === 'engine' || mode === 'off' || this.preloaded.has(mode)) return;
-    this.preloaded.add(mode);
-    void this.tokenizer.preload(mode).then((ok) => {
-      if (!ok)
-        this.log.warn(
-          { tokenizer: mode, namedBy },
-          'tokenizer directory does not load (no readable tokenizer.json there?): its models fall back to prefixaware (reason tokenizer-error)',
-        );
-    });
+  /** Each warning once, as a WARN line (a tokenizer that cannot be had is said by ModelTokenizers, with its reason). */
+  private sayWarnings(): void {
+    for (const w of this.warnings()) {
+      const key = `${w.kind} ${w.model}`;
+      if (w.kind === 'tokenizer-unavailable' || this.warned.has(key)) continue;
+      this.warned.add(key);
+      this.log.warn({ model: w.model, warning: w.kind }, `kvaware: ${w.message}`);
+    }
   }
 
   private queueReconcile(): void {
@@ -147,11 +179,16 @@ export class KvRouting implements KvKeySource, KvStreamView {
     });
   }
 
-  /** Every endpoint that names an event stream is followed, whatever its state: its cache outlives a failed probe. */
+  /**
+   * Every endpoint that names an event stream is followed, whatever its state: its cache outlives a failed probe. Each
+   * model's tokenizer is chosen again (its endpoints' annotations and roots may have changed), and what cannot work is
+   * said once.
+   */
   private reconcile(): void {
+    this.tokenizers.update(this.modelEndpoints());
+    this.sayWarnings();
     const sources: KvSource[] = [];
     for (const e of this.catalog.endpoints()) {
-      if (e.tokenizer !== undefined) this.preloadNamed(e.tokenizer, `the llm-router/tokenizer annotation of ${e.id}`);
       if (e.kvEvents === undefined) continue;
       const capacity = e.cacheConfig?.numGpuBlocks;
       const blockSize = e.cacheConfig?.blockSize;

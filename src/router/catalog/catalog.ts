@@ -23,6 +23,8 @@ export type CatalogEvent =
   | { readonly type: 'adapters'; readonly endpoint: Endpoint }
   /** the engine's KV-cache geometry (block size, GPU blocks) was first read or changed */
   | { readonly type: 'cache-config'; readonly endpoint: Endpoint }
+  /** what the engine says its models are loaded from (Endpoint.modelRoots) was first read or changed */
+  | { readonly type: 'model-roots'; readonly endpoint: Endpoint }
   | { readonly type: 'declarations' };
 
 type Listener = (event: CatalogEvent) => void;
@@ -254,6 +256,15 @@ export class ModelCatalog implements InFlightLedger {
     this.emit({ type: 'cache-config', endpoint: e });
   }
 
+  /** What a probe read of where the engine's models are loaded from (served name -> Hub repo or path). */
+  recordModelRoots(e: Endpoint, roots: ReadonlyMap<string, string>): void {
+    if (!this.contains(e)) return;
+    const was = e.modelRoots;
+    if (was.size === roots.size && [...roots].every(([m, r]) => was.get(m) === r)) return;
+    own(e).modelRoots = new Map(roots);
+    this.emit({ type: 'model-roots', endpoint: e });
+  }
+
   /** Whether the engine loads adapters at run time, as a load call found out (404 on the load path: it cannot). */
   recordAdapterLoading(e: Endpoint, can: boolean): void {
     if (!this.contains(e) || e.canLoadAdapters === can) return;
@@ -325,6 +336,7 @@ export class ModelCatalog implements InFlightLedger {
         pdProtocol: spec.pdProtocol,
         kvEvents: spec.kvEvents,
         tokenizer: spec.tokenizer,
+        modelRoots: new Map(),
         state: spec.draining ? 'draining' : 'discovered',
         since: now,
         discoveredAt: now,

@@ -619,7 +619,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     aliases: models.aliases,
     knownModels: models.knownModels,
     routingLogic: routing.routingLogic,
-    kv: kvConfig(v),
+    kv: kvConfig(v, env),
     logLevel: normaliseLevel(v['log-level']),
     logFormat: v['log-format'],
     logStatsIntervalMs: v['log-stats'] ? seconds(v['log-stats-interval']) : 0,

@@ -3,11 +3,9 @@
 import type { FlagSpec, FlagValues } from './flags.js';
 import { ENGINE_KINDS } from '../core/engine.js';
 import { PD_PROTOCOLS } from '../core/pd.js';
+import { AUTO_TOKENIZER } from '../core/tokenizer.js';
 
 export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware', 'kvaware'] as const;
-
-/** --tokenizer's default: ask the engine's own POST /tokenize */
-export const ENGINE_TOKENIZER = 'engine';
 
 export const ROUTER_FLAGS = [
   { name: 'config', kind: 'string', help: 'YAML file with settings (keys are flag names); flags and env override it' },
@@ -227,14 +225,19 @@ export const ROUTER_FLAGS = [
   {
     name: 'tokenizer',
     kind: 'string',
-    default: ENGINE_TOKENIZER,
-    help: "kvaware: where a request's token ids come from: engine (POST /tokenize of a ready endpoint of the model) or a Hugging Face tokenizer directory",
+    default: AUTO_TOKENIZER,
+    help: "kvaware: where a request's token ids come from: auto (the tokenizer of the model the engines say they serve, fetched from the Hugging Face Hub by repo id or read from their model directory; the engine's /tokenize until it is loaded or when it cannot be had), engine (POST /tokenize of a ready endpoint of the model), off, hf:REPO[@REVISION] (or org/name) from the Hub, or a Hugging Face tokenizer directory",
   },
   {
     name: 'tokenizers',
     kind: 'list',
     default: [],
-    help: 'kvaware: per-model tokenizers, MODEL=engine|PATH comma separated; others use --tokenizer',
+    help: 'kvaware: per-model tokenizers, MODEL=engine|off|PATH|hf:REPO[@REVISION] comma separated; they win over the llm-router/tokenizer annotation and --tokenizer',
+  },
+  {
+    name: 'hf-token-file',
+    kind: 'string',
+    help: 'kvaware: a file holding the Hugging Face token for gated or private tokenizer repos (instead of HF_TOKEN; e.g. a mounted Secret)',
   },
   {
     name: 'tokenizer-timeout-ms',

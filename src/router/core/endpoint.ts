@@ -34,7 +34,7 @@ export interface EndpointSpec {
   readonly pdProtocol?: PdProtocol;
   /** its KV-cache event stream, when the source names one */
   readonly kvEvents?: KvEventsSource;
-  /** kvaware: how its models' prompts are tokenized, when the source says (`engine`, `off` or a tokenizer directory) */
+  /** kvaware: how its models' prompts are tokenized, when the source says (`engine`, `off`, a Hub repo or a directory) */
   readonly tokenizer?: string;
 }
 
@@ -61,6 +61,11 @@ export interface Endpoint {
   readonly kvEvents: KvEventsSource | undefined;
   /** kvaware: the tokenizer its source names for its models (the llm-router/tokenizer annotation) */
   readonly tokenizer: string | undefined;
+  /**
+   * What the engine says each of its models is loaded from, served name -> a Hub repo id or a path: vLLM's /v1/models
+   * `root`, SGLang's /get_model_info `tokenizer_path` (else `model_path`). Learned by probes; empty until one answered.
+   */
+  readonly modelRoots: ReadonlyMap<string, string>;
   readonly state: EndpointState;
   /** ms since epoch when the state last changed */
   readonly since: number;

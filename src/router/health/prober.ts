@@ -205,6 +205,8 @@ export class Prober implements ForwardObserver {
       if (this.tracked.get(endpoint) !== t) return;
       // what the engine holds now: an adapter a restarted engine no longer lists is no longer routed to it
       if (result.adapters) this.catalog.recordAdapters(endpoint, result.adapters, sent);
+      // what its models are loaded from: kvaware's tokenizer, when nothing else names one (--tokenizer auto)
+      if (result.roots) this.catalog.recordModelRoots(endpoint, result.roots);
       if (result.verdict === 'ready' && !t.warmedUp) {
         const w = await warmup(target, endpoint.models[0] as string, {
           ...this.probeOpts,

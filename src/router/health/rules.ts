@@ -29,6 +29,11 @@ export interface ProbeResult {
   readonly detail: string;
   /** the LoRA adapters a 200 /v1/models listed (entries with a `parent`), name -> parent; absent when it was not read */
   readonly adapters?: ReadonlyMap<string, string>;
+  /**
+   * where the expected models are loaded from, as the engine says (a Hub repo id or a path): vLLM's /v1/models `root`,
+   * SGLang's /get_model_info `tokenizer_path` (else `model_path`); absent when nothing was read
+   */
+  readonly roots?: ReadonlyMap<string, string>;
 }
 
 interface Answer {
@@ -102,6 +107,28 @@ export function listedAdapters(json: unknown): Map<string, string> {
   return adapters;
 }
 
+/**
+ * The `root` of each expected model in an OpenAI-compatible /v1/models answer: vLLM names there what it loaded the
+ * model from (`vllm serve Qwen/Qwen3-8B --served-model-name qwen3` lists id qwen3, root Qwen/Qwen3-8B).
+ */
+export function listedRoots(json: unknown, expected: readonly string[]): Map<string, string> {
+  const roots = new Map<string, string>();
+  const data = (json as { data?: unknown } | undefined)?.data;
+  if (!Array.isArray(data)) return roots;
+  for (const m of data as { id?: unknown; root?: unknown; parent?: unknown }[]) {
+    if (typeof m?.id !== 'string' || !expected.includes(m.id) || (typeof m.parent === 'string' && m.parent !== '')) continue;
+    if (typeof m.root === 'string' && m.root.trim() !== '') roots.set(m.id, m.root.trim());
+  }
+  return roots;
+}
+
+/** SGLang's /get_model_info: its tokenizer's path (else its model's), for every expected model (it serves one). */
+export function sglangRoots(info: unknown, expected: readonly string[]): Map<string, string> {
+  const o = (info ?? {}) as { tokenizer_path?: unknown; model_path?: unknown };
+  const pick = [o.tokenizer_path, o.model_path].find((v): v is string => typeof v === 'string' && v.trim() !== '');
+  return new Map(pick === undefined ? [] : expected.map((m) => [m, pick.trim()]));
+}
+
 function missing(expected: readonly string[], listed: readonly string[]): string[] {
   return expected.filter((m) => !listed.includes(m));
 }
@@ -115,6 +142,7 @@ async function probeOpenAI(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
   if (models.status !== 200) return { verdict: 'serving-api', refused: false, detail: `/v1/models answered ${models.status}` };
   const listed = listedModels(models.json);
   const adapters = listedAdapters(models.json);
+  const roots = listedRoots(models.json, target.models);
   const absent = missing(target.models, listed);
   if (absent.length > 0) {
     return {
@@ -122,9 +150,10 @@ async function probeOpenAI(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
       refused: false,
       detail: `/v1/models lists [${listed.join(', ')}], not ${absent.join(', ')}`,
       adapters,
+      roots,
     };
   }
-  return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}`, adapters };
+  return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}`, adapters, roots };
 }
 
 async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {
@@ -138,6 +167,7 @@ async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
   const models = await get(target, '/v1/models', opts);
   const listing = models.status === 200 ? models.json : undefined;
   const adapters = sglangListedAdapters(listing);
+  const roots = sglangRoots(info.json, target.models);
   const absent = missing(
     target.models.filter((m) => !names.includes(m)),
     listedModels(listing),
@@ -148,8 +178,15 @@ async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
       refused: false,
       detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}`,
       ...(adapters ? { adapters } : {}),
+      roots,
     };
-  return { verdict: 'ready', refused: false, detail: `/health 200, /get_model_info ${modelPath}`, ...(adapters ? { adapters } : {}) };
+  return {
+    verdict: 'ready',
+    refused: false,
+    detail: `/health 200, /get_model_info ${modelPath}`,
+    ...(adapters ? { adapters } : {}),
+    roots,
+  };
 }
 
 async function probeTGI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeResult> {

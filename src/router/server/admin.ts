@@ -6,6 +6,8 @@ import { isFresh, lastErrorIsPast } from '../core/endpoint.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import type { EndpointRole } from '../core/pd.js';
 import type { KvEndpointStatus, KvJoinReplay } from '../kv/subscriber.js';
+import type { TokenizerStatus } from '../kv/tokenizer-source.js';
+import type { KvWarning } from '../kv/warnings.js';
 
 export function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value);
@@ -71,6 +73,8 @@ export interface EndpointView {
   readonly adapterSlots: number | null;
   /** it loads adapters at run time; false once its load path answered 404; null until a load was asked of it */
   readonly canLoadAdapters: boolean | null;
+  /** what the engine says its models are loaded from (vLLM's /v1/models root, SGLang's tokenizer_path), once probed */
+  readonly modelRoots?: Readonly<Record<string, string>>;
 }
 
 /** The engine's last scraped load; `fresh: false` means routing treats it as unknown. */
@@ -108,14 +112,22 @@ export function endpointView(e: Endpoint, now: number, statsIntervalMs: number):
     adapters: [...e.adapters.keys()].sort(),
     adapterSlots: e.adapterSlots ?? null,
     canLoadAdapters: e.canLoadAdapters ?? null,
+    ...(e.modelRoots.size > 0 ? { modelRoots: Object.fromEntries(e.modelRoots) } : {}),
   };
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** What /engines shows of an endpoint's KV-cache event stream (kvaware). */
-export interface KvStatusSource {
+/** What /engines shows of an endpoint's KV-cache event stream and of a model's tokenizer (kvaware). */
+export interface KvStatusSource extends TokenizerStatusSource {
   statusOf(endpointId: string): KvEndpointStatus | undefined;
+  /** what cannot work as meant (src/router/kv/warnings.ts) */
+  warnings(): readonly KvWarning[];
+}
+
+/** A model's tokenizer (kvaware): which one tokenizes its requests, and why not in process. */
+export interface TokenizerStatusSource {
+  tokenizerOf(model: string): TokenizerStatus | undefined;
 }
 
 function kvEventsView(s: KvEndpointStatus | undefined): Record<string, unknown> | null {
@@ -155,6 +167,12 @@ function joinReplayView(j: KvJoinReplay | undefined): Record<string, unknown> | 
   };
 }
 
+/** A model's `tokenizer` field (kvaware in use), on /engines and /v1/models. */
+function tokenizerField(kv: TokenizerStatusSource | undefined, model: string): { tokenizer?: TokenizerStatus } {
+  const tokenizer = kv?.tokenizerOf(model);
+  return tokenizer ? { tokenizer } : {};
+}
+
 export function engines(res: ServerResponse, catalog: ModelCatalog, statsIntervalMs = 1000, kv?: KvStatusSource): void {
   const now = Date.now();
   sendJson(res, 200, {
@@ -162,15 +180,16 @@ export function engines(res: ServerResponse, catalog: ModelCatalog, statsInterva
       ...endpointView(e, now, statsIntervalMs),
       ...(kv ? { kvEvents: kvEventsView(kv.statusOf(e.id)) } : {}),
     })),
-    models: catalog.models(),
+    models: kv ? catalog.models().map((m) => ({ ...m, ...tokenizerField(kv, m.id) })) : catalog.models(),
+    ...(kv ? { warnings: kv.warnings() } : {}),
   });
 }
 
 /**
  * OpenAI's list shape, plus `status` with the same words as the x-llm-router-model-state header; an adapter also has
- * `parent` and `loaded_endpoints`.
+ * `parent` and `loaded_endpoints`; with kvaware, `tokenizer` (which tokenizes its requests, and why not in process).
  */
-export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt: number): void {
+export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt: number, kv?: TokenizerStatusSource): void {
   const created = Math.floor(startedAt / 1000);
   sendJson(res, 200, {
     object: 'list',
@@ -187,6 +206,7 @@ export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt
       ...(m.unreachable ? { reason: `unreachable: ${m.unreachable}` } : {}),
       // a P/D model: its protocol and the roles with no ready endpoint
       ...(m.pd ? { pd: { protocol: m.pd.protocol, missing_roles: m.pd.missing } } : {}),
+      ...tokenizerField(kv, m.id),
     })),
   });
 }

@@ -247,7 +247,8 @@ export async function runDemo(argv: string[]): Promise<void> {
       ...(flags['otel-service-name'] !== undefined ? ['--otel-service-name', flags['otel-service-name']] : []),
       ...(flags['otel-secure'] ? ['--otel-secure'] : []),
     ],
-    Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('OTEL_'))),
+    // tracing's standard OTEL_* variables pass through; the demo never asks the Hugging Face Hub for a tokenizer
+    { ...Object.fromEntries(Object.entries(process.env).filter(([name]) => name.startsWith('OTEL_'))), HF_HUB_OFFLINE: '1' },
   );
   const log = createLogger({ level: config.logLevel, format: 'text' });
   const app = new RouterApp(config, log, { flag: 'demo --port', env: 'LLM_ROUTER_DEMO_PORT' });

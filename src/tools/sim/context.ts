@@ -22,6 +22,8 @@ export interface EngineContext {
   readonly lora: SimLora | undefined;
   /** served model names; the first one answers requests that name none */
   readonly models: readonly string[];
+  /** what the models are loaded from (--model-root): /v1/models `root`, SGLang's model_path; unset: each its own name */
+  readonly modelRoot: string | undefined;
   /** unix seconds, reported as each model's `created` */
   readonly created: number;
   readonly maxModelLen: number;

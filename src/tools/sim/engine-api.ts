@@ -13,6 +13,11 @@ export interface SimEngineOptions {
   readonly port?: number;
   /** served model names */
   readonly models?: readonly string[];
+  /**
+   * what the models are loaded from, as vLLM reports it (`root` in /v1/models) and SGLang (`model_path` and
+   * `tokenizer_path` in /get_model_info): a Hub repo id such as Qwen/Qwen3-8B, or a path; unset: each model's own name
+   */
+  readonly modelRoot?: string;
   readonly kind?: EngineKind;
   /** the port refuses connections this long before the engine listens */
   readonly startupRefuseSeconds?: number;
@@ -58,8 +63,8 @@ export interface SimEngineOptions {
 }
 
 /** Every setting resolved (the sim command's flag table holds the defaults); only id, tls and lora may stay unset. */
-export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora' | 'kvEvents' | 'tokenizer' | 'tracer'>> &
-  Pick<SimEngineOptions, 'id' | 'tls' | 'tokenizer' | 'tracer'> & {
+export type SimSettings = Required<Omit<SimEngineOptions, 'id' | 'tls' | 'lora' | 'kvEvents' | 'tokenizer' | 'tracer' | 'modelRoot'>> &
+  Pick<SimEngineOptions, 'id' | 'tls' | 'tokenizer' | 'tracer' | 'modelRoot'> & {
     /** LoRA adapters: every setting resolved; unset when the engine serves none */
     readonly lora?: SimLoraOptions;
     /** KV-cache events: every setting resolved; unset when off */

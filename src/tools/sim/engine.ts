@@ -53,6 +53,7 @@ class SimServer implements SimEngine, EngineContext {
   private listenPort: number;
   private engineId: string | undefined;
   readonly models: readonly string[];
+  readonly modelRoot: string | undefined;
   readonly kind: EngineKind;
   readonly outputTokens: number;
   readonly embeddingDim: number;
@@ -83,6 +84,7 @@ class SimServer implements SimEngine, EngineContext {
     this.lora = options.lora ? new SimLora(options.lora, options.kind === 'sglang' ? SGLANG_LORA : VLLM_LORA) : undefined;
     this.listenPort = options.port;
     this.models = [...options.models];
+    this.modelRoot = options.modelRoot;
     this.kind = options.kind;
     this.outputTokens = options.outputTokens;
     this.embeddingDim = options.embeddingDim;

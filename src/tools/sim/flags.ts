@@ -15,6 +15,11 @@ export const SIM_FLAGS = [
   { name: 'port', kind: 'int', default: 8000, min: 0, help: 'port to listen on; 0 picks a free port' },
   { name: 'model', kind: 'list', default: ['sim-model'], help: 'served model names, comma separated' },
   {
+    name: 'model-root',
+    kind: 'string',
+    help: "what the models are loaded from, as vLLM's `vllm serve REPO --served-model-name NAME` reports it: `root` in /v1/models; with --engine-kind sglang `model_path` and `tokenizer_path` in /get_model_info (a Hub repo id such as Qwen/Qwen3-8B, or a path); unset: each model's own name",
+  },
+  {
     name: 'engine-kind',
     kind: 'string',
     default: 'vllm',
@@ -249,6 +254,7 @@ export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
     embeddingDim: flags['embedding-dim'],
     maxModelLen: flags['max-model-len'],
     ...(id !== undefined && id !== '' ? { id } : {}),
+    ...(flags['model-root'] !== undefined && flags['model-root'].trim() !== '' ? { modelRoot: flags['model-root'].trim() } : {}),
     ...(cert !== undefined && key !== undefined ? { tls: { cert, key, ...(clientCa !== undefined ? { clientCa } : {}) } } : {}),
     role: flags.role,
     pdProtocol: flags['pd-protocol'],
@@ -282,6 +288,7 @@ export function simSettings(options: SimEngineOptions): SimSettings {
     pdProtocol: options.pdProtocol ?? d.pdProtocol,
     fault: options.fault ?? d.fault,
     ...(options.id !== undefined ? { id: options.id } : {}),
+    ...(options.modelRoot !== undefined ? { modelRoot: options.modelRoot } : {}),
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     ...(options.lora !== undefined ? { lora: { ...LORA_DEFAULTS, ...options.lora } } : {}),
     ...(options.kvEvents !== undefined ? { kvEvents: { ...KV_EVENTS_DEFAULTS, ...options.kvEvents } } : {}),

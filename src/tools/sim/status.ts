@@ -30,7 +30,7 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
             object: 'model',
             created: engine.created,
             owned_by: engine.kind === 'openai' ? 'system' : engine.kind,
-            root: id,
+            root: engine.modelRoot ?? id,
             parent: null,
             max_model_len: engine.maxModelLen,
           })),
@@ -59,11 +59,16 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
     case '/get_model_info':
       if (engine.kind !== 'sglang') break;
       if (!ready) return sendEmpty(res, 503);
-      return sendJson(res, 200, { model_path: first, tokenizer_path: first, is_generation: true });
+      return sendJson(res, 200, { model_path: engine.modelRoot ?? first, tokenizer_path: engine.modelRoot ?? first, is_generation: true });
     case '/server_info':
     case '/get_server_info':
       if (engine.kind !== 'sglang') break;
-      return sendJson(res, 200, { model_path: first, served_model_name: first, ...sglangLoraInfo(engine.lora), version: 'sim' });
+      return sendJson(res, 200, {
+        model_path: engine.modelRoot ?? first,
+        served_model_name: first,
+        ...sglangLoraInfo(engine.lora),
+        version: 'sim',
+      });
     case '/info':
       if (engine.kind !== 'tgi') break;
       if (!ready) return sendJson(res, 503, { error: 'unhealthy', error_type: 'healthcheck' });

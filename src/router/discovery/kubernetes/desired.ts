@@ -4,6 +4,7 @@ import { bracketHost } from '../../util/host.js';
 import type { EndpointSpec, KvEventsSource } from '../../core/endpoint.js';
 import type { Declaration } from '../../catalog/catalog.js';
 import { parseAdapterAnnotation, type AdapterDeclaration } from '../../core/lora.js';
+import { parseTokenizerValue } from '../../core/tokenizer.js';
 import { declaredModelNames, PORT_ANNOTATION, type ObjectMetaLike, type PodShape } from './model-names.js';
 import {
   BOOTSTRAP_PORT_ANNOTATION,
@@ -76,9 +77,10 @@ export function podKvEvents(ip: string, annotations: Readonly<Record<string, str
 }
 
 /**
- * kvaware: how the router tokenizes prompts for the pod's models: `engine` (its /tokenize), `off`, or the absolute path
- * of a Hugging Face tokenizer directory in the router's own filesystem (mounted into the router pod). Put on the
- * workload's pod template, it is the model's; --tokenizers MODEL=... wins over it, and it wins over --tokenizer.
+ * kvaware: how the router tokenizes prompts for the pod's models: `engine` (its /tokenize), `off`, a Hub repo
+ * (`hf:REPO[@REVISION]` or `org/name`, fetched into the router's Hugging Face cache) or the absolute path of a Hugging
+ * Face tokenizer directory in the router's own filesystem (mounted into the router pod). Put on the workload's pod
+ * template, it is the model's; --tokenizers MODEL=... wins over it, and it wins over --tokenizer.
  */
 export const TOKENIZER_ANNOTATION = 'llm-router/tokenizer';
 
@@ -86,11 +88,9 @@ export const TOKENIZER_ANNOTATION = 'llm-router/tokenizer';
 export function podTokenizer(annotations: Readonly<Record<string, string>> | undefined): { tokenizer?: string; invalid?: string } {
   const raw = annotations?.[TOKENIZER_ANNOTATION]?.trim();
   if (raw === undefined || raw === '') return {};
-  if (raw === 'engine' || raw === 'off') return { tokenizer: raw };
-  // an absolute path without parent steps or control characters: where the router pod mounts the tokenizer
-  const control = [...raw].some((c) => c.charCodeAt(0) < 0x20);
-  if (raw.startsWith('/') && !raw.split('/').includes('..') && !control) return { tokenizer: raw };
-  return { invalid: `${TOKENIZER_ANNOTATION}: ${JSON.stringify(raw)} is not engine, off or an absolute path; the annotation is ignored` };
+  const parsed = parseTokenizerValue(raw, { absolutePathOnly: true });
+  if (parsed.ok) return { tokenizer: raw };
+  return { invalid: `${TOKENIZER_ANNOTATION}: ${JSON.stringify(raw)} ${parsed.why}; the annotation is ignored` };
 }
 
 /** a base model's workload: the LoRA adapters the router may load on its engines, NAME=PATH comma separated */

@@ -2,14 +2,24 @@
 // (connected or not, blocks indexed, last event, gaps, replays, rebuilds, last error: what GET /engines shows), and per
 // model the kvaware decisions this process made since it started: by KV match or by fallback (with the reasons), and
 // the mean share of the prompt the chosen endpoint held. Decisions are counted here in plain numbers (no labels, no
-// histogram), per model the catalog knows; a model that goes loses its count.
+// histogram), per model the catalog knows; a model that goes loses its count. Per model also its tokenizer (which one
+// tokenizes its requests, and why not in process), and what cannot work as meant (the warnings /engines lists).
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { KvEndpointStatus } from '../../kv/subscriber.js';
+import type { TokenizerStatus } from '../../kv/tokenizer-source.js';
 import type { KvDecisionObserver, KvFallbackReason } from '../../kv/types.js';
+import type { KvWarning } from '../../kv/warnings.js';
 
-/** What the view reads of the event streams (KvRouting). */
+/** What the view reads of the event streams and the tokenizers (KvRouting). */
 export interface KvStatusReader {
   statusOf(endpointId: string): KvEndpointStatus | undefined;
+  tokenizerOf(model: string): TokenizerStatus | undefined;
+  warnings(): readonly KvWarning[];
+}
+
+/** A model's tokenizer on the page. */
+export interface KvTokenizerRow extends TokenizerStatus {
+  readonly model: string;
 }
 
 export interface KvEndpointRow {
@@ -45,6 +55,10 @@ export interface KvModelRow {
 export interface KvState {
   readonly endpoints: readonly KvEndpointRow[];
   readonly models: readonly KvModelRow[];
+  /** every model's tokenizer, in the catalog's order */
+  readonly tokenizers: readonly KvTokenizerRow[];
+  /** what cannot work as meant now, each in a sentence */
+  readonly warnings: readonly string[];
 }
 
 interface Tally {
@@ -141,5 +155,10 @@ export function kvState(catalog: ModelCatalog, streams: KvStatusReader, tally: K
     .models()
     .filter((m) => !m.aliasOf)
     .map((m) => m.id);
-  return { endpoints, models: tally.rows(models) };
+  const tokenizers: KvTokenizerRow[] = [];
+  for (const model of models) {
+    const t = streams.tokenizerOf(model);
+    if (t) tokenizers.push({ model, ...t });
+  }
+  return { endpoints, models: tally.rows(models), tokenizers, warnings: streams.warnings().map((w) => w.message) };
 }
