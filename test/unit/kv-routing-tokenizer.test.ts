@@ -137,7 +137,7 @@ test('auto: the repo the engine serves is fetched from the Hub, then tokenizes i
   const auto = routing({ roots: ['org/small'] });
   await auto.kv.tokenizersSettled();
   const keys = await auto.kv.keys({ model: 'm', body }, auto.catalog.endpoints());
-  assert.ok(Array.isArray(keys) && keys.length > 2, String(keys));
+  assert.ok(typeof keys === 'object' && keys.keysAt(16).length > 2, String(keys));
   assert.deepEqual(auto.sources, ['hub']);
   const status = auto.kv.tokenizerOf('m');
   assert.equal(status?.source, 'hub');
