@@ -113,6 +113,7 @@ function inferenceDeps(): InferenceDeps {
   return {
     catalog,
     forwarder,
+    policyName: 'roundrobin',
     pd,
     adapters: new AdapterManager(
       catalog,

@@ -171,9 +171,36 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
       () => blocksOn(router),
       (m) => (m.get(sim.url) ?? 0) >= 6,
     );
-    for (let i = 0; i < 3; i++) await complete(router.url, `${shared} q${i}`);
-    const batch = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: ['a', 'b'], max_tokens: 1 }) });
+    for (let i = 0; i < 3; i++) {
+      const res = await call(`${router.url}/v1/completions`, {
+        body: JSON.stringify({ model: MODEL, prompt: `${shared} q${i}`, max_tokens: 1 }),
+        headers: { 'x-request-id': `kv-q${i}` },
+      });
+      assert.equal(res.status, 200, res.text);
+    }
+    const batch = await call(`${router.url}/v1/completions`, {
+      body: JSON.stringify({ model: MODEL, prompt: ['a', 'b'], max_tokens: 1 }),
+      headers: { 'x-request-id': 'kv-batch' },
+    });
     assert.equal(batch.status, 200);
+
+    // each access-log line says how its request was routed: the policy, the blocks matched of the prompt's or why none
+    await router.proc.waitForOutput('"requestId":"kv-batch"');
+    const lines = router.proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const line = (id: string) => lines.find((l) => l.requestId === id) as Record<string, unknown>;
+    for (let i = 0; i < 3; i++) {
+      const l = line(`kv-q${i}`);
+      assert.equal(l.policy, 'kvaware');
+      assert.equal(l.endpoint, sim.url);
+      assert.ok((l.matchedBlocks as number) >= 6 && (l.matchedBlocks as number) <= (l.blocks as number), JSON.stringify(l));
+      assert.equal(l.fallback, undefined);
+    }
+    assert.equal(line('kv-batch').policy, 'kvaware');
+    assert.equal(line('kv-batch').fallback, 'unsupported-body');
 
     const kv = (await firstSnapshot<{ state: { kv: KvPart | null } }>(router.url)).state.kv;
     assert.ok(kv, 'kvaware is in use: the state has its kv part');

@@ -179,7 +179,7 @@ test('engine mode: a slow engine is a timeout, an error status, bad JSON or a re
   assert.equal((await ask('500')).source, 'engine');
 });
 
-test('engine mode: an endpoint that timed out or failed is not asked again until its backoff has passed; a 4xx is no reason', async () => {
+test('engine mode: a time-out costs that request alone; an endpoint that failed or answered 5xx is skipped for its backoff, the next one asked at once', async () => {
   let now = 1_000_000;
   const rt = new RequestTokenizer({ timeoutMs: 100, backoffMs: 5_000, now: () => now });
   after(() => rt.close());
@@ -187,7 +187,7 @@ test('engine mode: an endpoint that timed out or failed is not asked again until
   after(() => {
     engine.behave = saved;
   });
-  const ask = (text: string) => rt.tokenize('m', { model: 'm', prompt: text }, { url: engine.url });
+  const ask = (text: string, targets: readonly { url: string }[] = [engine]) => rt.tokenize('m', { model: 'm', prompt: text }, targets);
   engine.bodies.length = 0;
 
   engine.behave = (_b, res) => {
@@ -198,27 +198,51 @@ test('engine mode: an endpoint that timed out or failed is not asked again until
   assert.deepEqual(await ask('refused again'), { fallback: 'engine-error' });
   assert.equal(engine.bodies.length, 2, 'a 4xx is about the request: the endpoint is still asked');
 
+  // a busy engine: this request goes without, the next ones ask it as before (one slow request switches nothing off)
   engine.behave = () => {}; // stalls
   assert.deepEqual(await ask('stall'), { fallback: 'timeout' });
   engine.behave = saved;
-  assert.deepEqual(await ask('meanwhile'), { fallback: 'backoff' });
-  assert.equal(engine.bodies.length, 3, 'not asked while backing off');
-  // another endpoint is asked as usual
+  for (let i = 0; i < 20; i++) assert.equal((await ask(`next ${i}`)).source, 'engine');
+  assert.equal(engine.bodies.length, 23);
+
+  // a 5xx: backed off; the request asks the model's next endpoint at once, and so do the ones after it
   const second = await fakeEngine();
   after(() => second.close());
-  const other = await rt.tokenize('m', { model: 'm', prompt: 'elsewhere' }, { url: second.url });
-  assert.equal(other.source, 'engine');
-  assert.equal(second.bodies.length, 1);
-  now += 5_000;
-  assert.equal((await ask('later')).source, 'engine');
-
   engine.behave = (_b, res) => {
     res.writeHead(503);
     res.end();
   };
-  assert.deepEqual(await ask('503'), { fallback: 'engine-error' });
+  const both = [engine, second];
+  assert.equal((await ask('503 then next', both)).source, 'engine');
+  assert.equal(second.bodies.length, 1);
   engine.behave = saved;
-  assert.deepEqual(await ask('after 503'), { fallback: 'backoff' });
+  assert.equal((await ask('meanwhile', both)).source, 'engine');
+  assert.equal(engine.bodies.length, 24, 'not asked while backing off');
+  assert.equal(second.bodies.length, 2);
+  // no other endpoint: the reason is said
+  assert.deepEqual(await ask('alone'), { fallback: 'backoff' });
+  now += 5_000;
+  assert.equal((await ask('later')).source, 'engine');
+
+  // a refused connection: the same, within the one request
+  const gone = await fakeEngine();
+  const goneUrl = gone.url;
+  await gone.close();
+  assert.equal((await ask('refused then next', [{ url: goneUrl }, second])).source, 'engine');
+  assert.equal(second.bodies.length, 3);
+});
+
+test('engine mode: the time-out grows with the prompt (10 ms a thousand characters), so a long prompt waits longer', async () => {
+  const rt = new RequestTokenizer({ timeoutMs: 50 });
+  after(() => rt.close());
+  const saved = engine.behave;
+  after(() => {
+    engine.behave = saved;
+  });
+  // the engine answers after 150 ms: past a short prompt's 50 ms, within a 40,000-character prompt's 450 ms
+  engine.behave = (b, res) => setTimeout(() => saved(b, res), 150);
+  assert.deepEqual(await rt.tokenize('m', { model: 'm', prompt: 'short' }, engine), { fallback: 'timeout' });
+  assert.equal((await rt.tokenize('m', { model: 'm', prompt: 'w '.repeat(20_000) }, engine)).source, 'engine');
 });
 
 test('fallback reasons: no prompt, unsupported bodies, too large, no endpoint, off; token-id prompts are their own tokens', async () => {

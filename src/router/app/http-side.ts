@@ -81,6 +81,7 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
   return {
     catalog: p.catalog,
     forwarder: p.forwarder,
+    policyName: config.routingLogic,
     pd: p.pd,
     adapters: p.adapters,
     metrics: p.metrics,

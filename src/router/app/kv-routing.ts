@@ -87,11 +87,14 @@ export class KvRouting implements KvKeySource, KvStreamView {
   /** The kvaware policy's question: this request's tokens (its keys at each endpoint's block size), or why there are none. */
   async keys(request: KvRequest, candidates: readonly Endpoint[], trace?: TraceSpan): Promise<RequestBlocks | KvFallbackReason> {
     const started = performance.now();
-    const target = candidates.length > 0 ? candidates[this.nextTarget++ % candidates.length] : undefined;
+    // engine mode asks the model's endpoints in turn, starting one further each request (the next after a failure)
+    const n = candidates.length;
+    const first = n > 0 ? this.nextTarget++ % n : 0;
+    const targets = n <= 1 ? candidates : [...candidates.slice(first), ...candidates.slice(0, first)];
     const adapter = this.catalog.model(request.model)?.adapter;
     // an adapter is tokenized as its base model
     const use = this.tokenizers.use(adapter ? adapter.parent : request.model);
-    const outcome = await this.tokenizer.tokenize(request.model, request.body, target, trace, use.mode);
+    const outcome = await this.tokenizer.tokenize(request.model, request.body, targets, trace, use.mode);
     if (outcome.fallback !== undefined) return outcome.fallback;
     const source =
       outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source === 'path' && use.hub ? 'hub' : outcome.source;

@@ -242,9 +242,9 @@ export const ROUTER_FLAGS = [
   {
     name: 'tokenizer-timeout-ms',
     kind: 'int',
-    default: 250,
+    default: 1000,
     min: 1,
-    help: 'kvaware: a tokenization slower than this routes the request by prefixaware instead (counted); it never fails it',
+    help: "kvaware: a tokenization slower than this (the engine's /tokenize: plus 10 ms per 1,000 prompt characters) routes the request by prefixaware instead (counted); it never fails it. A miss of a long prompt costs seconds of prefill",
   },
   {
     name: 'tokenizer-max-chars',

@@ -2,6 +2,12 @@
 // fields (`prompt`, or `messages` and the template arguments the request carries), so the engine's own tokenizer and
 // template answer. Whole answers are cached under a hash of the model and those fields, and one call serves
 // concurrent equal requests. Nothing here fails a request: a slow or failing engine comes back as a fallback reason.
+//
+// Under load an engine's /tokenize waits behind the engine's other work (100-250 ms were measured on busy
+// simulators), and a miss of a long prompt costs seconds of prefill: the time-out is `timeoutMs` plus
+// `msPerKChar` a thousand characters of the prompt. A time-out says the engine is busy, not broken, and costs that
+// one request its match: nothing else. An endpoint that refuses the connection or answers 5xx is not asked again for
+// `backoffMs`, and the request asks the next of the model's endpoints at once (within the same time-out).
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
@@ -27,11 +33,13 @@ export type EnginePost = (
 ) => Promise<{ status: number; text: string }>;
 
 export interface EngineTokenizerOptions {
-  /** how long to wait for /tokenize (default 250 ms) */
+  /** how long to wait for /tokenize, before the prompt's own share (default 1 s) */
   readonly timeoutMs?: number;
+  /** and this much more per 1,000 characters of the prompt (default 10 ms: 0.5 s more for a 12k-token prompt) */
+  readonly msPerKChar?: number;
   /**
-   * after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default 5 s; 0:
-   * always ask), so a stalled /tokenize costs one timeout per interval rather than one per request
+   * after an endpoint refused the connection, failed to answer or answered 5xx, it is not asked for this long
+   * (default 5 s; 0: always ask); a time-out does not count
    */
   readonly backoffMs?: number;
   /** the clock for backoff (default Date.now) */
@@ -48,13 +56,17 @@ export interface EngineTokenizerOptions {
   readonly apiKey?: string;
 }
 
-const DEFAULT_TIMEOUT_MS = 250;
+const DEFAULT_TIMEOUT_MS = 1000;
+const DEFAULT_MS_PER_K_CHAR = 10;
+/** endpoints asked for one request at most (the first and, after a failure, others) */
+const MAX_ASKED = 3;
 const DEFAULT_BACKOFF_MS = 5_000;
 const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
 /** Asks engines' /tokenize; see the file's header. */
 export class EngineTokenizer {
   private readonly timeoutMs: number;
+  private readonly msPerKChar: number;
   private readonly tokenizePath: string;
   private readonly post: EnginePost;
   private readonly agent: Agent | undefined;
@@ -67,6 +79,7 @@ export class EngineTokenizer {
 
   constructor(opts: EngineTokenizerOptions) {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.msPerKChar = Math.max(0, opts.msPerKChar ?? DEFAULT_MS_PER_K_CHAR);
     this.tokenizePath = opts.tokenizePath ?? '/tokenize';
     this.backoffMs = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
     this.now = opts.now ?? Date.now;
@@ -88,32 +101,82 @@ export class EngineTokenizer {
     await this.agent?.destroy().catch(() => undefined);
   }
 
-  tokenize(model: string, p: TextPrompt, target: TokenizeTarget | undefined, trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
+  /** How long a prompt of `chars` characters may wait for its ids. */
+  timeoutFor(chars: number): number {
+    return this.timeoutMs + (this.msPerKChar * chars) / 1000;
+  }
+
+  /**
+   * The prompt's ids from the first of `targets` (the model's ready endpoints, in the order to ask them) that is not
+   * backed off; after a refused connection or a 5xx, from the next, until the time-out.
+   */
+  tokenize(model: string, p: TextPrompt, targets: readonly TokenizeTarget[], trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
     const payload = JSON.stringify({ model, ...p.fields });
     const key = createHash('sha256').update(payload).digest('base64');
     const hit = this.answers.get(key);
     if (hit) return Promise.resolve({ tokens: hit, source: 'engine', cached: true });
-    if (!target) return Promise.resolve({ fallback: 'no-endpoint' });
-    const until = this.backoff.get(target.url);
-    if (until !== undefined) {
-      if (this.now() < until) return Promise.resolve({ fallback: 'backoff' });
-      this.backoff.delete(target.url);
-    }
+    if (targets.length === 0) return Promise.resolve({ fallback: 'no-endpoint' });
     let pending = this.inFlight.get(key);
     if (!pending) {
-      pending = this.ask(target, payload, key, trace).finally(() => this.inFlight.delete(key));
+      const usable = this.usable(targets);
+      if (usable.length === 0) return Promise.resolve({ fallback: 'backoff' });
+      pending = this.askAll(usable, payload, key, this.timeoutFor(p.chars), trace).finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, pending);
     }
     return pending;
   }
 
-  private async ask(target: TokenizeTarget, payload: string, key: string, trace: TraceSpan | undefined): Promise<TokenizeOutcome> {
+  /** The targets not backed off now, in order, MAX_ASKED at most. */
+  private usable(targets: readonly TokenizeTarget[]): TokenizeTarget[] {
+    const now = this.now();
+    const out: TokenizeTarget[] = [];
+    for (const t of targets) {
+      const until = this.backoff.get(t.url);
+      if (until !== undefined) {
+        if (now < until) continue;
+        this.backoff.delete(t.url);
+      }
+      out.push(t);
+      if (out.length === MAX_ASKED) break;
+    }
+    return out;
+  }
+
+  private async askAll(
+    targets: readonly TokenizeTarget[],
+    payload: string,
+    key: string,
+    timeoutMs: number,
+    trace: TraceSpan | undefined,
+  ): Promise<TokenizeOutcome> {
+    const ac = new AbortController();
+    const timer = setTimeout(() => ac.abort(), timeoutMs);
+    try {
+      let outcome: TokenizeOutcome = { fallback: 'engine-error' };
+      for (const target of targets) {
+        outcome = await this.ask(target, payload, key, ac.signal, trace);
+        // tokens, a time-out (the deadline is the request's, not the endpoint's), or an answer that is not 5xx: done
+        if (outcome.fallback === undefined || outcome.fallback === 'timeout' || !this.backoff.has(target.url)) return outcome;
+      }
+      return outcome;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async ask(
+    target: TokenizeTarget,
+    payload: string,
+    key: string,
+    signal: AbortSignal,
+    trace: TraceSpan | undefined,
+  ): Promise<TokenizeOutcome> {
     const span = trace?.child(SPAN.tokenize, 'client', {
       [ENDPOINT]: target.url,
       [HTTP_REQUEST_METHOD]: 'POST',
       [URL_PATH]: this.tokenizePath,
     });
-    const outcome = await this.askEngine(target, payload, key, span);
+    const outcome = await this.askEngine(target, payload, key, signal, span);
     if (span) {
       span.set(TOKENIZE_OUTCOME, outcome.fallback ?? 'tokens');
       if (outcome.fallback !== undefined) span.fail(outcome.fallback);
@@ -122,16 +185,17 @@ export class EngineTokenizer {
     return outcome;
   }
 
-  private async askEngine(target: TokenizeTarget, payload: string, key: string, span: TraceSpan | undefined): Promise<TokenizeOutcome> {
-    const ac = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      ac.abort();
-    }, this.timeoutMs);
+  private async askEngine(
+    target: TokenizeTarget,
+    payload: string,
+    key: string,
+    signal: AbortSignal,
+    span: TraceSpan | undefined,
+  ): Promise<TokenizeOutcome> {
+    if (signal.aborted) return { fallback: 'timeout' };
     try {
       const url = target.url + this.tokenizePath;
-      const res = await (span ? this.post(url, payload, ac.signal, span.propagation()) : this.post(url, payload, ac.signal));
+      const res = await (span ? this.post(url, payload, signal, span.propagation()) : this.post(url, payload, signal));
       span?.set(HTTP_RESPONSE_STATUS_CODE, res.status);
       if (res.status >= 500) this.backOff(target);
       if (res.status !== 200) return { fallback: 'engine-error' };
@@ -140,10 +204,10 @@ export class EngineTokenizer {
       this.answers.set(key, tokens);
       return { tokens, source: 'engine', cached: false };
     } catch {
+      // the request's time is up: the engine is busy, not broken
+      if (signal.aborted) return { fallback: 'timeout' };
       this.backOff(target);
-      return { fallback: timedOut ? 'timeout' : 'engine-error' };
-    } finally {
-      clearTimeout(timer);
+      return { fallback: 'engine-error' };
     }
   }
 

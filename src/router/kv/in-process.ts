@@ -20,7 +20,7 @@ export interface InProcessOptions {
   readonly cacheBytes: number;
   /** characters tokenized between two pauses of a job (default 8 Ki; about 2-5 ms of work) */
   readonly sliceChars?: number;
-  /** a job's deadline (default 250 ms) */
+  /** a job's deadline (default 1 s) */
   readonly timeoutMs?: number;
   /** a step running longer: jobs fall back at once instead of waiting (default 50 ms) */
   readonly busyMs?: number;
@@ -82,7 +82,7 @@ export class InProcessTokenizers {
 
   constructor(private readonly opts: InProcessOptions) {
     this.sliceChars = opts.sliceChars ?? 8192;
-    this.timeoutMs = opts.timeoutMs ?? 250;
+    this.timeoutMs = opts.timeoutMs ?? 1000;
     this.busyMs = opts.busyMs ?? 50;
     this.restartMs = opts.restartMs ?? this.timeoutMs + 1000;
     this.maxChars = opts.maxChars ?? 512 * 1024;

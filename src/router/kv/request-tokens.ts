@@ -32,9 +32,11 @@ export interface RequestTokenizerOptions {
   readonly models?: Readonly<Record<string, TokenizerMode>>;
   /** how long to wait for the engine's /tokenize, or for the in-process tokenizer's worker (default 250 ms) */
   readonly timeoutMs?: number;
+  /** engine mode: the time-out's share per 1,000 prompt characters (default 10 ms) */
+  readonly msPerKChar?: number;
   /**
-   * engine mode: after an endpoint timed out, failed to answer or answered 5xx, it is not asked for this long (default
-   * 5 s; 0: always ask), so a stalled /tokenize costs one timeout per interval rather than one per request
+   * engine mode: after an endpoint refused the connection, failed to answer or answered 5xx, it is not asked for this
+   * long (default 5 s; 0: always ask); a time-out does not count
    */
   readonly backoffMs?: number;
   /** the clock for backoff (default Date.now) */
@@ -76,6 +78,7 @@ export class RequestTokenizer {
       cacheBytes,
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.backoffMs !== undefined ? { backoffMs: opts.backoffMs } : {}),
+      ...(opts.msPerKChar !== undefined ? { msPerKChar: opts.msPerKChar } : {}),
       ...(opts.now !== undefined ? { now: opts.now } : {}),
       ...(opts.tokenizePath !== undefined ? { tokenizePath: opts.tokenizePath } : {}),
       ...(opts.post !== undefined ? { post: opts.post } : {}),
@@ -97,13 +100,13 @@ export class RequestTokenizer {
   }
 
   /**
-   * The request's token ids, or why not. `target` is the engine endpoint to ask in engine mode (a ready endpoint of
-   * the model); it is not used in the other modes.
+   * The request's token ids, or why not. `targets` are the engine endpoints to ask in engine mode (ready endpoints of
+   * the model, in the order to ask them: the next is asked when one refuses or fails); not used in the other modes.
    */
   async tokenize(
     model: string,
     body: Readonly<Record<string, unknown>>,
-    target?: TokenizeTarget,
+    targets?: TokenizeTarget | readonly TokenizeTarget[],
     /** tracing on: the parent of the /tokenize call's CLIENT span */
     trace?: TraceSpan,
     /** the mode to use instead of the model's from the options (what the model's source names) */
@@ -115,7 +118,9 @@ export class RequestTokenizer {
     if (p.kind === 'fallback') return { fallback: p.reason };
     if (p.kind === 'ids') return { tokens: p.tokens, source: 'request', cached: false };
     if (p.chars > this.maxPromptChars) return { fallback: 'too-large' };
-    return mode === 'engine' ? this.engine.tokenize(model, p, target, trace) : this.local.tokenize(mode, p);
+    if (mode !== 'engine') return this.local.tokenize(mode, p);
+    const list = targets === undefined ? [] : 'url' in targets ? [targets as TokenizeTarget] : (targets as readonly TokenizeTarget[]);
+    return this.engine.tokenize(model, p, list, trace);
   }
 
   /**

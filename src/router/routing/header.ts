@@ -21,7 +21,9 @@ export class HeaderSelectedPolicy implements RoutingPolicy {
   }
 
   pick(candidates: readonly Endpoint[], request: RouteRequest, exclude?: ReadonlySet<Endpoint>, trace?: TraceSpan): Endpoint | undefined {
-    return this.chosen(request).pick(candidates, request, exclude, trace);
+    const chosen = this.chosen(request);
+    if (request.note !== undefined) request.note.policy ??= chosen.name;
+    return chosen.pick(candidates, request, exclude, trace);
   }
 
   dispatched(endpoint: Endpoint, request: RouteRequest): Dispatch | undefined {

@@ -35,7 +35,7 @@ import { KV_BLOCKS, KV_FALLBACK, KV_MATCHED_BLOCKS } from '../tracing/attributes
 import type { BlockKey } from '../kv/block-key.js';
 import type { KvDecisionObserver, KvFallbackReason, KvIndexView, KvKeySource, KvMatch, RequestBlocks } from '../kv/types.js';
 import { PendingPrefixes } from '../kv/pending.js';
-import type { Dispatch, RouteRequest, RoutingPolicy } from './policy.js';
+import type { Dispatch, RouteRequest, RoutingNote, RoutingPolicy } from './policy.js';
 
 export interface KvAwareOptions {
   readonly index: KvIndexView;
@@ -294,11 +294,17 @@ export class KvAwarePolicy implements RoutingPolicy {
     this.decided.set(request, { endpointId: chosen.id, miss: misses[at] as number });
     trace?.set(KV_BLOCKS, g.keys.length);
     if (chosenMatched > 0) {
-      if (count) this.opts.observer?.matched(request.model, chosenMatched, g.keys.length);
+      if (count) {
+        this.opts.observer?.matched(request.model, chosenMatched, g.keys.length);
+        noteOf(request, { matchedBlocks: chosenMatched, blocks: g.keys.length });
+      }
       trace?.set(KV_MATCHED_BLOCKS, chosenMatched);
     } else {
       const reason: KvFallbackReason = anyHeld ? 'overloaded' : 'no-match';
-      if (count) this.opts.observer?.fallback(request.model, reason);
+      if (count) {
+        this.opts.observer?.fallback(request.model, reason);
+        noteOf(request, { fallback: reason, blocks: g.keys.length });
+      }
       trace?.set(KV_FALLBACK, reason);
     }
     // the engine chosen is about to hold this prompt
@@ -314,8 +320,19 @@ export class KvAwarePolicy implements RoutingPolicy {
     count: boolean,
     trace?: TraceSpan,
   ): Endpoint | undefined {
-    if (count) this.opts.observer?.fallback(request.model, reason);
+    if (count) {
+      this.opts.observer?.fallback(request.model, reason);
+      noteOf(request, { fallback: reason });
+    }
     trace?.set(KV_FALLBACK, reason);
     return this.fallback.pick(candidates, request, exclude);
   }
+}
+
+/** The request's routing note (its access-log line), when someone reads it. */
+function noteOf(request: RouteRequest, what: Omit<RoutingNote, 'policy'>): void {
+  const note = request.note;
+  if (note === undefined) return;
+  note.policy = 'kvaware';
+  Object.assign(note, what);
 }

@@ -8,6 +8,19 @@ export interface RouteRequest {
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** the parsed JSON body, for policies that look at the prompt */
   readonly body: Readonly<Record<string, unknown>>;
+  /** where the policy that decided says how (the access log's routing fields); absent: nobody asks */
+  readonly note?: RoutingNote;
+}
+
+/** How a request was routed, as its access-log line gives it; written by the deciding policy, once per request. */
+export interface RoutingNote {
+  /** the policy that decided */
+  policy?: string;
+  /** kvaware: the leading blocks the chosen endpoint holds, of the prompt's blocks */
+  matchedBlocks?: number;
+  blocks?: number;
+  /** kvaware: why it was routed without its KV match */
+  fallback?: string;
 }
 
 /** One request sent to an endpoint, as the forwarders tell the policy that picked it: when its answer begins and ends. */

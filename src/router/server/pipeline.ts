@@ -2,6 +2,7 @@
 // path) run: admit -> read body -> parse -> resolve -> hold (cold start) -> adapter (LoRA: load on demand) ->
 // forward (pick, attempt, failover) -> answer.
 // Each stage either hands its result on or has answered the client itself; the record ends every request once.
+import type { RoutingNote } from '../routing/policy.js';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { ModelCatalog } from '../catalog/catalog.js';
@@ -61,6 +62,8 @@ export const ROUTED_PATHS: readonly string[] = [...INFERENCE_PATHS, ...AUDIO_PAT
 export interface InferenceDeps {
   readonly catalog: ModelCatalog;
   readonly forwarder: Forwarder;
+  /** --routing-logic: the access log's `policy` where the policy says nothing of its own */
+  readonly policyName: string;
   /** requests of models served P/D (src/router/proxy/pd) */
   readonly pd: PdForwarder;
   /** LoRA adapters loaded on demand (src/router/adapters) */
@@ -174,6 +177,8 @@ class InferenceRecord {
   /** the model name the access log gives when it is not metricModel: the name a 404 was for, made loggable */
   loggedModel: string | undefined;
   endpoint: Endpoint | undefined;
+  /** how the policy chose the endpoint (filled by the policy as it picks) */
+  readonly routing: RoutingNote = {};
   bodyBytes = 0;
   freeSlot: (() => void) | undefined;
   private readonly writtenBefore: number;
@@ -211,6 +216,7 @@ class InferenceRecord {
           path: this.path,
           model: this.loggedModel ?? this.metricModel,
           endpoint: this.endpoint?.url,
+          ...routingFields(this.routing, this.endpoint !== undefined ? this.deps.policyName : undefined),
           status,
           ms: Math.round(ms),
           bytesIn: this.bodyBytes,
@@ -220,6 +226,20 @@ class InferenceRecord {
       );
     }
   }
+}
+
+/**
+ * The access log's routing fields: the policy that decided (the configured one unless a policy said otherwise) and,
+ * with kvaware, the blocks matched of the prompt's or why none; nothing for a request no endpoint was picked for.
+ */
+function routingFields(note: RoutingNote, configured: string | undefined): Record<string, string | number> {
+  const policy = note.policy ?? configured;
+  if (policy === undefined) return {};
+  const out: Record<string, string | number> = { policy };
+  if (note.matchedBlocks !== undefined) out.matchedBlocks = note.matchedBlocks;
+  if (note.blocks !== undefined) out.blocks = note.blocks;
+  if (note.fallback !== undefined) out.fallback = note.fallback;
+  return out;
 }
 
 /** Stage admit: rate and concurrency limits, before any byte of the body is read. */
@@ -522,7 +542,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
         {
           model,
           protocol: target.pd.protocol,
-          route: { model, headers: req.headers, body: request.body },
+          route: { model, headers: req.headers, body: request.body, note: r.routing },
           path: r.path,
           target: req.url ?? r.path,
           body,
@@ -540,7 +560,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
     }
     return await deps.forwarder.forward(
       {
-        route: { model, headers: req.headers, body: request.body },
+        route: { model, headers: req.headers, body: request.body, note: r.routing },
         candidates: candidatesOf(deps, model),
         method: 'POST',
         path: req.url ?? r.path,
