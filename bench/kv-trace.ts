@@ -187,13 +187,32 @@ export function blockWord(hashId: number, position: number): string {
  * identical token runs, so the engine's block hashes (chained from the first token) are equal exactly as far as the
  * rows' leading ids are.
  */
-export function promptText(row: TraceRow, blockTokens: number): string {
+export function promptText(row: TraceRow, blockTokens: number, vocabulary?: readonly string[]): string {
   const sizes = scaledBlockTokens(row, blockTokens);
   const words: string[] = [];
   row.hash_ids.forEach((h, i) => {
-    for (let j = 0; j < (sizes[i] as number); j++) words.push(blockWord(h, j));
+    for (let j = 0; j < (sizes[i] as number); j++) words.push(vocabulary ? vocabularyWord(vocabulary, h, j) : blockWord(h, j));
   });
-  return words.join(' ');
+  // a vocabulary's words are tokens with their leading space: " w1 w2 ..." is one token a word
+  return vocabulary ? ` ${words.join(' ')}` : words.join(' ');
+}
+
+/** The word at a block position from a real tokenizer's single-token words (equal ids, equal words). */
+function vocabularyWord(vocabulary: readonly string[], hashId: number, position: number): string {
+  const h = (Math.imul(hashId + 1, 0x9e3779b1) ^ Math.imul(position + 1, 0x85ebca6b)) >>> 0;
+  return vocabulary[h % vocabulary.length] as string;
+}
+
+/**
+ * Words a byte-level BPE tokenizer (tokenizer.json; Qwen, Llama 3, GPT-2 style) holds as one token with a leading space
+ * (`Ġword`), lower-case letters only: a prompt of them is exactly one token a word, as the word-level tokenizer's.
+ */
+export function singleTokenWords(tokenizerJson: string): string[] {
+  const vocab = (JSON.parse(tokenizerJson) as { model?: { vocab?: Record<string, number> } }).model?.vocab ?? {};
+  return Object.keys(vocab)
+    .filter((k) => /^\u0120[a-z]{4,9}$/.test(k))
+    .map((k) => k.slice(1))
+    .sort();
 }
 
 export interface RowBlocks {

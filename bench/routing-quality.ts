@@ -189,6 +189,8 @@ export async function startRouter(
   engines: ReadonlyArray<Pick<SimEngine, 'url'>>,
   extra: readonly string[] = [],
   model: string = MODEL,
+  /** more environment for the router (e.g. the Hub's variables for a stand-in on 127.0.0.1) */
+  env: Readonly<Record<string, string>> = {},
 ): Promise<RouterProc> {
   const cli = existsSync(DIST_CLI) ? [DIST_CLI] : ['--import', 'tsx', path.join(root, 'src', 'cli', 'main.ts')];
   const args = [
@@ -213,8 +215,11 @@ export async function startRouter(
     ...extra,
   ];
   // never the real Hub: offline unless the bench is run with the Hub's variables set (a stand-in on 127.0.0.1)
-  const env = { HF_HUB_OFFLINE: '1', ...process.env };
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { HF_HUB_OFFLINE: '1', ...process.env, ...env },
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let output = '';
   const url = await new Promise<string>((resolve, reject) => {

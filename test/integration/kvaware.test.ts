@@ -228,3 +228,51 @@ interface KvPart {
   }[];
   models: { model: string; decisions: number; matched: number; fallbacks: Record<string, number>; meanMatchedRatio: number | null }[];
 }
+
+describe("kvaware in tokens: the holder's queued prefills against computing elsewhere", { timeout: 90_000 }, () => {
+  let a: Running;
+  let b: Running;
+  let router: Running;
+
+  before(async () => {
+    // 20 ms a token the cache does not hold: a 100-token question keeps its prefill (and the router's count of it)
+    // open for 2 s, far longer than sending a dozen requests takes on a busy machine
+    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefill-ms-per-token', '20'];
+    a = await startSim([...simArgs, '--id', 'A']);
+    b = await startSim([...simArgs, '--id', 'B']);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]);
+    await eventually(
+      'both event streams connected',
+      () => blocksOn(router),
+      (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
+    );
+  });
+  after(stopAll);
+
+  test('a document cached on A: its questions go to A until the prefills queued there cost more than computing it on B', async () => {
+    const doc = words('doc', 300);
+    // cached on A only (the sim's prefill of 300 tokens takes 6 s: sent straight to it once, without waiting)
+    const warm = call(`${a.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: doc, max_tokens: 1 }), timeoutMs: 30_000 });
+    await eventually(
+      "A's blocks of the document indexed",
+      () => blocksOn(router),
+      (m) => (m.get(a.url) ?? 0) >= 18,
+      20_000,
+    );
+    // each question leaves 112 tokens to compute on A (288 of its 400 are held there), or 400 on B plus a second copy of
+    // the 288 A alone holds (x3): 976; so A takes questions until 8 are queued there (1,008), then B and A share
+    const asked = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        call(`${router.url}/v1/completions`, {
+          body: JSON.stringify({ model: MODEL, prompt: `${doc} ${words(`question${i}x`, 100)}`, max_tokens: 1 }),
+          timeoutMs: 30_000,
+        }),
+      ),
+    );
+    await warm;
+    const by = asked.map((r) => String(r.headers['x-sim-engine']));
+    const onA = by.filter((e) => e === 'A').length;
+    assert.ok(onA >= 8 && onA <= 14, `A took ${onA} of 16: ${by.join(',')}`);
+    // B computed the document once: a copy no longer costs more than A's queue, and its later questions may go to B
+  });
+});

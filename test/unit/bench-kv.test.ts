@@ -155,6 +155,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
     routerRssMb: 80,
     kvEvents: true,
     kvMetrics: {},
+    tokenizedBy: {},
     firstError: undefined,
   });
   const result: KvBenchResult = {

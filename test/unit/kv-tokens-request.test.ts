@@ -198,12 +198,13 @@ test('engine mode: a time-out costs that request alone; an endpoint that failed 
   assert.deepEqual(await ask('refused again'), { fallback: 'engine-error' });
   assert.equal(engine.bodies.length, 2, 'a 4xx is about the request: the endpoint is still asked');
 
-  // a busy engine: this request goes without, the next ones ask it as before (one slow request switches nothing off)
-  engine.behave = () => {}; // stalls
-  assert.deepEqual(await ask('stall'), { fallback: 'timeout' });
-  engine.behave = saved;
+  // two slow prompts: each goes without its ids, the next 20 get theirs (a slow request switches nothing off)
+  engine.behave = (b, res) => (String(b.prompt).startsWith('slow') ? undefined : saved(b, res));
+  assert.deepEqual(await ask('slow one'), { fallback: 'timeout' });
+  assert.deepEqual(await ask('slow two'), { fallback: 'timeout' });
   for (let i = 0; i < 20; i++) assert.equal((await ask(`next ${i}`)).source, 'engine');
-  assert.equal(engine.bodies.length, 23);
+  engine.behave = saved;
+  assert.equal(engine.bodies.length, 24);
 
   // a 5xx: backed off; the request asks the model's next endpoint at once, and so do the ones after it
   const second = await fakeEngine();
@@ -217,7 +218,7 @@ test('engine mode: a time-out costs that request alone; an endpoint that failed 
   assert.equal(second.bodies.length, 1);
   engine.behave = saved;
   assert.equal((await ask('meanwhile', both)).source, 'engine');
-  assert.equal(engine.bodies.length, 24, 'not asked while backing off');
+  assert.equal(engine.bodies.length, 25, 'not asked while backing off');
   assert.equal(second.bodies.length, 2);
   // no other endpoint: the reason is said
   assert.deepEqual(await ask('alone'), { fallback: 'backoff' });
