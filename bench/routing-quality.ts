@@ -26,7 +26,8 @@ import { WordTokenizer } from '../src/tools/sim/tokenizer.js';
 import { rng } from '../test/support/conversations.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const DIST_CLI = path.join(root, 'dist', 'cli', 'main.js');
+/** BENCH_ROUTER_CLI: another build's CLI for the routers (e.g. an earlier commit's, to compare on the same machine) */
+const DIST_CLI = process.env.BENCH_ROUTER_CLI ?? path.join(root, 'dist', 'cli', 'main.js');
 const MODEL = 'bench-chat';
 
 export const QUALITY_POLICIES = ['roundrobin', 'least-load', 'prefixaware'] as const;

@@ -58,6 +58,11 @@ export class KvRouting implements KvKeySource, KvStreamView {
           { why },
           'in-process tokenizer worker restarted (its caches are lost) or cannot run: requests meanwhile go by prefixaware',
         ),
+      onResumeMismatch: (model) =>
+        log.warn(
+          { model },
+          "the engine's /tokenize gave a prompt that continues an earlier one other ids than the earlier ones plus its new text's: its prompts are tokenized whole from now on",
+        ),
       ...(opts.engineApiKey ? { apiKey: opts.engineApiKey } : {}),
       ...(opts.engineTls ? { tls: opts.engineTls } : {}),
     });
@@ -97,7 +102,15 @@ export class KvRouting implements KvKeySource, KvStreamView {
     const outcome = await this.tokenizer.tokenize(request.model, request.body, targets, trace, use.mode);
     if (outcome.fallback !== undefined) return outcome.fallback;
     const source =
-      outcome.source === 'engine' && outcome.cached ? 'engine-cached' : outcome.source === 'path' && use.hub ? 'hub' : outcome.source;
+      outcome.source === 'engine'
+        ? outcome.cached
+          ? 'engine-cached'
+          : outcome.resumedChars !== undefined
+            ? 'engine-resumed'
+            : 'engine'
+        : outcome.source === 'path' && use.hub
+          ? 'hub'
+          : outcome.source;
     this.metrics.tokenized(source, (performance.now() - started) / 1000);
     return requestBlocks(outcome.tokens, adapter ? request.model : undefined);
   }

@@ -8,12 +8,20 @@
 // `msPerKChar` a thousand characters of the prompt. A time-out says the engine is busy, not broken, and costs that
 // one request its match: nothing else. An endpoint that refuses the connection or answers 5xx is not asked again for
 // `backoffMs`, and the request asks the next of the model's endpoints at once (within the same time-out).
+//
+// A prompt that starts with one the engine tokenized before (a completion client's conversation, re-sent every turn
+// with the answer and a new question appended; prompt-memory.ts finds it) sends only its new text, with the earlier
+// ids in front, where the new text begins a word. That is exact for the byte-level BPE tokenizers of today's models; per
+// model the first four such requests and one in 64 after are also tokenized whole and compared, and a difference
+// turns it off for the model (said once). A chat cannot be cut so: the engine renders the template, the router has
+// none in this mode.
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
 import { tlsConnectOptions, type EngineTls } from '../config/engine-tls.js';
 import type { TraceSpan } from '../core/trace.js';
 import { ENDPOINT, HTTP_REQUEST_METHOD, HTTP_RESPONSE_STATUS_CODE, SPAN, TOKENIZE_OUTCOME, URL_PATH } from '../tracing/attributes.js';
 import type { TextPrompt, TokenizeOutcome } from './prompt-fields.js';
+import { type EarlierPrompt, PromptMemory } from './prompt-memory.js';
 import { ByteLru } from './token-cache.js';
 
 /** An engine endpoint to ask (a catalog Endpoint fits). */
@@ -54,6 +62,8 @@ export interface EngineTokenizerOptions {
   readonly tls?: EngineTls;
   /** sent as a bearer token by the default `post` */
   readonly apiKey?: string;
+  /** a model's tokenizer did not give an earlier prompt's ids plus the new text's for a longer prompt: said once */
+  readonly onResumeMismatch?: (model: string) => void;
 }
 
 const DEFAULT_TIMEOUT_MS = 1000;
@@ -76,6 +86,12 @@ export class EngineTokenizer {
   private readonly backoff = new Map<string, number>();
   private readonly backoffMs: number;
   private readonly now: () => number;
+  private readonly memory: PromptMemory;
+  /** model -> prompts resumed so far (the first four and one in 64 are checked against a whole tokenization) */
+  private readonly resumes = new Map<string, number>();
+  /** models whose tokenizer gave something else for a resumed prompt than for the whole */
+  private readonly noResume = new Set<string>();
+  private readonly onResumeMismatch: ((model: string) => void) | undefined;
 
   constructor(opts: EngineTokenizerOptions) {
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -84,6 +100,8 @@ export class EngineTokenizer {
     this.backoffMs = opts.backoffMs ?? DEFAULT_BACKOFF_MS;
     this.now = opts.now ?? Date.now;
     this.answers = new ByteLru<Uint32Array>(opts.cacheBytes, (v) => v.byteLength);
+    this.memory = new PromptMemory(opts.cacheBytes);
+    this.onResumeMismatch = opts.onResumeMismatch;
     if (opts.post) this.post = opts.post;
     else {
       const made = undiciEnginePost({ ...(opts.tls ? { tls: opts.tls } : {}), ...(opts.apiKey ? { apiKey: opts.apiKey } : {}) });
@@ -120,10 +138,64 @@ export class EngineTokenizer {
     if (!pending) {
       const usable = this.usable(targets);
       if (usable.length === 0) return Promise.resolve({ fallback: 'backoff' });
-      pending = this.askAll(usable, payload, key, this.timeoutFor(p.chars), trace).finally(() => this.inFlight.delete(key));
+      const timeoutMs = this.timeoutFor(p.chars);
+      const text = p.kind === 'prompt' ? (p.fields.prompt as string) : undefined;
+      const scope = `${model}\u0000${p.fields.add_special_tokens === false ? 0 : 1}`;
+      const earlier = text !== undefined && !this.noResume.has(model) ? this.memory.longestPrefix(scope, text) : undefined;
+      const asked =
+        text !== undefined && earlier !== undefined
+          ? this.resume(model, scope, text, earlier, usable, payload, key, timeoutMs, trace)
+          : this.askAll(usable, payload, key, timeoutMs, trace).then((outcome) => {
+              if (text !== undefined && outcome.tokens !== undefined) this.memory.remember(scope, text, outcome.tokens);
+              return outcome;
+            });
+      pending = asked.finally(() => this.inFlight.delete(key));
       this.inFlight.set(key, pending);
     }
     return pending;
+  }
+
+  /**
+   * A prompt that continues an earlier one: only its new text is sent, the earlier ids put in front. The first four per
+   * model and one in 64 after are also tokenized whole: the whole answer is used, and a difference turns resuming off
+   * for the model.
+   */
+  private async resume(
+    model: string,
+    scope: string,
+    text: string,
+    earlier: EarlierPrompt,
+    targets: readonly TokenizeTarget[],
+    payload: string,
+    key: string,
+    timeoutMs: number,
+    trace: TraceSpan | undefined,
+  ): Promise<TokenizeOutcome> {
+    const n = (this.resumes.get(model) ?? 0) + 1;
+    this.resumes.set(model, n);
+    const check = n <= 4 || n % 64 === 0;
+    const tailPayload = JSON.stringify({ model, prompt: text.slice(earlier.chars), add_special_tokens: false });
+    const tailKey = createHash('sha256').update(tailPayload).digest('base64');
+    const [tail, whole] = await Promise.all([
+      this.askAll(targets, tailPayload, tailKey, timeoutMs, trace),
+      check ? this.askAll(targets, payload, key, timeoutMs, trace) : undefined,
+    ]);
+    if (tail.tokens === undefined) return whole ?? tail;
+    const tokens = new Uint32Array(earlier.tokens.length + tail.tokens.length);
+    tokens.set(earlier.tokens);
+    tokens.set(tail.tokens, earlier.tokens.length);
+    if (whole !== undefined) {
+      if (whole.tokens === undefined) return whole;
+      if (!sameIds(tokens, whole.tokens)) {
+        this.noResume.add(model);
+        this.onResumeMismatch?.(model);
+      }
+      this.memory.remember(scope, text, whole.tokens);
+      return whole;
+    }
+    this.answers.set(key, tokens);
+    this.memory.remember(scope, text, tokens);
+    return { tokens, source: 'engine', cached: false, resumedChars: earlier.chars };
   }
 
   /** The targets not backed off now, in order, MAX_ASKED at most. */
@@ -217,6 +289,12 @@ export class EngineTokenizer {
     if (this.backoff.size >= 4096) this.backoff.clear();
     this.backoff.set(target.url, this.now() + this.backoffMs);
   }
+}
+
+function sameIds(a: Uint32Array, b: Uint32Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** The `tokens` of a /tokenize answer, when they are all token ids. */

@@ -25,6 +25,8 @@ export type TokenizeOutcome =
       readonly source: 'engine' | 'path' | 'request';
       /** engine: a cached answer; path: characters whose ids came from the cache */
       readonly cached: boolean;
+      /** engine: characters of an earlier prompt whose ids were reused (only the rest was sent to the engine) */
+      readonly resumedChars?: number;
       readonly fallback?: undefined;
     }
   | { readonly tokens?: undefined; readonly source?: undefined; readonly cached?: undefined; readonly fallback: TokenizeFallback };

@@ -34,6 +34,8 @@ export interface RequestTokenizerOptions {
   readonly timeoutMs?: number;
   /** engine mode: the time-out's share per 1,000 prompt characters (default 10 ms) */
   readonly msPerKChar?: number;
+  /** engine mode: a model's tokenizer did not give an earlier prompt's ids plus the new text's (said once) */
+  readonly onResumeMismatch?: (model: string) => void;
   /**
    * engine mode: after an endpoint refused the connection, failed to answer or answered 5xx, it is not asked for this
    * long (default 5 s; 0: always ask); a time-out does not count
@@ -79,6 +81,7 @@ export class RequestTokenizer {
       ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
       ...(opts.backoffMs !== undefined ? { backoffMs: opts.backoffMs } : {}),
       ...(opts.msPerKChar !== undefined ? { msPerKChar: opts.msPerKChar } : {}),
+      ...(opts.onResumeMismatch !== undefined ? { onResumeMismatch: opts.onResumeMismatch } : {}),
       ...(opts.now !== undefined ? { now: opts.now } : {}),
       ...(opts.tokenizePath !== undefined ? { tokenizePath: opts.tokenizePath } : {}),
       ...(opts.post !== undefined ? { post: opts.post } : {}),

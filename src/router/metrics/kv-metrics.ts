@@ -140,7 +140,7 @@ export class KvMetrics implements KvDecisionObserver {
     for (const reason of KV_FALLBACK_REASONS) this.fallbacks.inc({ reason }, 0);
     this.tokenizeSeconds = new Histogram({
       name: 'llm_router_kvaware_tokenize_seconds',
-      help: "Time to get a request's token ids, by source (engine: its /tokenize, engine-cached: a cached answer, path: the in-process tokenizer of a directory, hub: the in-process tokenizer fetched from the Hugging Face Hub, request: ids the request carried)",
+      help: "Time to get a request's token ids, by source (engine: its /tokenize, engine-cached: a cached answer, engine-resumed: its /tokenize for the text after an earlier prompt's, path: the in-process tokenizer of a directory, hub: the in-process tokenizer fetched from the Hugging Face Hub, request: ids the request carried)",
       labelNames: ['source'],
       buckets: TOKENIZE_BUCKETS,
       registers,
@@ -155,7 +155,7 @@ export class KvMetrics implements KvDecisionObserver {
     this.fallbacks.inc({ reason });
   }
 
-  tokenized(source: 'engine' | 'engine-cached' | 'path' | 'hub' | 'request', seconds: number): void {
+  tokenized(source: 'engine' | 'engine-cached' | 'engine-resumed' | 'path' | 'hub' | 'request', seconds: number): void {
     this.tokenizeSeconds.observe({ source }, seconds);
   }
 }
