@@ -322,3 +322,23 @@ test("kvaware: each endpoint's keys at its own block size; one engine's size cha
   assert.equal((await pick(policy, c))?.id, 'e0');
   assert.deepEqual(seen.matched, [4, 3]);
 });
+
+test('kvaware: a prompt shorter than a block goes by load (nothing to match), not behind queued prefills', async () => {
+  const c = eps(3);
+  const fallbacks: string[] = [];
+  // a long prompt (KEYS: 160 tokens) and a short one (no full block)
+  const policy = createPolicy('kvaware', {
+    kv: {
+      index: new FakeIndex(new Map()),
+      keys: { keys: async (r) => blocksOf(r.body.prompt === 'long' ? KEYS : []), blockSizeOf: () => 16 },
+      observer: { matched: () => undefined, fallback: (_m, reason) => fallbacks.push(reason) },
+    },
+  });
+  const hashed = createPolicy('prefixaware').pick(c, req()) as Endpoint;
+  // the long prompt's prefill under way where prefixaware's hash would send the short one
+  const long = { model: 'm', headers: {}, body: { model: 'm', prompt: 'long' } };
+  await policy.prepare?.(c, long);
+  policy.dispatched?.(hashed, long);
+  assert.notEqual(await pick(policy, c), hashed);
+  assert.deepEqual(fallbacks, ['too-short']);
+});

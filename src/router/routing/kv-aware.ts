@@ -24,10 +24,11 @@
 // events change only its own matches. Between sending a prompt and the engine's BlockStored for it,
 // src/router/kv/pending.ts remembers where this router sent it, so a burst sharing a new prefix follows the first.
 //
-// No tokens (the tokenizer's fallback reasons) or a prompt shorter than a block: prefixaware decides. One candidate: it
-// is taken and nothing is tokenized (`one-endpoint`). Each request is counted once: matched (the chosen engine holds
-// part of the prompt), `no-match` (no engine holds any of it: routed by load) or `overloaded` (the holders cost more
-// than computing it elsewhere: routed by load).
+// No tokens (the tokenizer's fallback reasons): prefixaware decides. One candidate: it is taken and nothing is
+// tokenized (`one-endpoint`). Each request is counted once: matched (the chosen engine holds part of the prompt),
+// `no-match` (no engine holds any of it: routed by load), `overloaded` (the holders cost more than computing it
+// elsewhere: routed by load) or `too-short` (shorter than a block, nothing to match: routed by load; by prefixaware's
+// hash, 38 % of the generated trace's requests waited behind long prefills on engines that happened to be busy).
 import type { Endpoint } from '../core/endpoint.js';
 import { isFresh } from '../core/endpoint.js';
 import type { TraceSpan } from '../core/trace.js';
@@ -197,7 +198,6 @@ export class KvAwarePolicy implements RoutingPolicy {
       }
       g.ids.push(e.id);
     }
-    if (longest === 0) return this.fallBack(candidates, request, exclude, 'too-short', count, trace);
     for (const g of groups.values()) {
       if (g.keys.length === 0) continue;
       g.matches = this.opts.index.match(g.keys, g.ids);
@@ -300,7 +300,8 @@ export class KvAwarePolicy implements RoutingPolicy {
       }
       trace?.set(KV_MATCHED_BLOCKS, chosenMatched);
     } else {
-      const reason: KvFallbackReason = anyHeld ? 'overloaded' : 'no-match';
+      // shorter than a block: nothing can be cached, so by load alone (prefixaware's hash would queue it behind long prefills)
+      const reason: KvFallbackReason = longest === 0 ? 'too-short' : anyHeld ? 'overloaded' : 'no-match';
       if (count) {
         this.opts.observer?.fallback(request.model, reason);
         noteOf(request, { fallback: reason, blocks: g.keys.length });
