@@ -68,6 +68,13 @@ export interface EngineTokenizerOptions {
 
 const DEFAULT_TIMEOUT_MS = 1000;
 const DEFAULT_MS_PER_K_CHAR = 10;
+/** Where and how long one request's tokenizations may ask: the endpoints in order, the time-out, the trace. */
+interface Ask {
+  readonly targets: readonly TokenizeTarget[];
+  readonly timeoutMs: number;
+  readonly trace: TraceSpan | undefined;
+}
+
 /** endpoints asked for one request at most (the first and, after a failure, others) */
 const MAX_ASKED = 3;
 const DEFAULT_BACKOFF_MS = 5_000;
@@ -138,14 +145,14 @@ export class EngineTokenizer {
     if (!pending) {
       const usable = this.usable(targets);
       if (usable.length === 0) return Promise.resolve({ fallback: 'backoff' });
-      const timeoutMs = this.timeoutFor(p.chars);
+      const ask: Ask = { targets: usable, timeoutMs: this.timeoutFor(p.chars), trace };
       const text = p.kind === 'prompt' ? (p.fields.prompt as string) : undefined;
       const scope = `${model}\u0000${p.fields.add_special_tokens === false ? 0 : 1}`;
       const earlier = text !== undefined && !this.noResume.has(model) ? this.memory.longestPrefix(scope, text) : undefined;
       const asked =
         text !== undefined && earlier !== undefined
-          ? this.resume(model, scope, text, earlier, usable, payload, key, timeoutMs, trace)
-          : this.askAll(usable, payload, key, timeoutMs, trace).then((outcome) => {
+          ? this.resume(model, scope, text, earlier, ask, payload, key)
+          : this.askAll(ask, payload, key).then((outcome) => {
               if (text !== undefined && outcome.tokens !== undefined) this.memory.remember(scope, text, outcome.tokens);
               return outcome;
             });
@@ -165,11 +172,9 @@ export class EngineTokenizer {
     scope: string,
     text: string,
     earlier: EarlierPrompt,
-    targets: readonly TokenizeTarget[],
+    ask: Ask,
     payload: string,
     key: string,
-    timeoutMs: number,
-    trace: TraceSpan | undefined,
   ): Promise<TokenizeOutcome> {
     const n = (this.resumes.get(model) ?? 0) + 1;
     this.resumes.set(model, n);
@@ -177,8 +182,8 @@ export class EngineTokenizer {
     const tailPayload = JSON.stringify({ model, prompt: text.slice(earlier.chars), add_special_tokens: false });
     const tailKey = createHash('sha256').update(tailPayload).digest('base64');
     const [tail, whole] = await Promise.all([
-      this.askAll(targets, tailPayload, tailKey, timeoutMs, trace),
-      check ? this.askAll(targets, payload, key, timeoutMs, trace) : undefined,
+      this.askAll(ask, tailPayload, tailKey),
+      check ? this.askAll(ask, payload, key) : undefined,
     ]);
     if (tail.tokens === undefined) return whole ?? tail;
     const tokens = new Uint32Array(earlier.tokens.length + tail.tokens.length);
@@ -214,19 +219,13 @@ export class EngineTokenizer {
     return out;
   }
 
-  private async askAll(
-    targets: readonly TokenizeTarget[],
-    payload: string,
-    key: string,
-    timeoutMs: number,
-    trace: TraceSpan | undefined,
-  ): Promise<TokenizeOutcome> {
+  private async askAll(ask: Ask, payload: string, key: string): Promise<TokenizeOutcome> {
     const ac = new AbortController();
-    const timer = setTimeout(() => ac.abort(), timeoutMs);
+    const timer = setTimeout(() => ac.abort(), ask.timeoutMs);
     try {
       let outcome: TokenizeOutcome = { fallback: 'engine-error' };
-      for (const target of targets) {
-        outcome = await this.ask(target, payload, key, ac.signal, trace);
+      for (const target of ask.targets) {
+        outcome = await this.ask(target, payload, key, ac.signal, ask.trace);
         // tokens, a time-out (the deadline is the request's, not the endpoint's), or an answer that is not 5xx: done
         if (outcome.fallback === undefined || outcome.fallback === 'timeout' || !this.backoff.has(target.url)) return outcome;
       }
