@@ -205,7 +205,9 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
   assert.equal(met('kvaware x2 hit rate >= 0.9'), false);
   assert.equal(met('kvaware x1 hit rate >= 2'), true);
   assert.equal(met('kvaware x2 hit rate >= 2'), true);
-  assert.equal(met('kvaware x2: no engine'), false);
+  assert.equal(met('kvaware x2: every engine'), false);
+  assert.equal(met('kvaware x1: every engine'), true);
+  assert.equal(met('kvaware x1: TTFT p90'), false, 'equal to round robin is not below it');
   assert.equal(met('kvaware: two replicas'), false);
   assert.equal(met('router-added'), undefined);
   assert.equal(
@@ -230,7 +232,7 @@ test('kvTargets and renderKv: pass and fail beside the figures, not measured whe
   );
   assert.equal(met('1M indexed'), true);
   const text = renderKv(result);
-  assert.match(text, /\| kvaware \| 2 \| 40\.0 % \| 0\.80x \| 2\.00x \|/);
+  assert.match(text, /\| kvaware \| open loop \| 2 \| 40\.0 % \| 0\.80x \| 2\.00x \|/);
   assert.match(text, /FAIL/);
   assert.match(text, /not measured/);
 });

@@ -181,10 +181,7 @@ export class EngineTokenizer {
     const check = n <= 4 || n % 64 === 0;
     const tailPayload = JSON.stringify({ model, prompt: text.slice(earlier.chars), add_special_tokens: false });
     const tailKey = createHash('sha256').update(tailPayload).digest('base64');
-    const [tail, whole] = await Promise.all([
-      this.askAll(ask, tailPayload, tailKey),
-      check ? this.askAll(ask, payload, key) : undefined,
-    ]);
+    const [tail, whole] = await Promise.all([this.askAll(ask, tailPayload, tailKey), check ? this.askAll(ask, payload, key) : undefined]);
     if (tail.tokens === undefined) return whole ?? tail;
     const tokens = new Uint32Array(earlier.tokens.length + tail.tokens.length);
     tokens.set(earlier.tokens);
