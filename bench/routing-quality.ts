@@ -180,6 +180,8 @@ export interface RouterProc {
   readonly url: string;
   readonly child: ChildProcess;
   readonly exited: Promise<void>;
+  /** what it printed so far (its log: an access line per request at the default level) */
+  output(): string;
 }
 
 const routers = new Set<RouterProc>();
@@ -237,7 +239,7 @@ export async function startRouter(
     child.stderr?.on('data', onData);
     void exited.then(() => reject(new Error(`router exited:\n${output}`)));
   });
-  const proc = { url, child, exited };
+  const proc = { url, child, exited, output: () => output };
   routers.add(proc);
   // all engines ready before any request, so every replica starts from the same candidate set
   const deadline = Date.now() + 30_000;
@@ -253,6 +255,9 @@ export async function startRouter(
 
 export async function stopRouter(r: RouterProc): Promise<void> {
   routers.delete(r);
+  // BENCH_ROUTER_LOG_DIR: each router's log kept there (its access lines say how every request was routed)
+  const dir = process.env.BENCH_ROUTER_LOG_DIR;
+  if (dir !== undefined && dir !== '') writeFileSync(path.join(dir, `router-${r.child.pid}.log`), r.output());
   if (r.child.exitCode !== null || r.child.signalCode !== null) return;
   r.child.kill('SIGTERM');
   const done = await Promise.race([r.exited.then(() => true), sleep(5_000).then(() => false)]);

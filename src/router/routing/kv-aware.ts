@@ -13,12 +13,14 @@
 //    requests leave prefill work on average.
 // Computing again what only one other engine holds weighs `copyWeight` (3) a token, not 1: the second copy takes room
 // in a cache that then holds less of everything else, and the conversation's later turns could have gone to one place.
-// A prefix held by several engines (a shared system prompt) weighs 1: spreading it further is how its load spreads.
+// A prefix two or more engines hold (a shared system prompt) weighs `sharedWeight` (0.1): copying it further is how its
+// load spreads, so an engine without it is taken as soon as the holders have a little more queued.
 // The cheapest candidate wins: a conversation stays on the engine that holds it until that engine's queue costs more
 // than computing it elsewhere, and a prompt whose cached part is a prefix several engines hold goes to the least loaded
-// of them, so no engine sits idle while others queue. Equal costs (idle engines holding the same) go by prefixaware's
-// rendezvous order, which every replica computes alike; an engine whose metrics are stale counts as loaded as the
-// busiest fresh one, never as idle. Replicas given the same events and metrics differ only by their own work in flight.
+// engine, so no engine sits idle while others queue. Equal costs (idle engines holding the same) go to the fewest
+// requests in flight there, then by prefixaware's rendezvous order, which every replica computes alike; an engine whose
+// metrics are stale counts as loaded as the busiest fresh one, never as idle. Replicas given the same events and
+// metrics differ only by their own work in flight.
 //
 // Each endpoint's keys are computed at its own block size (engines of one model may differ mid-rollout); an engine's
 // events change only its own matches. Between sending a prompt and the engine's BlockStored for it,
@@ -51,6 +53,14 @@ export interface KvAwareOptions {
    * prefix). A prefix two or more engines hold weighs 1 a token: copying it further spreads a hot prefix.
    */
   readonly copyWeight?: number;
+  /**
+   * What a prompt token weighs that two or more other engines hold and the candidate would compute: a copy of a prefix
+   * several engines hold (a shared system prompt) is how its load spreads. Default 0.1: an engine without it is taken
+   * as soon as the holders have a little more queued (at 1, with two replicas each seeing half the queues, an engine
+   * that missed a shared system prompt's first requests got 9-16 % of them on the generated trace; at 0.1, 21-23 %);
+   * idle holders still win over idle engines that would compute it.
+   */
+  readonly sharedWeight?: number;
   readonly engineStatsIntervalMs?: number;
   /**
    * How long a prompt this router just sent counts as held by its engine before the engine's events say so
@@ -92,6 +102,7 @@ export class KvAwarePolicy implements RoutingPolicy {
   private meanMiss = 0;
   private readonly offloadWeight: number;
   private readonly copyWeight: number;
+  private readonly sharedWeight: number;
   private readonly statsIntervalMs: number;
   private readonly now: () => number;
   private readonly pending: PendingPrefixes;
@@ -103,6 +114,7 @@ export class KvAwarePolicy implements RoutingPolicy {
   ) {
     this.offloadWeight = Math.min(1, Math.max(0, opts.offloadWeight ?? 0.5));
     this.copyWeight = Math.max(1, opts.copyWeight ?? 3);
+    this.sharedWeight = Math.min(1, Math.max(0, opts.sharedWeight ?? 0.1));
     this.statsIntervalMs = opts.engineStatsIntervalMs ?? 1000;
     this.now = opts.now ?? Date.now;
     this.pending = new PendingPrefixes(opts.pendingMs ?? 10_000, opts.pendingMaxKeys ?? 262_144, this.now);
@@ -276,7 +288,9 @@ export class KvAwarePolicy implements RoutingPolicy {
       const copied = held >= h1 ? 0 : Math.max(0, h1 - Math.max(held, h2));
       const o = Number.isNaN(others[i] as number) ? maxExcess : (others[i] as number);
       const queued = (this.work.get(e.id)?.tokens ?? 0) + o * perOther;
-      const cost = (misses[i] as number) + (this.copyWeight - 1) * copied + queued;
+      // what two or more others hold: a copy spreads a hot prefix (sharedWeight a token)
+      const spread = Math.max(0, h2 - held);
+      const cost = P - h1 + this.sharedWeight * spread + this.copyWeight * copied + queued;
       const tolerance = 1e-9 * Math.max(1, Math.abs(bestCost));
       if (best.length === 0 || cost < bestCost - tolerance) {
         bestCost = cost;
@@ -285,7 +299,12 @@ export class KvAwarePolicy implements RoutingPolicy {
     }
     const anyHeld = h1 > 0;
     if (best.length === 0) return undefined;
-    // equal costs: prefixaware's order among them (the same on every replica)
+    // equal costs: the fewest requests in flight there (decoding ones too), then prefixaware's order among those
+    if (best.length > 1) {
+      let least = Number.POSITIVE_INFINITY;
+      for (const e of best) if (e.inFlight < least) least = e.inFlight;
+      best = best.filter((e) => e.inFlight === least);
+    }
     const chosen = best.length === 1 ? best[0] : (this.fallback.pick(best, request) ?? best[0]);
     if (chosen === undefined) return undefined;
     const at = candidates.indexOf(chosen);
