@@ -1,19 +1,22 @@
 // An offline model of bench/kv.ts's replay part: no processes, no HTTP, simulated time. A trace goes through the REAL
 // routing policies (createPolicy: kvaware over prefixaware, prefixaware, roundrobin, least-load) in front of four
 // model engines, each with the simulator's own prefix cache (src/tools/sim/prefix-cache.ts, reused, not copied) of
-// the bench's size, its 16-slot FIFO batch, and its timing (TTFT = base + per uncached prompt token, then one output
-// token per ITL). kvaware reads an exact index of the engines' caches fed as their KV events would feed it: a
-// request's stores and evictions become visible `eventLagMs` after its prefill starts (the simulator publishes when
-// its slot is granted), or at its prefill's end (`--events end`, as a real engine announces computed blocks). Each
-// router replica has its own endpoints (own in-flight counts, engine load scraped every second) and its own policy
-// instance; requests alternate between replicas, as in the bench.
+// the bench's size, its 16-slot FIFO batch, and its timing (TTFT = base + per uncached prompt token, computed one
+// prefill at a time per engine unless --parallel-prefill, then one output token per ITL). kvaware reads an exact index
+// of the engines' caches fed as their KV events would feed it: a request's stores and evictions become visible
+// `eventLagMs` after its prefill starts (the simulator publishes when its slot is granted), or at its prefill's end
+// (`--events end`, as a real engine announces computed blocks); its dispatches are followed as the forwarders follow
+// them (RoutingPolicy.dispatched: the first byte at the prefill's end). Each router replica has its own endpoints (own
+// in-flight counts, engine load scraped every second) and its own policy instance; requests alternate between
+// replicas, as in the bench. Closed-loop clients (--clients N) or open loop at --rate with --concurrency in flight.
 //
 // Besides the hit rate it attributes the tokens lost against one combined cache (run alongside, same order) to the
 // decision that lost them: the reason kvaware routed by (match, no-match, overloaded, too-short) and whether a longer
-// prefix was held on another engine at that moment (and why it was not taken: over the load bound, or outscored).
+// prefix was held on another engine at that moment.
 //
-//   node --import tsx bench/kv-model.ts [--trace FILE] [--requests N] [--policies a,b] [--replicas 1,2]
-//        [--events start|end] [--event-lag-ms L] [--rate R] [--set key=value,...] [--json]
+//   node --import tsx bench/kv-model.ts [--trace FILE] [--requests N] [--system-prompts N] [--policies a,b]
+//        [--replicas 1,2] [--clients N] [--events start|end] [--event-lag-ms L] [--rate R] [--max-num-seqs N]
+//        [--parallel-prefill] [--set copyWeight=3,sharedWeight=0.1,...] [--json]
 import { readFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import type { BlockKey } from '../src/router/kv/block-key.js';
