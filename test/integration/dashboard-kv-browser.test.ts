@@ -29,7 +29,9 @@ describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: req
 
   before(async () => {
     sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0']);
-    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim], MODEL)]);
+    // a second engine: with one candidate kvaware has nothing to decide and tokenizes nothing
+    const other = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0']);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim, other], MODEL)]);
     browser = await within(30_000, 'chromium starts', launchChromium(path.join(dir, 'profile')));
     page = await browser.newPage();
   });
@@ -47,11 +49,12 @@ describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: req
     assert.match(await page.$eval(`${row} td:nth-child(2)`, (e) => e.textContent ?? ''), /^connected/);
 
     const shared = words('page', 100);
-    const complete = async (prompt: unknown): Promise<void> => {
-      const res = await call(`${router.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt, max_tokens: 1 }) });
+    const complete = async (prompt: unknown, base = router.url): Promise<void> => {
+      const res = await call(`${base}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt, max_tokens: 1 }) });
       assert.equal(res.status, 200, res.text);
     };
-    await complete(shared);
+    // cached on this engine (sent to it straight)
+    await complete(shared, sim.url);
     await page.waitForFunction(
       (r) => Number(document.querySelector(`${r} [data-kv-blocks]`)?.getAttribute('data-kv-blocks')) >= 6,
       { timeout: 20_000 },
@@ -67,11 +70,11 @@ describe("the dashboard's KV section in a browser", { timeout: 90_000, skip: req
       model,
     );
     const cells = await page.$$eval(`${model} td`, (tds) => tds.map((td) => td.textContent ?? ''));
-    // the first request had no blocks indexed yet (no-match), the three after it matched
-    assert.equal(cells[1], '5', cells.join(' | '));
-    assert.equal(cells[2], '60%');
+    // the three prompts matched what the engine holds; the batch fell back
+    assert.equal(cells[1], '4', cells.join(' | '));
+    assert.equal(cells[2], '75%');
     assert.match(cells[3] ?? '', /^\d+% of the prompt$/);
-    assert.match(cells[4] ?? '', /^40% .*no-match 1 · unsupported-body 1/);
+    assert.match(cells[4] ?? '', /^25% .*unsupported-body 1/);
     assert.match(await page.$eval(`${row} td:nth-child(4)`, (e) => e.textContent ?? ''), /ago|just now/);
     // the model's tokenizer: the simulator serves it under its own name, which names no Hub repo: the engine, and why
     const tokenizer = await page.$$eval(`tr[data-kv-tokenizer="${MODEL}"] td`, (tds) => tds.map((td) => td.textContent ?? ''));

@@ -73,17 +73,20 @@ function serverSpan(spans: readonly ReceivedSpan[]): ReceivedSpan {
 describe('tracing: a request, its stages and the engine calls (kvaware: /tokenize too)', () => {
   let receiver: OtlpReceiver;
   let sim: Running;
+  let simB: Running;
   let router: Running;
 
   before(async () => {
     receiver = await startOtlpReceiver();
     sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-a', '--otel-endpoint', receiver.address]);
+    // a second engine: kvaware tokenizes only where there is a choice to make
+    simB = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-b', '--otel-endpoint', receiver.address]);
     router = await startRouter(
       [
         '--static-backends',
-        sim.url,
+        `${sim.url},${simB.url}`,
         '--static-models',
-        MODEL,
+        `${MODEL},${MODEL}`,
         '--routing-logic',
         'kvaware',
         '--otel-endpoint',
@@ -94,7 +97,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
       ],
       FAST_EXPORT,
     );
-    await allReady(router.url, 1);
+    await allReady(router.url, 2);
   });
   after(async () => {
     await stopAll();
@@ -142,7 +145,8 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     assert.equal(route.attributes['llm_router.routing.policy'], 'kvaware');
     assert.equal(typeof route.attributes['llm_router.kv.fallback'], 'string', 'no KV events here: kvaware says why it fell back');
     assert.equal(engine.kind, SPAN_KIND.client);
-    assert.equal(engine.attributes['llm_router.endpoint'], sim.url);
+    const served = [sim, simB].find((x) => x.url === engine.attributes['llm_router.endpoint']);
+    assert.ok(served, `the engine span names one of the two: ${String(engine.attributes['llm_router.endpoint'])}`);
     assert.equal(engine.attributes['llm_router.role'], 'both');
     assert.equal(engine.attributes['llm_router.attempt'], 1);
     assert.equal(engine.attributes['llm_router.outcome'], 'done');
@@ -154,8 +158,12 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     );
 
     // what the engine got: a traceparent of the same trace, its parent the router's CLIENT span, never the client's own
-    const seen = (await traceparents(sim)).filter((t) => parseTraceparent(t.traceparent).traceId === client.traceId);
-    const chat = seen.find((t) => t.path === '/v1/chat/completions');
+    const seen = [...(await traceparents(sim)), ...(await traceparents(simB))].filter(
+      (t) => parseTraceparent(t.traceparent).traceId === client.traceId,
+    );
+    const chat = (await traceparents(served)).find(
+      (t) => t.path === '/v1/chat/completions' && parseTraceparent(t.traceparent).traceId === client.traceId,
+    );
     const tok = seen.find((t) => t.path === '/tokenize');
     assert.ok(chat && tok, `the engine saw the trace on both calls: ${JSON.stringify(seen)}`);
     assert.equal(parseTraceparent(chat.traceparent).spanId, engine.spanId);
