@@ -30,6 +30,22 @@ async function blocksOn(router: Running): Promise<Map<string, number>> {
   return new Map(body.endpoints.map((e) => [e.url, e.kvEvents?.connected ? e.kvEvents.blocks : -1]));
 }
 
+/** Engines A and B publishing KV-cache events (with `extra` simulator flags), and `replicas` kvaware routers following both. */
+async function twoEngines(extra: readonly string[], replicas: number): Promise<{ a: Running; b: Running; routers: Running[] }> {
+  const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', ...extra];
+  const a = await startSim([...simArgs, '--id', 'A']);
+  const b = await startSim([...simArgs, '--id', 'B']);
+  const routers: Running[] = [];
+  for (let i = 0; i < replicas; i++) routers.push(await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]));
+  for (const r of routers)
+    await eventually(
+      'both engines ready and their event streams connected',
+      () => blocksOn(r),
+      (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
+    );
+  return { a, b, routers };
+}
+
 describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }, () => {
   let a: Running;
   let b: Running;
@@ -37,16 +53,10 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
 
   before(async () => {
     // 64 blocks of 16 tokens each: a 300-token prompt is 18 blocks, four others push it out
-    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '64'];
-    a = await startSim([...simArgs, '--id', 'A']);
-    b = await startSim([...simArgs, '--id', 'B']);
-    for (let i = 0; i < 2; i++) routers.push(await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]));
-    for (const r of routers)
-      await eventually(
-        'both engines ready and their event streams connected',
-        () => blocksOn(r),
-        (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
-      );
+    const started = await twoEngines(['--prefix-cache-blocks', '64'], 2);
+    a = started.a;
+    b = started.b;
+    routers.push(...started.routers);
   });
   after(stopAll);
 
@@ -231,21 +241,14 @@ interface KvPart {
 
 describe("kvaware in tokens: the holder's queued prefills against computing elsewhere", { timeout: 90_000 }, () => {
   let a: Running;
-  let b: Running;
   let router: Running;
 
   before(async () => {
     // 20 ms a token the cache does not hold: a 100-token question keeps its prefill (and the router's count of it)
     // open for 2 s, far longer than sending a dozen requests takes on a busy machine
-    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefill-ms-per-token', '20'];
-    a = await startSim([...simArgs, '--id', 'A']);
-    b = await startSim([...simArgs, '--id', 'B']);
-    router = await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]);
-    await eventually(
-      'both event streams connected',
-      () => blocksOn(router),
-      (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
-    );
+    const started = await twoEngines(['--prefill-ms-per-token', '20'], 1);
+    a = started.a;
+    router = started.routers[0] as Running;
   });
   after(stopAll);
 
