@@ -22,7 +22,7 @@ export interface InProcessOptions {
   readonly sliceChars?: number;
   /** a job's deadline (default 1 s) */
   readonly timeoutMs?: number;
-  /** a step running longer: jobs fall back at once instead of waiting (default 200 ms: a slice is 2-5 ms of work, but a busy machine deschedules the thread for tens of ms) */
+  /** a step running longer: jobs fall back at once instead of waiting (default 100 ms: a slice is 2-5 ms of work, but a busy machine deschedules the thread for tens of ms; a request behind a stuck step waits this long at most) */
   readonly busyMs?: number;
   /** a step running longer: the worker is restarted (default timeoutMs + 1 s) */
   readonly restartMs?: number;
@@ -83,7 +83,7 @@ export class InProcessTokenizers {
   constructor(private readonly opts: InProcessOptions) {
     this.sliceChars = opts.sliceChars ?? 8192;
     this.timeoutMs = opts.timeoutMs ?? 1000;
-    this.busyMs = opts.busyMs ?? 200;
+    this.busyMs = opts.busyMs ?? 100;
     this.restartMs = opts.restartMs ?? this.timeoutMs + 1000;
     this.maxChars = opts.maxChars ?? 512 * 1024;
   }
