@@ -190,6 +190,18 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
   });
 
   test('a load that fails: 502 adapter_load_failed with the engine message; the next request tries another endpoint', async (t) => {
+    // the router places the load on the least loaded engine as it scraped them (sim-a: more free slots): a scrape taken
+    // while an earlier test's request ran on sim-a would send it to sim-b. Wait for scrapes taken after they ended
+    const done = Date.now();
+    await eventually(
+      'the router sees sim-a and sim-b idle',
+      async () =>
+        (await call(`${router.url}/engines`))
+          .json<{ endpoints: { url: string; load: { running: number; waiting: number; at: string } | null }[] }>()
+          .endpoints.filter((e) => e.url === a.url || e.url === b.url)
+          .map((e) => e.load),
+      (loads) => loads.every((l) => l === null || (Date.parse(l.at) > done && l.running + l.waiting === 0)),
+    );
     const failed = await post(router.url, 'bad');
     assert.equal(failed.status, 502, failed.text);
     const error = failed.json<{ error: { code: string; message: string } }>().error;
