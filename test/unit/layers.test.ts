@@ -19,7 +19,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ['router/catalog'],
   ['router/kv'],
   ['router/discovery', 'router/health', 'router/routing', 'router/metrics'],
-  ['router/proxy', 'router/scaling', 'router/adapters'],
+  ['router/proxy', 'router/scaling', 'router/adapters', 'router/flow'],
   ['router/server'],
   ['router/app'],
   ['tools/sim', 'tools/lint', 'tools/probe', 'tools/demo'],
