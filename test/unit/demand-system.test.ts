@@ -3,11 +3,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import {
+  countersOnly,
   EMPTY_MODEL_DEMAND,
   isActive,
   load,
   mergeWorkers,
   parseSnapshot,
+  pending,
   systemTotals,
   withinAge,
   type DemandSnapshot,
@@ -53,16 +55,29 @@ test("replicas add up, and activity ages are taken on each sender's clock, so cl
   const a = { snapshot: snap('a', 10_000, { x: m({ held: 1, lastArrivalAt: 5_000 }) }), receivedAt: 10_000 };
   const b = { snapshot: snap('b', 3_600_000 + 9_000, { x: m({ inFlight: 2, lastEndAt: 3_600_000 + 7_000 }) }), receivedAt: 9_000 };
   const totals = systemTotals([a, b], 10_000);
-  assert.deepEqual(totals.get('x'), { held: 1, inFlight: 2, arrivals: 0, sinceActivityMs: 3_000 });
+  assert.deepEqual(totals.get('x'), { held: 1, inFlight: 2, queued: 0, arrivals: 0, sinceActivityMs: 3_000 });
   assert.equal(load(totals.get('x')), 3);
+});
+
+test('requests waiting in flow control are demand: summed over replicas (a router that predates them says none), active, in the load', () => {
+  const a = { snapshot: { ...snap('a', 9_000, {}), models: { x: { ...EMPTY_MODEL_DEMAND, queued: 4, inFlight: 2 } } }, receivedAt: 10_000 };
+  const b = { snapshot: { ...snap('b', 9_000, {}), models: { x: { held: 0, inFlight: 1, arrivals: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null } } }, receivedAt: 10_000 };
+  const totals = systemTotals([a, b], 10_000);
+  assert.equal(totals.get('x')?.queued, 4);
+  assert.equal(load(totals.get('x')), 7);
+  assert.equal(isActive({ held: 0, inFlight: 0, queued: 1, arrivals: 0, sinceActivityMs: undefined }, 1000), true);
+  assert.equal(parseSnapshot(JSON.parse(JSON.stringify(a.snapshot)))?.models.x?.queued, 4);
+  assert.equal(parseSnapshot({ ...a.snapshot, models: { x: { ...EMPTY_MODEL_DEMAND, queued: -1 } } }), undefined);
+  assert.equal(pending(a.snapshot), 6);
+  assert.equal(countersOnly(a.snapshot).models.x?.queued, 0);
 });
 
 test('active: held, in flight, or activity within the grace period; nothing known is inactive', () => {
   assert.equal(isActive(undefined, 1000), false);
-  assert.equal(isActive({ held: 1, inFlight: 0, arrivals: 0, sinceActivityMs: undefined }, 1000), true);
-  assert.equal(isActive({ held: 0, inFlight: 1, arrivals: 0, sinceActivityMs: undefined }, 1000), true);
-  assert.equal(isActive({ held: 0, inFlight: 0, arrivals: 5, sinceActivityMs: 999 }, 1000), true);
-  assert.equal(isActive({ held: 0, inFlight: 0, arrivals: 5, sinceActivityMs: 1000 }, 1000), false);
+  assert.equal(isActive({ held: 1, inFlight: 0, queued: 0, arrivals: 0, sinceActivityMs: undefined }, 1000), true);
+  assert.equal(isActive({ held: 0, inFlight: 1, queued: 0, arrivals: 0, sinceActivityMs: undefined }, 1000), true);
+  assert.equal(isActive({ held: 0, inFlight: 0, queued: 0, arrivals: 5, sinceActivityMs: 999 }, 1000), true);
+  assert.equal(isActive({ held: 0, inFlight: 0, queued: 0, arrivals: 5, sinceActivityMs: 1000 }, 1000), false);
 });
 
 test('a snapshot that stopped coming counts until it is older than the grace period', () => {

@@ -303,7 +303,7 @@ test('the scaler over TLS, and mutual TLS with --keda-tls-ca; errors are counted
     const errors: string[] = [];
     const view = {
       lookup: (model: string) => (model === 'm' ? ({ kind: 'known', model } as const) : ({ kind: 'unknown' } as const)),
-      totals: async () => ({ m: { held: 2, inFlight: 0, arrivals: 2, sinceActivityMs: 0 } }),
+      totals: async () => ({ m: { held: 2, inFlight: 0, queued: 0, arrivals: 2, sinceActivityMs: 0 } }),
       graceMs: 1_000,
       onError: (method: string, code: string) => errors.push(`${method} ${code}`),
     };

@@ -4,7 +4,7 @@ import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { AdapterManager } from '../adapters/manager.js';
 import { ModelCatalog } from '../catalog/catalog.js';
-import type { RouterConfig } from '../config/config.js';
+import type { FlowConfig, RouterConfig } from '../config/config.js';
 import type { TracingConfig } from '../config/tracing-config.js';
 import { loadEngineTls } from '../config/engine-tls.js';
 import type { ResponseSink } from '../core/exchange.js';
@@ -35,6 +35,29 @@ import type { KvRouting } from './kv-routing.js';
 import { buildScalingSide } from './scaling-side.js';
 import type { InferenceDeps } from '../server/pipeline.js';
 import type { Tracing } from '../tracing/tracing.js';
+import { FlowController } from '../flow/controller.js';
+
+/** Flow control over the catalog's ready endpoints, told to the metrics. */
+function buildFlowControl(config: FlowConfig, catalog: ModelCatalog, metrics: RouterMetrics): FlowController {
+  const flow = new FlowController({
+    thresholds: { queueDepth: config.queueDepthThreshold, kvCache: config.kvCacheThreshold, stalenessMs: config.metricsStalenessMs },
+    queueTimeoutMs: config.queueTimeoutMs,
+    maxRequests: config.maxRequests,
+    maxBytes: config.maxBytes,
+    bandMaxRequests: config.bandMaxRequests,
+    bandMaxBytes: config.bandMaxBytes,
+    candidates: (model) => {
+      const r = catalog.resolve(model);
+      return r.kind === 'routable' ? r.candidates : [];
+    },
+    observer: {
+      left: (model, f, _outcome, ms) => metrics.flow.waited(model, f.priority, f.tenant, ms),
+      refused: (model, _f, reason) => metrics.flow.refused(model, reason),
+    },
+  });
+  metrics.watchFlow(flow);
+  return flow;
+}
 
 /** listen(2) backlog; Linux caps it at net.core.somaxconn (4096 by default on current kernels) */
 const LISTEN_BACKLOG = 4096;
@@ -74,6 +97,8 @@ export class RouterApp {
   private tracing: Tracing | undefined;
   /** the inference pipeline's deps, shared by both inbound paths: start() gives them the tracer when tracing is on */
   private readonly deps: InferenceDeps;
+  /** flow control (--flow-control): requests wait here while their model's engines are saturated */
+  private readonly flow: FlowController | undefined;
 
   constructor(
     readonly config: RouterConfig,
@@ -83,6 +108,7 @@ export class RouterApp {
   ) {
     this.catalog = new ModelCatalog({ pdProtocol: config.pd.protocol });
     this.metrics = new RouterMetrics(this.catalog);
+    this.flow = config.flow === undefined ? undefined : buildFlowControl(config.flow, this.catalog, this.metrics);
     // https engines: one trust for requests, probes and stats scrapes (files read once, here)
     const engineTls = loadEngineTls(config.engineTls);
     this.pools = new UpstreamPools({
@@ -95,6 +121,7 @@ export class RouterApp {
     // scaling: scale from zero and the demand view (src/router/app/scaling-side.ts)
     const scalingSide = buildScalingSide(config, log, this.catalog, this.metrics, {
       expedite: (model) => this.prober.expedite(model),
+      queued: (model) => this.flow?.queued(model) ?? 0,
       dashboard: () => this.dashboard,
       adapters: () => this.adapters,
       shuttingDown: () => this.shuttingDown,
@@ -327,6 +354,7 @@ export class RouterApp {
     if (drainMs > 0) await new Promise((r) => setTimeout(r, drainMs));
     // requests still waiting for a cold start get their 503 now and retry on a replica that stays
     this.scaling.hold.stop();
+    this.flow?.stop();
     // event streams never end by themselves: the dashboards reconnect to a replica that stays
     this.dashboard.stop();
     this.kubernetes?.stop();

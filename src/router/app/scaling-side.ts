@@ -19,6 +19,8 @@ import type { Logger } from '../util/log.js';
 /** Parts of RouterApp made after the scaling side, reached when they are first needed (never while it is built). */
 export interface LaterParts {
   expedite(model: string): void;
+  /** requests waiting in flow control for the model (0 without --flow-control) */
+  queued(model: string): number;
   dashboard(): Dashboard;
   adapters(): AdapterManager;
   shuttingDown(): boolean;
@@ -54,6 +56,7 @@ export function buildScalingSide(
       },
       wakeAlarm: (a) => later.dashboard().wakeAlarm(a),
       kedaError: (method, code) => metrics.scaler.kedaError(method, code),
+      queued: (model) => later.queued(model),
     },
   );
   return {

@@ -188,6 +188,8 @@ export interface RouterConfig {
   readonly maxFailoverAttempts: number;
   readonly timeouts: TimeoutConfig;
   readonly engineStatsIntervalMs: number;
+  /** --flow-control and its thresholds and caps; undefined when off */
+  readonly flow: FlowConfig | undefined;
   /** session routing: lower-cased name of the header carrying the session key */
   readonly sessionKey: string | undefined;
   readonly prefixBlockChars: number;
@@ -575,6 +577,47 @@ function probeSection(v: RouterFlagValues): ProbeConfig {
 }
 
 /** Timeouts of a request to an engine: connect, headers, idle between body bytes, the whole request. */
+/** Flow control (src/router/flow): its thresholds, time-out and caps. */
+export interface FlowConfig {
+  readonly queueDepthThreshold: number;
+  readonly kvCacheThreshold: number;
+  readonly metricsStalenessMs: number;
+  readonly queueTimeoutMs: number;
+  readonly maxRequests: number;
+  readonly maxBytes: number;
+  readonly bandMaxRequests: number;
+  readonly bandMaxBytes: number;
+}
+
+/**
+ * --flow-control: off, nothing; on, its settings, and the engine-stats interval it needs (metrics older than
+ * --flow-metrics-staleness-ms count as full, so they are scraped every 0.1 s unless --engine-stats-interval is given).
+ */
+function flowSection(v: RouterFlagValues, explicit: (name: string) => boolean): { flow: FlowConfig | undefined; statsIntervalMs: number } {
+  const given = seconds(v['engine-stats-interval']);
+  if (!v['flow-control']) return { flow: undefined, statsIntervalMs: given };
+  const statsIntervalMs = explicit('engine-stats-interval') ? given : 100;
+  const staleness = v['flow-metrics-staleness-ms'];
+  if (staleness <= statsIntervalMs)
+    throw new UsageError(
+      `--flow-metrics-staleness-ms ${staleness} must exceed the engine-stats interval (${statsIntervalMs} ms): every engine would count as saturated between two scrapes`,
+    );
+  if (v['flow-kv-cache-threshold'] > 1) throw new UsageError('--flow-kv-cache-threshold is a share of the KV cache: at most 1');
+  return {
+    statsIntervalMs,
+    flow: {
+      queueDepthThreshold: v['flow-queue-depth-threshold'],
+      kvCacheThreshold: v['flow-kv-cache-threshold'],
+      metricsStalenessMs: staleness,
+      queueTimeoutMs: seconds(v['flow-queue-timeout']),
+      maxRequests: v['flow-max-requests'],
+      maxBytes: v['flow-max-bytes'],
+      bandMaxRequests: v['flow-band-max-requests'],
+      bandMaxBytes: v['flow-band-max-bytes'],
+    },
+  };
+}
+
 function timeoutsSection(v: RouterFlagValues): TimeoutConfig {
   return {
     connectMs: seconds(v['connect-timeout']),
@@ -597,6 +640,7 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
   const scaler = scalerSection(v);
   const engine = engineSection(v, env);
   const tracing = tracingSection(v, env);
+  const flow = flowSection(v, explicit);
   const notes = compatibilityNotes(explicit);
   if (tracing === undefined && (explicit('otel-service-name') || explicit('otel-secure')))
     notes.push(
@@ -642,7 +686,8 @@ export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<s
     passiveFailureThreshold: v['passive-failure-threshold'],
     maxFailoverAttempts: v['max-instance-failover-reroute-attempts'],
     timeouts: timeoutsSection(v),
-    engineStatsIntervalMs: seconds(v['engine-stats-interval']),
+    engineStatsIntervalMs: flow.statsIntervalMs,
+    flow: flow.flow,
     sessionKey: routing.sessionKey,
     prefixBlockChars: routing.prefixBlockChars,
     prefixBalanceEpsilon: routing.prefixBalanceEpsilon,

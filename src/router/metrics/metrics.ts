@@ -7,6 +7,7 @@ import type { ModelCatalog } from '../catalog/catalog.js';
 import { PdMetrics } from './pd-metrics.js';
 import { LoraMetrics } from './lora-metrics.js';
 import { KvMetrics, type KvStreamView } from './kv-metrics.js';
+import { FlowMetrics, type FlowView } from './flow-metrics.js';
 import { ScalerMetrics } from './scaler-metrics.js';
 import { ConnectionMetrics } from './conn-metrics.js';
 import { EventMetrics } from './event-metrics.js';
@@ -121,6 +122,9 @@ export class RouterMetrics {
   /** KV-cache events and kvaware decisions (src/router/metrics/kv-metrics.ts) */
   readonly kv: KvMetrics;
   private kvView: KvStreamView | undefined;
+  /** flow control: queues, saturation, waits, refusals (src/router/metrics/flow-metrics.ts) */
+  readonly flow: FlowMetrics;
+  private flowView: FlowView | undefined;
   /** the KEDA scaler's peers and errors (src/router/metrics/scaler-metrics.ts) */
   readonly scaler: ScalerMetrics;
   /** engine pools' connections and dashboard streams (src/router/metrics/conn-metrics.ts) */
@@ -143,6 +147,7 @@ export class RouterMetrics {
     this.pd = new PdMetrics(this.registry, catalog);
     this.lora = new LoraMetrics(this.registry, catalog);
     this.kv = new KvMetrics(this.registry, () => this.kvView);
+    this.flow = new FlowMetrics(this.registry, () => this.flowView);
     this.scaler = new ScalerMetrics(this.registry);
     this.connections = new ConnectionMetrics(this.registry, catalog);
     const { declaredModels, scaledModels } = modelLists(catalog);
@@ -211,6 +216,11 @@ export class RouterMetrics {
   /** Exposes the KV-cache event streams (counters, blocks indexed) at scrape time. */
   watchKv(view: KvStreamView): void {
     this.kvView = view;
+  }
+
+  /** Exposes flow control's queues and pools' saturation at scrape time. */
+  watchFlow(view: FlowView): void {
+    this.flowView = view;
   }
 
   /** Exposes hold-queue and wake-alarm state per model at scrape time. */

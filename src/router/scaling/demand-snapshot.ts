@@ -16,6 +16,8 @@ export interface ModelDemandSnapshot {
   readonly lastHoldTimeoutAt: number | null;
   /** when the oldest request held now arrived; absent from routers that predate it */
   readonly oldestHeldAt?: number | null;
+  /** requests waiting in flow control (--flow-control) for a saturated pool; absent from routers that predate it */
+  readonly queued?: number;
 }
 
 export interface DemandSnapshot {
@@ -44,6 +46,8 @@ export interface ReceivedSnapshot {
 export interface ModelTotals {
   readonly held: number;
   readonly inFlight: number;
+  /** waiting in flow control for a saturated pool */
+  readonly queued: number;
   readonly arrivals: number;
   /** ms since the most recent arrival, end or hold timeout anywhere; undefined when there was none */
   readonly sinceActivityMs: number | undefined;
@@ -57,6 +61,7 @@ export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = {
   lastEndAt: null,
   lastHoldTimeoutAt: null,
   oldestHeldAt: null,
+  queued: 0,
 };
 
 const count = z.number().int().nonnegative();
@@ -69,6 +74,7 @@ const modelSchema = z.object({
   lastEndAt: time,
   lastHoldTimeoutAt: time,
   oldestHeldAt: time.optional(),
+  queued: count.optional(),
 });
 const snapshotSchema = z.object({
   instance: z.string().min(1).max(200),
@@ -103,6 +109,7 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
         lastEndAt: later(m.lastEndAt, d.lastEndAt),
         lastHoldTimeoutAt: later(m.lastHoldTimeoutAt, d.lastHoldTimeoutAt),
         oldestHeldAt: earlier(m.oldestHeldAt ?? null, d.oldestHeldAt ?? null),
+        queued: (m.queued ?? 0) + (d.queued ?? 0),
       };
     }
   }
@@ -115,14 +122,14 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
  */
 export function countersOnly(s: DemandSnapshot): DemandSnapshot {
   const models: Record<string, ModelDemandSnapshot> = {};
-  for (const [model, d] of Object.entries(s.models)) models[model] = { ...d, held: 0, inFlight: 0, oldestHeldAt: null };
+  for (const [model, d] of Object.entries(s.models)) models[model] = { ...d, held: 0, inFlight: 0, oldestHeldAt: null, queued: 0 };
   return { instance: s.instance, at: s.at, workers: s.workers, models };
 }
 
-/** Held plus in flight over every model: what a stopping instance must answer before it stops counting. */
+/** Held, queued and in flight over every model: what a stopping instance must answer before it stops counting. */
 export function pending(s: DemandSnapshot): number {
   let n = 0;
-  for (const d of Object.values(s.models)) n += d.held + d.inFlight;
+  for (const d of Object.values(s.models)) n += d.held + d.inFlight + (d.queued ?? 0);
   return n;
 }
 
@@ -143,6 +150,7 @@ export function systemTotals(received: readonly ReceivedSnapshot[], now: number)
       totals.set(model, {
         held: (t?.held ?? 0) + d.held,
         inFlight: (t?.inFlight ?? 0) + d.inFlight,
+        queued: (t?.queued ?? 0) + (d.queued ?? 0),
         arrivals: (t?.arrivals ?? 0) + d.arrivals,
         sinceActivityMs:
           t?.sinceActivityMs === undefined ? since : since === undefined ? t.sinceActivityMs : Math.min(t.sinceActivityMs, since),
@@ -152,13 +160,16 @@ export function systemTotals(received: readonly ReceivedSnapshot[], now: number)
   return totals;
 }
 
-/** Active (for KEDA): a request held or in flight, or one that arrived, ended or timed out within the grace period. */
+/**
+ * Active (for KEDA): a request held, queued or in flight, or one that arrived, ended or timed out within the grace
+ * period.
+ */
 export function isActive(t: ModelTotals | undefined, graceMs: number): boolean {
   if (!t) return false;
-  return t.held > 0 || t.inFlight > 0 || (t.sinceActivityMs !== undefined && t.sinceActivityMs < graceMs);
+  return t.held > 0 || t.inFlight > 0 || t.queued > 0 || (t.sinceActivityMs !== undefined && t.sinceActivityMs < graceMs);
 }
 
-/** The scaling metric: requests that need an engine now. */
+/** The scaling metric: requests that need an engine now (held for one to start, queued for room on one, or running). */
 export function load(t: ModelTotals | undefined): number {
-  return t ? t.held + t.inFlight : 0;
+  return t ? t.held + t.inFlight + t.queued : 0;
 }

@@ -52,6 +52,8 @@ export class DemandTracker {
     private readonly held: (model: string) => number = () => 0,
     /** when the oldest request held for the model now arrived (ms since epoch), or null */
     private readonly oldestHeldAt: (model: string) => number | null = () => null,
+    /** requests waiting in flow control for the model now (a saturated pool) */
+    private readonly queued: (model: string) => number = () => 0,
   ) {
     this.now = opts.now ?? Date.now;
   }
@@ -123,7 +125,7 @@ export class DemandTracker {
 
   /** Held or in-flight requests here, or a request that arrived, ended or timed out here within the grace period. */
   active(model: string): boolean {
-    if (this.held(model) > 0) return true;
+    if (this.held(model) > 0 || this.queued(model) > 0) return true;
     const d = this.models.get(model);
     if (!d) return false;
     const last = Math.max(d.lastArrivalAt ?? 0, d.lastEndAt ?? 0, d.lastHoldTimeoutAt ?? 0);
@@ -151,6 +153,7 @@ export class DemandTracker {
         lastEndAt: d.lastEndAt,
         lastHoldTimeoutAt: d.lastHoldTimeoutAt,
         oldestHeldAt: this.oldestHeldAt(m),
+        queued: this.queued(m),
       };
     }
     for (const [a, x] of this.adapters) {
@@ -161,7 +164,8 @@ export class DemandTracker {
 
   /** Forgets models that are neither declared nor served any more and have nothing in flight or held. */
   prune(keep: ReadonlySet<string>): void {
-    for (const [m, d] of this.models) if (!keep.has(m) && d.inFlight === 0 && this.held(m) === 0) this.models.delete(m);
+    for (const [m, d] of this.models)
+      if (!keep.has(m) && d.inFlight === 0 && this.held(m) === 0 && this.queued(m) === 0) this.models.delete(m);
     for (const a of this.adapters.keys()) if (!keep.has(a)) this.adapters.delete(a);
   }
 

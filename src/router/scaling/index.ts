@@ -18,6 +18,8 @@ export interface ScalingObservers {
   readonly wakeAlarm?: (a: WakeAlarm) => void;
   /** the KEDA scaler answered a call with an error (gRPC method, status name) */
   readonly kedaError?: (method: string, code: string) => void;
+  /** requests waiting in flow control for a model now (they are demand: a saturated pool asks for more engines) */
+  readonly queued?: (model: string) => number;
 }
 
 function readPem(path: string, flag: string): string {
@@ -67,6 +69,7 @@ export class Scaling {
       log,
       (m) => this.hold.held(m),
       (m) => this.hold.oldestHeldAt(m),
+      (m) => observers.queued?.(m) ?? 0,
     );
     this.coldStart = new ColdStartLearner(
       catalog,
