@@ -97,6 +97,42 @@ export const errors = {
     message: `Too many requests are already waiting for ${JSON.stringify(model)} to start; retry after ${retryAfterSeconds} s.`,
     headers: { 'retry-after': String(retryAfterSeconds) },
   }),
+  /** flow control: a sheddable request (negative priority) while the model's engines are saturated */
+  shed: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 429,
+    code: 'overloaded',
+    type: 'rate_limit_error',
+    param: 'model',
+    message: `The engines of ${JSON.stringify(model)} are saturated and this request is sheddable (negative priority); retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  /** flow control: too many requests (or bytes) already wait for room on the model's engines */
+  flowQueueFull: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 429,
+    code: 'queue_full',
+    type: 'rate_limit_error',
+    param: 'model',
+    message: `The engines of ${JSON.stringify(model)} are saturated and too many requests already wait for them; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  /** flow control: the request waited --flow-queue-timeout for room on the model's engines */
+  queueTimeout: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 503,
+    code: 'queue_timeout',
+    type: 'service_unavailable',
+    param: 'model',
+    message: `The engines of ${JSON.stringify(model)} stayed saturated for as long as a request may wait; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  }),
+  /** flow control: the router is shutting down; the request waited and was not served here */
+  flowStopped: (model: string, retryAfterSeconds: number): RouterError => ({
+    status: 503,
+    code: 'model_unavailable',
+    type: 'service_unavailable',
+    param: 'model',
+    message: `This router is shutting down; ${JSON.stringify(model)} is served by its other replicas: retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': 'ready' },
+  }),
   discoveryNotSynced: (model: string): RouterError => ({
     status: 503,
     code: 'model_unavailable',

@@ -31,6 +31,10 @@ export const MODEL_STATE = 'llm_router.model_state';
 /** a held request: the model's state when the hold ended */
 export const MODEL_STATE_AFTER = 'llm_router.model_state_after';
 export const HOLD_OUTCOME = 'llm_router.hold.outcome';
+/** flow control: the request's tenant, priority, and how its wait ended (dispatched, or why refused) */
+export const FLOW_TENANT = 'llm_router.flow.tenant';
+export const FLOW_PRIORITY = 'llm_router.flow.priority';
+export const FLOW_OUTCOME = 'llm_router.flow.outcome';
 export const ENDPOINT = 'llm_router.endpoint';
 export const ROLE = 'llm_router.role';
 export const ATTEMPT = 'llm_router.attempt';
@@ -56,6 +60,8 @@ export const SPAN = {
   /** a request for a model not known yet, waiting for discovery's first listing */
   syncWait: 'llm_router.sync_wait',
   hold: 'llm_router.hold',
+  /** a request waiting in flow control for room on its saturated pool */
+  flow: 'llm_router.flow',
   route: 'llm_router.route',
   tokenize: 'llm_router.tokenize',
   adapter: 'llm_router.adapter',
