@@ -2,6 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { isYamlKeysFile, keyTenant, parseApiKeysFile, plainKeyEntry } from '../../src/router/config/api-keys-file.js';
 import { PRIORITY_MAX } from '../../src/router/core/flow.js';
 
@@ -175,4 +178,19 @@ test('a malformed entry is refused, named by its number, line and tenant, never 
     [`- key: *${SECRET}\n`, /^not valid YAML: an alias \(\*name\) with no anchor/],
   ];
   for (const [text, want] of cases) assert.match(refusal(text), want, text);
+});
+
+test('the example in docs/operations.md parses as it says', () => {
+  const doc = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'docs', 'operations.md'), 'utf8');
+  const from = doc.indexOf('```yaml', doc.indexOf('**The keys file.**'));
+  const example = doc.slice(from + '```yaml\n'.length, doc.indexOf('```', from + 7));
+  assert.deepEqual(
+    parseApiKeysFile(example).map(({ entry: e }) => [e.tenant, e.priority, e.maxPriority, e.trusted]),
+    [
+      ['acme', 5, 10, false],
+      ['acme', -1, 0, false],
+      ['gateway', 0, PRIORITY_MAX, true],
+      [keyTenant('sk-plain-9c2e...'), 0, PRIORITY_MAX, false],
+    ],
+  );
 });

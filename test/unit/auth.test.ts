@@ -8,6 +8,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { keyTenant } from '../../src/router/config/api-keys-file.js';
 import { PRIORITY_MAX } from '../../src/router/core/flow.js';
+import { StartupError } from '../../src/router/core/startup-error.js';
 import { ApiKeys } from '../../src/router/server/auth.js';
 import { createLogger } from '../../src/router/util/log.js';
 
@@ -103,10 +104,14 @@ test('a keys file that is not valid at start is refused, naming the file and the
       () => new ApiKeys([], file, capture().log),
       (err: Error) => {
         assert.equal(err.message, `--api-keys-file ${file}: entry 2 at line 2: priority must be an integer from -1000 to 1000`);
+        assert.ok(err instanceof StartupError && err.exitCode === 2, 'one line and exit 2, as for a bad flag');
         return true;
       },
     );
-    assert.throws(() => new ApiKeys([], path.join(dir, 'missing'), capture().log), /--api-keys-file .*missing: ENOENT/);
+    assert.throws(
+      () => new ApiKeys([], path.join(dir, 'missing'), capture().log),
+      (err: Error) => err instanceof StartupError && err.exitCode === 1 && /--api-keys-file .*missing: ENOENT/.test(err.message),
+    );
   }));
 
 test('re-read when it changes: plain to YAML and back; not valid or gone keeps the keys read last, with one WARN', () =>

@@ -5,6 +5,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { type ApiKey, type KeyEntry, parseApiKeysFile, plainKeyEntry } from '../config/api-keys-file.js';
+import { StartupError } from '../core/startup-error.js';
 import type { Logger } from '../util/log.js';
 
 function digest(key: string): Buffer {
@@ -127,7 +128,7 @@ export class ApiKeys {
       const st = statSync(file);
       stamp = `${st.mtimeMs}:${st.size}:${st.ino}`;
     } catch (err) {
-      if (first) throw new Error(`--api-keys-file ${file}: ${(err as Error).message}`);
+      if (first) throw new StartupError(`--api-keys-file ${file}: ${(err as Error).message}`);
       if (this.fileStamp !== 'missing') this.log.warn({ file }, 'API keys file is gone; keeping the keys read last');
       this.fileStamp = 'missing';
       return;
@@ -138,7 +139,8 @@ export class ApiKeys {
     try {
       keys = parseApiKeysFile(readFileSync(file, 'utf8'));
     } catch (err) {
-      if (first) throw new Error(`--api-keys-file ${file}: ${(err as Error).message}`);
+      // a file the router cannot run with: exit 2, as for a bad flag
+      if (first) throw new StartupError(`--api-keys-file ${file}: ${(err as Error).message}`, 2);
       this.log.warn({ file, error: (err as Error).message }, 'API keys file is not valid; keeping the keys read last');
       return;
     }
