@@ -207,32 +207,37 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
     }
   });
 
-  test('API keys from --api-keys-file only, no admin port: the peers read each other’s demand', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'keys-'));
-    const file = path.join(dir, 'keys');
-    writeFileSync(file, '# the replicas share this file\nk-1\nk-2\n');
-    const auth = { authorization: 'Bearer k-2' };
-    try {
-      const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', '--api-keys-file', file];
-      const b = await startRouter(common);
-      const a = await startRouter([...common, '--scaler-peers', b.url]);
-      const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
+  // the replicas present the file's first key (k-1) to each other; the client another (k-2)
+  for (const [form, text] of [
+    ['plain lines', '# the replicas share this file\nk-1\nk-2\n'],
+    ['YAML entries', '# the replicas share this file\n- key: k-1\n  tenant: replicas\n- key: k-2\n  tenant: clients\n  priority: 2\n'],
+  ] as const)
+    test(`API keys from --api-keys-file only (${form}), no admin port: the peers read each other’s demand`, async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'keys-'));
+      const file = path.join(dir, 'keys');
+      writeFileSync(file, text);
+      const auth = { authorization: 'Bearer k-2' };
       try {
-        assert.equal((await call(`${b.url}/demand`)).status, 401, 'the main port wants a key');
-        const held = hold(b, 'm', auth);
-        await until('B holds the request', async () => (await demand(b, auth)).models.m?.held === 1);
-        await until('A sees it', async () => (await keda.metric(ref('m'))) === 1, 10_000);
-        assert.equal(await keda.isActive(ref('m')), true);
-        await b.stop();
-        await held;
+        const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', '--api-keys-file', file];
+        const b = await startRouter(common);
+        const a = await startRouter([...common, '--scaler-peers', b.url]);
+        const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
+        try {
+          assert.equal((await call(`${b.url}/demand`)).status, 401, 'the main port wants a key');
+          const held = hold(b, 'm', auth);
+          await until('B holds the request', async () => (await demand(b, auth)).models.m?.held === 1);
+          await until('A sees it', async () => (await keda.metric(ref('m'))) === 1, 10_000);
+          assert.equal(await keda.isActive(ref('m')), true);
+          await b.stop();
+          await held;
+        } finally {
+          keda.close();
+          await a.stop();
+        }
       } finally {
-        keda.close();
-        await a.stop();
+        rmSync(dir, { recursive: true, force: true });
       }
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    });
 
   test('a rollout: B stopping cleanly is counted while it still holds a request, and dropped at once when it has answered it', async (t) => {
     const grace = ['--scale-to-zero-grace-seconds', '60'];

@@ -8,10 +8,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
-import { stopAll } from '../support/process.js';
+import { startCli, stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
 import { call, chat, simRequests, startRouter, startSim, waitModelStatus } from '../support/router.js';
-import { until } from '../support/within.js';
+import { until, within } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
 
@@ -107,6 +107,43 @@ describe('security and limits', { timeout: 120_000 }, () => {
       503,
     );
     assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z') })).status, 401);
+  });
+
+  test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'keys-yaml-'));
+    const file = path.join(dir, 'keys.yaml');
+    writeFileSync(file, '# tenants\n- key: yaml-ok\n  tenant: acme\n- key: yaml-secret-bad\n  tenant: beta\n  priority: urgent\n');
+    const refused = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--known-models', 'z', '--api-keys-file', file]);
+    const exited =
+      refused.child.exitCode !== null
+        ? Promise.resolve(refused.child.exitCode)
+        : once(refused.child, 'exit').then(([code]) => code as number | null);
+    assert.equal(await within(15_000, 'the router to exit', exited), 2);
+    assert.equal(refused.output().trim().split('\n').length, 1, `one line, no stack: ${refused.output()}`);
+    assert.match(
+      refused.output(),
+      /^llm-router: --api-keys-file .*keys\.yaml: entry 2 at line 4 \(tenant "beta"\): priority must be an integer from -1000 to 1000/,
+    );
+    assert.doesNotMatch(refused.output(), /yaml-secret-bad/);
+
+    writeFileSync(file, '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n');
+    const router = await startRouter(['--known-models', 'z', '--api-keys-file', file]);
+    try {
+      const ask = (key: string) =>
+        call(`${router.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: `Bearer ${key}` } });
+      // 503: the model has no engine; past the key gate
+      assert.equal((await ask('yaml-ok')).status, 503);
+      assert.equal((await ask('yaml-bare')).status, 503);
+      assert.equal((await ask('- key: yaml-ok')).status, 401, 'not read as plain lines');
+      writeFileSync(file, '- key: yaml-new-secret\n  trusted: perhaps\n');
+      await router.proc.waitForOutput('API keys file is not valid; keeping the keys read last', 10_000);
+      assert.match(router.proc.output(), /entry 1 at line 1: trusted must be true or false/);
+      assert.doesNotMatch(router.proc.output(), /yaml-new-secret/);
+      assert.equal((await ask('yaml-ok')).status, 503, 'the keys read last still work');
+      assert.equal((await ask('yaml-new-secret')).status, 401);
+    } finally {
+      await router.stop();
+    }
   });
 
   test('the engine key replaces the client key unless --forward-client-auth', async () => {

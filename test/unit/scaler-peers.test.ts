@@ -258,7 +258,7 @@ test('counters of workers that are gone: summed (max where the family says so), 
   assert.deepEqual(c.models.x, m({ arrivals: 7, lastArrivalAt: 4 }));
 });
 
-test('peers show any configured key: --api-key first, else the first key of --api-keys-file, re-read when it changes', () => {
+test('peers show any configured key: --api-key first, else the first key of --api-keys-file (plain or YAML), re-read when it changes', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'peer-keys-'));
   try {
     const file = path.join(dir, 'keys');
@@ -270,6 +270,11 @@ test('peers show any configured key: --api-key first, else the first key of --ap
     assert.equal(fromFile(), 'Bearer k-rotated-and-longer');
     rmSync(file);
     assert.equal(fromFile(), 'Bearer k-rotated-and-longer', 'a file gone for a moment keeps the key read last');
+    // YAML entries: the first entry's key
+    writeFileSync(file, '# tenants\n- key: k-yaml-first\n  tenant: acme\n  priority: 3\n- key: k-yaml-second\n');
+    assert.equal(fromFile(), 'Bearer k-yaml-first');
+    writeFileSync(file, '- key: k-broken\n  priority: urgent\n');
+    assert.equal(fromFile(), 'Bearer k-yaml-first', 'a file that is not valid keeps the key read last, as the gate does');
     assert.equal(peerAuthorization({ apiKeys: ['k-flag'], apiKeysFile: file } as never)(), 'Bearer k-flag');
     assert.equal(peerAuthorization({ apiKeys: [], apiKeysFile: undefined } as never)(), undefined);
   } finally {

@@ -430,7 +430,11 @@ export const ROUTER_FLAGS = [
     env: ['LLM_ROUTER_API_KEYS'],
     help: 'client API key (repeatable, or comma separated); when any key is set, requests need Authorization: Bearer KEY or x-api-key',
   },
-  { name: 'api-keys-file', kind: 'string', help: 'file with one client API key per line (# comments), re-read when it changes' },
+  {
+    name: 'api-keys-file',
+    kind: 'string',
+    help: 'file of client API keys: one per line (# comments), or YAML entries {key, tenant, priority, max_priority, trusted}; re-read when it changes',
+  },
   {
     name: 'admin-port',
     kind: 'int',

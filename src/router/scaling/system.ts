@@ -2,6 +2,7 @@
 // the peer replicas (--scaler-peers, --scaler-peer-selector). Used by a single router process and by the primary of
 // --workers alike, so both answer the same way.
 import { readFileSync, statSync } from 'node:fs';
+import { parseApiKeysFile } from '../config/api-keys-file.js';
 import type { RouterConfig } from '../config/config.js';
 import { loadKubeConfig, resolveNamespace } from '../discovery/kubernetes/source.js';
 import type { Logger } from '../util/log.js';
@@ -46,7 +47,7 @@ function peerList(config: RouterConfig, log: Logger): PeerList | undefined {
 /**
  * The Authorization a replica shows its peers: the API keys are shared by the replicas, and a peer's /demand sits
  * behind them when it has no admin port (the admin port ignores it). Any configured key does: the first of --api-key
- * (flag or env), else the first of --api-keys-file, re-read when the file changes.
+ * (flag or env), else the first of --api-keys-file (the first line's, or the first YAML entry's), re-read when the file changes.
  */
 export function peerAuthorization(security: RouterConfig['security']): () => string | undefined {
   const fixed = security.apiKeys[0];
@@ -61,13 +62,11 @@ export function peerAuthorization(security: RouterConfig['security']): () => str
       const now = `${st.mtimeMs}:${st.size}:${st.ino}`;
       if (now !== stamp) {
         stamp = now;
-        key = readFileSync(file, 'utf8')
-          .split(/\r?\n/)
-          .map((l) => l.trim())
-          .find((l) => l.length > 0 && !l.startsWith('#'));
+        key = parseApiKeysFile(readFileSync(file, 'utf8'))[0]?.key;
       }
     } catch {
-      // the file is gone for a moment (a Secret being updated): the key read last still works
+      // the file is gone for a moment (a Secret being updated) or not valid (the gate keeps the keys read last as well):
+      // the key read last still works
     }
     return key === undefined ? undefined : `Bearer ${key}`;
   };

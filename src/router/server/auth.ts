@@ -1,20 +1,25 @@
-// Client API keys: from flags, env and a file that is re-read when it changes. Keys are compared in constant time
+// Client API keys: from flags, env and a file that is re-read when it changes (plain lines or YAML entries that also
+// name each key's tenant and priority: config/api-keys-file.ts). Keys are compared in constant time
 // (both sides hashed to the same length first, so neither the content nor the length of a key leaks).
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
+import { type ApiKey, type KeyEntry, parseApiKeysFile, plainKeyEntry } from '../config/api-keys-file.js';
+import { StartupError } from '../core/startup-error.js';
 import type { Logger } from '../util/log.js';
 
 function digest(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
 }
 
-/** One key per line; blank lines and lines starting with # are ignored. */
-function parseKeysFile(text: string): string[] {
-  return text
-    .split(/\r?\n/)
-    .map((l) => l.trim())
-    .filter((l) => l.length > 0 && !l.startsWith('#'));
+/** A configured key as the gate holds it: its digest, and its entry under the digest's bytes. */
+interface HeldKey {
+  readonly digest: Buffer;
+  readonly entry: KeyEntry;
+}
+
+function hold(k: ApiKey): HeldKey {
+  return { digest: digest(k.key), entry: k.entry };
 }
 
 /**
@@ -38,8 +43,11 @@ export function presentedKey(headers: IncomingHttpHeaders): string | undefined {
 }
 
 export class ApiKeys {
-  private staticDigests: Buffer[];
-  private fileDigests: Buffer[] = [];
+  private readonly staticKeys: readonly HeldKey[];
+  private fileKeys: readonly HeldKey[] = [];
+  /** digest (latin1) -> entry; a key in the file and in --api-key has the file's entry */
+  private entries = new Map<string, KeyEntry>();
+  private tenantSet: ReadonlySet<string> = new Set();
   private fileStamp = '';
   private timer: NodeJS.Timeout | undefined;
 
@@ -49,27 +57,39 @@ export class ApiKeys {
     private readonly log: Logger,
     recheckMs = 2_000,
   ) {
-    this.staticDigests = keys.map(digest);
+    this.staticKeys = keys.map((key) => hold({ key, entry: plainKeyEntry(key) }));
+    this.index();
     if (file) {
       this.reload(true);
-      this.timer = setInterval(() => this.reload(false), recheckMs);
+      this.timer = setInterval(() => this.recheck(), recheckMs);
       this.timer.unref();
     }
   }
 
   /** True when any key is configured: then every protected request must present one. */
   get enabled(): boolean {
-    return this.staticDigests.length > 0 || this.fileDigests.length > 0 || this.file !== undefined;
+    return this.staticKeys.length > 0 || this.fileKeys.length > 0 || this.file !== undefined;
+  }
+
+  /** The tenants of the configured keys (those the flow controller may name in its metrics). */
+  get tenants(): ReadonlySet<string> {
+    return this.tenantSet;
   }
 
   /** Constant-time check against every key (no early exit, so timing does not tell which key nearly matched). */
   accepts(key: string | undefined): boolean {
-    if (key === undefined) return false;
+    return key !== undefined && this.matches(digest(key));
+  }
+
+  /**
+   * The entry of the configured key the request presents, found after the constant-time check by the key's digest;
+   * undefined when it presents none of them (or no keys are in use). `refuses` in one call that also gives the entry.
+   */
+  entryOf(headers: IncomingHttpHeaders): KeyEntry | undefined {
+    const key = presentedKey(headers);
+    if (key === undefined) return undefined;
     const d = digest(key);
-    let ok = false;
-    for (const k of this.staticDigests) ok = timingSafeEqual(d, k) || ok;
-    for (const k of this.fileDigests) ok = timingSafeEqual(d, k) || ok;
-    return ok;
+    return this.matches(d) ? this.entries.get(d.toString('latin1')) : undefined;
   }
 
   /** True when keys are in use and the request presents none of them. */
@@ -77,8 +97,28 @@ export class ApiKeys {
     return this.enabled && !this.accepts(presentedKey(headers));
   }
 
+  /** Re-reads the file when it changed (every `recheckMs`); a file gone or not valid keeps the keys read last. */
+  recheck(): void {
+    if (this.file) this.reload(false);
+  }
+
   stop(): void {
     clearInterval(this.timer);
+  }
+
+  private matches(d: Buffer): boolean {
+    let ok = false;
+    for (const k of this.staticKeys) ok = timingSafeEqual(d, k.digest) || ok;
+    for (const k of this.fileKeys) ok = timingSafeEqual(d, k.digest) || ok;
+    return ok;
+  }
+
+  private index(): void {
+    const entries = new Map<string, KeyEntry>();
+    for (const k of this.staticKeys) entries.set(k.digest.toString('latin1'), k.entry);
+    for (const k of this.fileKeys) entries.set(k.digest.toString('latin1'), k.entry);
+    this.entries = entries;
+    this.tenantSet = new Set([...entries.values()].map((e) => e.tenant));
   }
 
   private reload(first: boolean): void {
@@ -88,14 +128,24 @@ export class ApiKeys {
       const st = statSync(file);
       stamp = `${st.mtimeMs}:${st.size}:${st.ino}`;
     } catch (err) {
-      if (first) throw new Error(`--api-keys-file ${file}: ${(err as Error).message}`);
+      if (first) throw new StartupError(`--api-keys-file ${file}: ${(err as Error).message}`);
       if (this.fileStamp !== 'missing') this.log.warn({ file }, 'API keys file is gone; keeping the keys read last');
       this.fileStamp = 'missing';
       return;
     }
     if (stamp === this.fileStamp) return;
     this.fileStamp = stamp;
-    this.fileDigests = parseKeysFile(readFileSync(file, 'utf8')).map(digest);
-    this.log.info({ file, keys: this.fileDigests.length }, first ? 'API keys read' : 'API keys file changed; keys re-read');
+    let keys: ApiKey[];
+    try {
+      keys = parseApiKeysFile(readFileSync(file, 'utf8'));
+    } catch (err) {
+      // a file the router cannot run with: exit 2, as for a bad flag
+      if (first) throw new StartupError(`--api-keys-file ${file}: ${(err as Error).message}`, 2);
+      this.log.warn({ file, error: (err as Error).message }, 'API keys file is not valid; keeping the keys read last');
+      return;
+    }
+    this.fileKeys = keys.map(hold);
+    this.index();
+    this.log.info({ file, keys: this.fileKeys.length }, first ? 'API keys read' : 'API keys file changed; keys re-read');
   }
 }

@@ -1,5 +1,6 @@
 // OpenAI-shaped error bodies with stable codes. Every error a client sees from the router itself comes from here.
 import type { ResponseSink } from '../core/exchange.js';
+import { PRIORITY_MAX, PRIORITY_MIN, TENANT_MAX_CHARS } from '../core/flow.js';
 
 export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable';
 
@@ -215,6 +216,22 @@ export const errors = {
     code: 'invalid_request',
     type: 'invalid_request_error',
     message,
+  }),
+  /** a bad x-llm-router-priority header */
+  invalidPriority: (detail: string): RouterError => ({
+    status: 400,
+    code: 'invalid_priority',
+    type: 'invalid_request_error',
+    param: 'x-llm-router-priority',
+    message: `The x-llm-router-priority header must be an integer from ${PRIORITY_MIN} to ${PRIORITY_MAX}: ${detail}.`,
+  }),
+  /** a bad x-gateway-inference-fairness-id header (read without API keys or from a trusted key) */
+  invalidFairnessId: (detail: string): RouterError => ({
+    status: 400,
+    code: 'invalid_fairness_id',
+    type: 'invalid_request_error',
+    param: 'x-gateway-inference-fairness-id',
+    message: `The x-gateway-inference-fairness-id header must be 1 to ${TENANT_MAX_CHARS} printable ASCII characters, not starting or ending with a space: ${detail}.`,
   }),
   httpVersionNotSupported: (): RouterError => ({
     status: 505,
