@@ -153,6 +153,8 @@ export class RouterApp {
     // the HTTP side: admission, routes, servers (src/router/app/http-side.ts)
     const admission = buildAdmission(config.security, log);
     this.keys = admission.keys;
+    // flow control's wait metric names the configured tenants; every other tenant is `other`
+    this.metrics.flow.watchTenants((tenant) => admission.keys.tenants.has(tenant));
     this.concurrency = admission.concurrency;
     const parts: RouteParts = {
       config,
@@ -169,6 +171,7 @@ export class RouterApp {
       adapters: this.adapters,
       engineAuthorization: engine.engineAuthorization,
       admission,
+      flow: this.flow,
       startedAt: this.startedAt,
       shuttingDown: () => this.shuttingDown,
     };

@@ -25,6 +25,7 @@ import { ConcurrencyLimit, TokenBuckets } from '../server/limits.js';
 import { handleInference, ROUTED_PATHS, type InferenceDeps } from '../server/pipeline.js';
 import { createRequestListener, type Route } from '../server/routes.js';
 import type { Logger } from '../util/log.js';
+import type { FlowController } from '../flow/controller.js';
 import type { KvRouting } from './kv-routing.js';
 import type { ScalingSide } from './scaling-side.js';
 
@@ -71,6 +72,8 @@ export interface RouteParts {
   readonly adapters: AdapterManager;
   readonly engineAuthorization: string | undefined;
   readonly admission: AdmissionGate;
+  /** flow control (--flow-control), when on */
+  readonly flow: FlowController | undefined;
   readonly startedAt: number;
   shuttingDown(): boolean;
 }
@@ -95,6 +98,7 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
     forwardClientAuth: config.forwardClientAuth,
     allowClientKvTransferParams: config.allowClientKvTransferParams,
     admit: p.admission.admit,
+    ...(p.flow !== undefined ? { flow: p.flow, keyEntry: (req) => p.admission.keys.entryFor(req) } : {}),
     // set by RouterApp.start() when tracing is on (the SDK is loaded only then)
     tracer: undefined,
   };
@@ -193,7 +197,7 @@ export function buildServers(
         },
         (req, res, path, body) => {
           // the same gate and handler as the route table's inference routes
-          if (keys.refuses(req.headers)) return sendError(res, errors.invalidApiKey());
+          if (keys.refusesRequest(req)) return sendError(res, errors.invalidApiKey());
           handleInference(req, res, path, deps, body).catch((err: unknown) => onError(res, err));
         },
       )

@@ -568,7 +568,7 @@ export const ROUTER_FLAGS = [
     kind: 'int',
     default: 200,
     min: 1,
-    help: "flow control: an engine whose metrics are older than this counts as full (it must exceed --engine-stats-interval)",
+    help: 'flow control: an engine whose metrics are older than this counts as full (it must exceed --engine-stats-interval)',
   },
   {
     name: 'flow-queue-timeout',
@@ -596,7 +596,7 @@ export const ROUTER_FLAGS = [
     kind: 'int',
     default: 2_000,
     min: 1,
-    help: "flow control: requests waiting per model and priority; more of that model and priority are refused (429 queue_full)",
+    help: 'flow control: requests waiting per model and priority; more of that model and priority are refused (429 queue_full)',
   },
   {
     name: 'flow-band-max-bytes',

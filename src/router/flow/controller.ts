@@ -14,16 +14,10 @@
 // engines' metrics every replica reads, so replicas release alike.
 import type { Endpoint } from '../core/endpoint.js';
 import type { ClientGone } from '../core/client-gone.js';
+import type { FlowIdentity } from '../core/flow.js';
 import { FlowQueue, type Waiting } from './flow-queue.js';
 import { poolSaturation, type SaturationThresholds } from './saturation.js';
 import { type Clock, type ClockTimer, realClock } from '../util/clock.js';
-
-/** Who a request belongs to and how urgent it is. */
-export interface FlowIdentity {
-  readonly tenant: string;
-  /** negative: sheddable */
-  readonly priority: number;
-}
 
 export type RefusalReason = 'overloaded' | 'queue_full' | 'queue_timeout' | 'shutdown';
 

@@ -66,6 +66,9 @@ export class ApiKeys {
     }
   }
 
+  /** requests admitted by refusesRequest(), with their key's entry (gone with the request) */
+  private readonly checked = new WeakMap<object, KeyEntry>();
+
   /** True when any key is configured: then every protected request must present one. */
   get enabled(): boolean {
     return this.staticKeys.length > 0 || this.fileKeys.length > 0 || this.file !== undefined;
@@ -95,6 +98,24 @@ export class ApiKeys {
   /** True when keys are in use and the request presents none of them. */
   refuses(headers: IncomingHttpHeaders): boolean {
     return this.enabled && !this.accepts(presentedKey(headers));
+  }
+
+  /**
+   * refuses() for a request whose key's entry is read again later (flow control's tenant and priority): the entry
+   * found by the one constant-time check is kept for entryFor(), so the request pays for one digest and one loop.
+   */
+  refusesRequest(req: { readonly headers: IncomingHttpHeaders }): boolean {
+    if (!this.enabled) return false;
+    const entry = this.entryOf(req.headers);
+    if (entry === undefined) return true;
+    this.checked.set(req, entry);
+    return false;
+  }
+
+  /** The entry of the key a request admitted by refusesRequest() presented (found again if it was not checked there). */
+  entryFor(req: { readonly headers: IncomingHttpHeaders }): KeyEntry | undefined {
+    if (!this.enabled) return undefined;
+    return this.checked.get(req) ?? this.entryOf(req.headers);
   }
 
   /** Re-reads the file when it changed (every `recheckMs`); a file gone or not valid keeps the keys read last. */

@@ -2,6 +2,9 @@
 // path) run: admit -> read body -> parse -> resolve -> hold (cold start) -> adapter (LoRA: load on demand) ->
 // forward (pick, attempt, failover) -> answer.
 // Each stage either hands its result on or has answered the client itself; the record ends every request once.
+import type { FlowAdmission, FlowController, FlowTicket } from '../flow/controller.js';
+import type { KeyEntry } from '../config/api-keys-file.js';
+import { flowOf } from './flow-identity.js';
 import type { RoutingNote } from '../routing/policy.js';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -32,6 +35,9 @@ import {
   ADAPTER,
   ADAPTER_WAITED,
   BODY_BYTES,
+  FLOW_OUTCOME,
+  FLOW_PRIORITY,
+  FLOW_TENANT,
   HOLD_OUTCOME,
   MODEL_STATE,
   MODEL_STATE_AFTER,
@@ -64,6 +70,10 @@ export interface InferenceDeps {
   readonly forwarder: Forwarder;
   /** --routing-logic: the access log's `policy` where the policy says nothing of its own */
   readonly policyName: string;
+  /** flow control (--flow-control): requests wait here while their model's engines are saturated; undefined when off */
+  readonly flow?: FlowController;
+  /** the accepted API key's entry of a request (its tenant and priorities), for flow control */
+  readonly keyEntry?: (req: InboundRequest) => KeyEntry | undefined;
   /** requests of models served P/D (src/router/proxy/pd) */
   readonly pd: PdForwarder;
   /** LoRA adapters loaded on demand (src/router/adapters) */
@@ -179,6 +189,8 @@ class InferenceRecord {
   endpoint: Endpoint | undefined;
   /** how the policy chose the endpoint (filled by the policy as it picks) */
   readonly routing: RoutingNote = {};
+  /** flow control's ticket: the request passed it (forwarding and its end are told) */
+  flowTicket: FlowTicket | undefined;
   bodyBytes = 0;
   freeSlot: (() => void) | undefined;
   private readonly writtenBefore: number;
@@ -429,6 +441,57 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
   return undefined;
 }
 
+/**
+ * Stage flow: with --flow-control, a request for a saturated pool waits here, by priority and in turn between tenants,
+ * or is refused (sheddable while saturated, over a cap, waited too long). Its ticket is kept on the record: the forward
+ * stage says when forwarding begins, the request's end when it is over. False: the request was answered here.
+ */
+async function flowStage(r: InferenceRecord, target: Routable, bytes: number): Promise<boolean> {
+  const { flow, keyEntry } = r.deps;
+  if (flow === undefined) return true;
+  const identity = flowOf(r.req.headers, keyEntry?.(r.req));
+  if ('status' in identity) {
+    r.answer(identity);
+    return false;
+  }
+  const model = scaledModel(target);
+  const decided = flow.admit(model, identity, bytes, r.gone);
+  if (!(decided instanceof Promise)) return flowOutcome(r, model, decided);
+  const span = r.trace?.child(SPAN.flow, 'internal', {
+    [RESOLVED_MODEL]: model,
+    [FLOW_TENANT]: identity.tenant,
+    [FLOW_PRIORITY]: identity.priority,
+  });
+  const admission = await decided;
+  if (span !== undefined) {
+    span.set(FLOW_OUTCOME, admission.kind === 'refused' ? admission.reason : admission.kind === 'go' ? 'dispatched' : 'gone');
+    span.end();
+  }
+  return flowOutcome(r, model, admission);
+}
+
+function flowOutcome(r: InferenceRecord, model: string, a: FlowAdmission): boolean {
+  if (a.kind === 'go') {
+    r.flowTicket = a.ticket;
+    return true;
+  }
+  if (a.kind === 'gone') {
+    r.finish(499);
+    return false;
+  }
+  const after = a.retryAfterSeconds;
+  r.answer(
+    a.reason === 'overloaded'
+      ? errors.shed(model, after)
+      : a.reason === 'queue_full'
+        ? errors.flowQueueFull(model, after)
+        : a.reason === 'queue_timeout'
+          ? errors.queueTimeout(model, after)
+          : errors.flowStopped(model, after),
+  );
+  return false;
+}
+
 /** The candidates of `model` now: called again before each failover. */
 function candidatesOf(deps: InferenceDeps, model: string): () => readonly Endpoint[] {
   return () => {
@@ -536,6 +599,8 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
     ? { adapter, ...(ADAPTER_404_PATHS.has(r.path) ? { adapterMissing: deps.adapters.missingAdapter() } : {}) }
     : NO_ADAPTER;
   deps.scaling.demand.begin(scaled);
+  // no longer in transit for flow control: the forwarder counts it on its endpoint from here
+  r.flowTicket?.forwarding();
   try {
     if (target.pd !== undefined) {
       return await deps.pd.forward(
@@ -626,8 +691,14 @@ export async function handleInference(
   if (!resolution) return;
   const target = await holdUntilRoutable(r, resolution, request.model);
   if (!target) return;
-  const result =
-    target.adapter === undefined ? await forwardToEngine(r, target, request, raw) : await forwardAdapter(r, target, request, raw);
+  if (!(await flowStage(r, target, raw.length))) return;
+  let result: ForwardResult | undefined;
+  try {
+    result = target.adapter === undefined ? await forwardToEngine(r, target, request, raw) : await forwardAdapter(r, target, request, raw);
+  } finally {
+    // its place on an engine is free: flow control may release the next
+    r.flowTicket?.done();
+  }
   if (!result) return;
   answerResult(r, result, request.model, target);
 }

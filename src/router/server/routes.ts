@@ -37,7 +37,7 @@ export function createRequestListener(
       const allowed = methods.get(path);
       return sendError(res, allowed ? errors.methodNotAllowed(req.method ?? '', path, allowed.join(', ')) : errors.notFound(path));
     }
-    if (!route.public && opts.keys?.refuses(req.headers)) {
+    if (!route.public && opts.keys?.refusesRequest(req)) {
       req.resume();
       return sendError(res, errors.invalidApiKey(route.browser ? 'basic' : 'bearer'));
     }
