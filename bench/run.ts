@@ -474,6 +474,12 @@ function buildRows(r: Omit<Results, 'rows'>, o: Options): Row[] {
   if (r.hotpath) {
     const label = 'one request in process, no sockets (bench/hotpath.ts)';
     rows.push({ scenario: label, metric: 'handleInference ns/request', router: r.hotpath.routerNs, digits: 0 });
+    rows.push({
+      scenario: label,
+      metric: 'with --flow-control, below saturation: added ns/request',
+      router: r.hotpath.flowNs - r.hotpath.routerNs,
+      digits: 0,
+    });
     rows.push({ scenario: label, metric: 'least proxy handler ns/request', router: r.hotpath.floorNs, digits: 0 });
   }
   return rows;
