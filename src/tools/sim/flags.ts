@@ -316,7 +316,9 @@ export function simSettings(options: SimEngineOptions): SimSettings {
  * The KV pool's blocks (num_gpu_blocks): --num-gpu-blocks, or when 0 enough for --max-num-seqs sequences of
  * --max-model-len tokens, and never fewer than the prefix cache's (the cache lives in the pool).
  */
-export function kvPoolBlocks(s: Pick<SimSettings, 'numGpuBlocks' | 'maxNumSeqs' | 'maxModelLen' | 'prefixBlockTokens' | 'prefixCacheBlocks'>): number {
+export function kvPoolBlocks(
+  s: Pick<SimSettings, 'numGpuBlocks' | 'maxNumSeqs' | 'maxModelLen' | 'prefixBlockTokens' | 'prefixCacheBlocks'>,
+): number {
   if (s.numGpuBlocks > 0) return s.numGpuBlocks;
   return Math.max(s.prefixCacheBlocks, Math.ceil((s.maxNumSeqs * s.maxModelLen) / Math.max(1, s.prefixBlockTokens)), 1);
 }
