@@ -55,7 +55,7 @@ interface Options {
 
 /**
  * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min), `kv` (KV-aware routing over a
- * trace, ~25 min; ~5 with --quick), `system` (~4 min) and `flow` (flow control, ~8 min; ~3 with --quick) on request or
+ * trace, ~25 min; ~5 with --quick), `system` (~4 min) and `flow` (flow control, ~9 min; ~4 with --quick) on request or
  * with --all
  */
 const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
