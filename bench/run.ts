@@ -3,6 +3,7 @@
 // --only routing,suggest,base,logging,workers,streams,wake,pd,lora (parts to run), --router-cli PATH (another build of dist/cli/main.js).
 // --only tracing: what OpenTelemetry tracing at 100 % sampling adds (bench/tracing.ts): CPU per request and p50.
 // --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
+// --only flow: flow control (bench/flow.ts) without and with --flow-control; its own flags (--flow-seconds S, --json FILE, ...).
 // The system soak (--only system, bench/system.ts): --seconds S (default 180, --quick 60), --rate R, --max-retries N.
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
@@ -26,6 +27,7 @@ import { renderSystem, runSystem, type SystemResult } from './system.js';
 import { pdRows, runPd, type PdBenchResult } from './pd.js';
 import { loraRows, runLora, type LoraBenchResult } from './lora.js';
 import { runTracing, tracingRows, type TracingBenchResult } from './tracing.js';
+import { parseFlowArgs, renderFlow, runFlow, type FlowBenchResult } from './flow.js';
 import { JSON_BODY, MODEL, SSE_BODY, killWrk, runWrk, wrkScript, type WrkResult } from './wrk.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,10 +55,11 @@ interface Options {
 
 /**
  * parts run by default; `quality` (routing quality per policy, ~15 min), `soak` (~2 min), `kv` (KV-aware routing over a
- * trace, ~25 min; ~5 with --quick) and `system` (~4 min) on request or with --all
+ * trace, ~25 min; ~5 with --quick), `system` (~4 min) and `flow` (flow control, ~9 min; ~4 with --quick) on request or
+ * with --all
  */
 const PARTS = ['routing', 'suggest', 'base', 'logging', 'workers', 'streams', 'wake', 'pd', 'lora'];
-const EXTRA_PARTS = ['quality', 'soak', 'kv', 'system', 'tracing'];
+const EXTRA_PARTS = ['quality', 'soak', 'kv', 'system', 'tracing', 'flow'];
 
 function parseOptions(argv: readonly string[]): Options {
   const quick = argv.includes('--quick');
@@ -243,6 +246,8 @@ interface Results {
   readonly lora: LoraBenchResult | undefined;
   /** tracing on (100 % sampled) against off: added CPU per request and p50 (part `tracing`) */
   readonly tracing: TracingBenchResult | undefined;
+  /** flow control: tenants and priorities without and with --flow-control (part `flow`) */
+  readonly flow: FlowBenchResult | undefined;
   readonly rows: Row[];
   readonly skipped: string[];
 }
@@ -635,6 +640,14 @@ async function main(): Promise<void> {
     tracing = await runTracing({ cli: CLI, dir, quick: o.quick }, log);
   }
 
+  let flow: FlowBenchResult | undefined;
+  if (o.only.has('flow')) {
+    log('flow: tenants and priorities through one router in front of two saturated simulators, without and with --flow-control');
+    const flowOptions = parseFlowArgs(process.argv.slice(2));
+    flow = await runFlow(flowOptions, { cli: CLI, dir }, (line) => log(`flow: ${line}`));
+    if (flowOptions.json) writeFileSync(flowOptions.json, JSON.stringify(flow, null, 2) + '\n');
+  }
+
   let soak: SoakResult | undefined;
   if (o.only.has('soak')) {
     log('soak: mixed requests with engine faults injected');
@@ -688,6 +701,7 @@ async function main(): Promise<void> {
     pd,
     lora,
     tracing,
+    flow,
     skipped,
   };
   const rows = buildRows(partial, o);
@@ -715,6 +729,7 @@ async function main(): Promise<void> {
   if (system) process.stdout.write(`\n${renderSystem(system)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (kv) process.stdout.write(`\n${renderKv(kv)}\n`);
+  if (flow) process.stdout.write(`\n${renderFlow(flow)}\n`);
   if (streams?.firstErrors.length) process.stdout.write(`first stream errors: ${streams.firstErrors.join('; ')}\n`);
   for (const s of skipped) process.stdout.write(`skipped: ${s}\n`);
   process.stdout.write(`results: ${path.relative(process.cwd(), out)}\n`);

@@ -155,7 +155,9 @@ test('requests beyond max-num-seqs wait; a client abort frees the slot or the qu
   const metrics = await (await request(`${slow}/metrics`)).body.text();
   assert.match(metrics, /^vllm:num_requests_waiting\{model_name="sim-model"\} 2\.0$/m);
   assert.match(metrics, /^vllm:num_requests_running\{model_name="sim-model"\} 1\.0$/m);
-  assert.match(metrics, /^vllm:kv_cache_usage_perc\{model_name="sim-model"\} 1\.0$/m);
+  // KV usage is the blocks the running stream holds (its prompt and tokens so far) of the pool's 4,096: a little
+  const usage = Number(/^vllm:kv_cache_usage_perc\{model_name="sim-model"\} (\S+)$/m.exec(metrics)?.[1]);
+  assert.ok(usage > 0 && usage < 0.01, `kv usage ${usage}`);
 
   // the last in the queue leaves: the queue shrinks, nothing else moves
   third.abort();

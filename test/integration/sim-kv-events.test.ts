@@ -98,7 +98,7 @@ interface MapBatch {
 }
 
 test('map encoding, int hashes: blocks announced with /tokenize ids, chained across requests; evictions; chat', async () => {
-  const { sim, events } = await kvSim(['--kv-block-size', '4', '--prefix-cache-blocks', '4']);
+  const { sim, events } = await kvSim(['--kv-block-size', '4', '--prefix-cache-blocks', '4', '--num-gpu-blocks', '64']);
   const sub = await subscribe(sim, events);
   // 10 tokens: blocks of 4, so two full blocks
   const ids1 = await tokenize(sim, { prompt: words(10) });
@@ -173,7 +173,8 @@ test('map encoding, int hashes: blocks announced with /tokenize ids, chained acr
   const info = /^vllm:cache_config_info\{([^}]*)\} 1\.0$/m.exec(metrics);
   assert.ok(info, 'vllm:cache_config_info sample');
   assert.match(info[1] as string, /(^|,)block_size="4"(,|$)/);
-  assert.match(info[1] as string, /(^|,)num_gpu_blocks="4"(,|$)/);
+  // the KV pool (--num-gpu-blocks), in which the 4-block prefix cache lives
+  assert.match(info[1] as string, /(^|,)num_gpu_blocks="64"(,|$)/);
   assert.equal(await sim.stop(), 0);
 });
 

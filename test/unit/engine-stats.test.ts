@@ -115,7 +115,8 @@ after(async () => {
 
 test('the scraper keeps each ready endpoint’s latest load with the time of its scrape; a hung /metrics leaves the last one to go stale', async () => {
   // the engine the test watches, and one whose scrapes show that the scraper's timer runs
-  const engine = await startSimEngine({ port: 0, ttftMs: 60_000, maxNumSeqs: 1 });
+  // a KV pool of one block: the running request's prompt fills it (KV-cache usage 1)
+  const engine = await startSimEngine({ port: 0, ttftMs: 60_000, maxNumSeqs: 1, numGpuBlocks: 1 });
   const ticking = await startSimEngine({ port: 0 });
   engines.push(engine, ticking);
   // the scraper's clock: snapshots are stamped with it, and staleness is judged against it

@@ -111,7 +111,7 @@ test('echo bodies name the model and the path they arrived on', () => {
 });
 
 test('metrics use vLLM names with a model_name label, and SGLang names for sglang', () => {
-  const snapshot = { running: 3, waiting: 2, maxNumSeqs: 4, successByReason: { stop: 5 }, promptTokens: 10, generationTokens: 20 };
+  const snapshot = { running: 3, waiting: 2, kvUsage: 0.75, successByReason: { stop: 5 }, promptTokens: 10, generationTokens: 20 };
   const vllm = renderMetrics('vllm', 'my"model', snapshot);
   assert.match(vllm, /^vllm:num_requests_running\{model_name="my\\"model"\} 3\.0$/m);
   assert.match(vllm, /^vllm:num_requests_waiting\{model_name="my\\"model"\} 2\.0$/m);

@@ -36,8 +36,13 @@ export interface SimEngineOptions {
   readonly maxModelLen?: number;
   /** prefill time per prompt token not found in the prefix cache, added to the TTFT */
   readonly prefillMsPerToken?: number;
-  /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off */
+  /** prefix cache capacity in blocks (an LRU); 0 turns prefix caching off; at most the KV pool's blocks */
   readonly prefixCacheBlocks?: number;
+  /**
+   * the KV pool in blocks (vLLM's num_gpu_blocks): running sequences hold blocks of their prompt and generated tokens,
+   * and a request waits until its blocks fit; 0: room for maxNumSeqs sequences of maxModelLen tokens
+   */
+  readonly numGpuBlocks?: number;
   /** prefills run one at a time and streams' next tokens wait while one runs (an engine without chunked prefill) */
   readonly prefillStallsDecode?: boolean;
   /** tokens per KV-cache block (--kv-block-size): the prefix cache's and the KV-cache events' unit */

@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import type { EngineContext } from './context.js';
 import { answerControl } from './control.js';
 import type { SimEngine, SimEngineOptions, SimKvSwitch, SimSettings } from './engine-api.js';
-import { simSettings } from './flags.js';
+import { kvPoolBlocks, simSettings } from './flags.js';
 import { sendJson } from './http-io.js';
 import { INFERENCE_PATHS, answerInference } from './inference.js';
 import { errorBody } from './openai.js';
@@ -89,11 +89,13 @@ class SimServer implements SimEngine, EngineContext {
     this.outputTokens = options.outputTokens;
     this.embeddingDim = options.embeddingDim;
     this.maxModelLen = options.maxModelLen;
-    this.queue = new SlotQueue(options.maxNumSeqs);
+    const poolBlocks = kvPoolBlocks(options);
+    this.queue = new SlotQueue(options.maxNumSeqs, { blocks: poolBlocks, blockSize: Math.max(1, options.prefixBlockTokens) });
     this.tokenizer = options.tokenizer ?? new WordTokenizer();
     // the publisher binds in start(); events of a request admitted before cannot exist (nothing listens yet)
     this.kvCache = new EngineKvCache(
-      options.prefixCacheBlocks,
+      // the prefix cache lives in the KV pool
+      Math.min(options.prefixCacheBlocks, poolBlocks),
       options.prefixBlockTokens,
       options.kvEvents ? (events) => this.kvPublisher?.publish(events) : undefined,
     );

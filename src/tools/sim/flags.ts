@@ -45,7 +45,20 @@ export const SIM_FLAGS = [
     default: false,
     help: "prefills run one at a time, and running streams' next tokens wait while one runs (no chunked prefill); off: each request has its own timers",
   },
-  { name: 'prefix-cache-blocks', kind: 'int', default: 4096, min: 0, help: 'prefix cache capacity in blocks (LRU; 0 = no prefix caching)' },
+  {
+    name: 'num-gpu-blocks',
+    kind: 'int',
+    default: 0,
+    min: 0,
+    help: "the KV cache's size in blocks of --kv-block-size tokens (vLLM's num_gpu_blocks): running sequences hold their prompt's and generated tokens' blocks (vllm:kv_cache_usage_perc), and a request waits until its blocks fit; 0: room for --max-num-seqs sequences of --max-model-len tokens (only the slots limit the batch)",
+  },
+  {
+    name: 'prefix-cache-blocks',
+    kind: 'int',
+    default: 4096,
+    min: 0,
+    help: 'prefix cache capacity in blocks (LRU; 0 = no prefix caching), at most --num-gpu-blocks',
+  },
   {
     name: 'kv-block-size',
     aliases: ['prefix-block-tokens'],
@@ -249,6 +262,7 @@ export function simOptionsFromFlags(flags: SimFlagValues): SimSettings {
     maxNumSeqs: flags['max-num-seqs'],
     prefillMsPerToken: flags['prefill-ms-per-token'],
     prefixCacheBlocks: flags['prefix-cache-blocks'],
+    numGpuBlocks: flags['num-gpu-blocks'],
     prefillStallsDecode: flags['prefill-stalls-decode'],
     prefixBlockTokens: flags['kv-block-size'],
     embeddingDim: flags['embedding-dim'],
@@ -282,6 +296,7 @@ export function simSettings(options: SimEngineOptions): SimSettings {
     maxModelLen: options.maxModelLen ?? d.maxModelLen,
     prefillMsPerToken: options.prefillMsPerToken ?? d.prefillMsPerToken,
     prefixCacheBlocks: options.prefixCacheBlocks ?? d.prefixCacheBlocks,
+    numGpuBlocks: options.numGpuBlocks ?? d.numGpuBlocks,
     prefillStallsDecode: options.prefillStallsDecode ?? d.prefillStallsDecode,
     prefixBlockTokens: options.prefixBlockTokens ?? d.prefixBlockTokens,
     role: options.role ?? d.role,
@@ -295,6 +310,17 @@ export function simSettings(options: SimEngineOptions): SimSettings {
     ...(options.tokenizer !== undefined ? { tokenizer: options.tokenizer } : {}),
     ...(options.tracer !== undefined ? { tracer: options.tracer } : {}),
   };
+}
+
+/**
+ * The KV pool's blocks (num_gpu_blocks): --num-gpu-blocks, or when 0 enough for --max-num-seqs sequences of
+ * --max-model-len tokens, and never fewer than the prefix cache's (the cache lives in the pool).
+ */
+export function kvPoolBlocks(
+  s: Pick<SimSettings, 'numGpuBlocks' | 'maxNumSeqs' | 'maxModelLen' | 'prefixBlockTokens' | 'prefixCacheBlocks'>,
+): number {
+  if (s.numGpuBlocks > 0) return s.numGpuBlocks;
+  return Math.max(s.prefixCacheBlocks, Math.ceil((s.maxNumSeqs * s.maxModelLen) / Math.max(1, s.prefixBlockTokens)), 1);
 }
 
 const TABLE_DEFAULTS = simOptionsFromFlags(parseFlags([], SIM_FLAGS).values);

@@ -1,6 +1,7 @@
 // Answers paced in time: each holds a batch slot, then sends one JSON body after its delay,
 // or (chat and text completions with stream: true) one SSE token chunk after TTFT and one per inter-token gap.
 import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type http from 'node:http';
 import type { EngineContext } from './context.js';
 import { DEFAULT_RESET_AFTER_CHUNKS } from './faults.js';
@@ -16,7 +17,7 @@ import {
   usageChunk,
   type GenerationApi,
 } from './openai.js';
-import type { SlotLease } from './queue.js';
+import type { KvDemand, SlotLease } from './queue.js';
 import { resetSocket, type Exchange, type SuccessRecord } from './request-stats.js';
 import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
 
@@ -24,12 +25,18 @@ export function newId(): string {
   return randomUUID().replace(/-/g, '');
 }
 
-/** A batch slot for the request, with room for its adapter when it names one (--enable-lora). */
-function takeSlot(engine: EngineContext, exchange: Exchange, start: () => void): SlotLease {
-  return engine.lora ? engine.lora.admit(engine.queue, exchange.adapter, start) : engine.queue.admit(start);
+/**
+ * A batch slot for the request with room for its KV cache (`demand`), and for its adapter when it names one
+ * (--enable-lora).
+ */
+function takeSlot(engine: EngineContext, exchange: Exchange, start: () => void, demand: KvDemand): SlotLease {
+  return engine.lora ? engine.lora.admit(engine.queue, exchange.adapter, start, demand) : engine.queue.admit(start, demand);
 }
 
-/** Holds a batch slot for delayMs (computed when the slot is granted), then answers with one JSON body. */
+/**
+ * Holds a batch slot for delayMs (computed when the slot is granted), then answers with one JSON body. Its KV cache
+ * holds the prompt from the start and the generated tokens as they come, evenly over the delay.
+ */
 export function answerLater(
   engine: EngineContext,
   res: http.ServerResponse,
@@ -41,16 +48,26 @@ export function answerLater(
   send: (res: http.ServerResponse, answer: object) => void = (r, answer) => sendJson(r, 200, answer),
 ): void {
   let timer: NodeJS.Timeout | undefined;
-  const lease = takeSlot(engine, exchange, () => {
-    timer = setTimeout(
-      () => {
+  let startedAt = 0;
+  let delay = 0;
+  const held = (): number => {
+    const done = delay > 0 ? Math.min(1, (performance.now() - startedAt) / delay) : 1;
+    return record.prompt + Math.floor(record.generated * done);
+  };
+  const lease = takeSlot(
+    engine,
+    exchange,
+    () => {
+      startedAt = performance.now();
+      delay = typeof delayMs === 'number' ? delayMs : delayMs();
+      timer = setTimeout(() => {
         lease.release();
         engine.requests.recordSuccess(record);
         send(res, build());
-      },
-      typeof delayMs === 'number' ? delayMs : delayMs(),
-    );
-  });
+      }, delay);
+    },
+    { tokens: record.prompt + record.generated, held },
+  );
   exchange.cleanup.push(() => {
     clearTimeout(timer);
     lease.release();
@@ -121,9 +138,14 @@ export function generate(
     if (includeUsage) res.write(sseEvent(usageChunk(generation, usage(prompt, budget.tokens))));
     res.end(SSE_DONE);
   };
-  const lease = takeSlot(engine, exchange, () => {
-    timer = setTimeout(step, ttft());
-  });
+  const lease = takeSlot(
+    engine,
+    exchange,
+    () => {
+      timer = setTimeout(step, ttft());
+    },
+    { tokens: prompt + budget.tokens, held: () => prompt + sent },
+  );
   exchange.cleanup.push(() => {
     clearTimeout(timer);
     lease.release();

@@ -6,7 +6,7 @@
 // sglang the admin API is SGLang's (lora-sglang.ts). Loads take --lora-load-delay-ms each, one after another. A restart
 // (the refuse fault) keeps only the adapters given at start, as a new engine process would.
 import type http from 'node:http';
-import type { SlotLease, SlotQueue } from './queue.js';
+import type { KvDemand, SlotLease, SlotQueue } from './queue.js';
 import { BodyError, readJsonObject, sendJson } from './http-io.js';
 import { errorBody } from './openai.js';
 import { escapeLabel } from './metrics.js';
@@ -201,14 +201,14 @@ export class SimLora {
   /**
    * Admits a request to the batch: one for an adapter starts when that adapter runs already or fewer than max-loras
    * adapters do, else it waits (in arrival order); then it takes a batch slot from `queue`. Base-model requests only
-   * take the slot.
+   * take the slot (and the room for their KV cache, `demand`).
    */
-  admit(queue: SlotQueue, adapter: string | undefined, start: () => void): SlotLease {
-    if (adapter === undefined) return queue.admit(start);
+  admit(queue: SlotQueue, adapter: string | undefined, start: () => void, demand?: KvDemand): SlotLease {
+    if (adapter === undefined) return queue.admit(start, demand);
     let slot: SlotLease | undefined;
     const gate = new GateLease(adapter);
     const enter = (): void => {
-      slot = queue.admit(start);
+      slot = queue.admit(start, demand);
     };
     // as vLLM's scheduler, a request whose adapter fits goes ahead of those waiting for room for theirs
     if (this.fits(adapter)) this.enter(gate, enter);

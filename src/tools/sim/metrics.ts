@@ -4,7 +4,8 @@ import type { EngineKind } from '../../router/core/engine.js';
 export interface MetricsSnapshot {
   readonly running: number;
   readonly waiting: number;
-  readonly maxNumSeqs: number;
+  /** the share of the KV pool's blocks the running sequences hold (vllm:kv_cache_usage_perc, sglang:token_usage) */
+  readonly kvUsage: number;
   readonly successByReason: Readonly<Record<string, number>>;
   readonly promptTokens: number;
   readonly generationTokens: number;
@@ -32,11 +33,10 @@ function family(lines: string[], name: string, type: 'gauge' | 'counter', help: 
 
 /**
  * Like vLLM with several served names, the series carry one model_name label: the first served name.
- * KV-cache usage is modelled as the share of batch slots in use.
  */
 export function renderMetrics(kind: EngineKind, modelName: string, s: MetricsSnapshot): string {
   const model = `model_name="${escapeLabel(modelName)}"`;
-  const usage = s.maxNumSeqs > 0 ? s.running / s.maxNumSeqs : 0;
+  const usage = s.kvUsage;
   const lines: string[] = [];
   if (kind === 'sglang') {
     family(lines, 'sglang:num_running_reqs', 'gauge', 'The number of running requests.', [[model, s.running]]);

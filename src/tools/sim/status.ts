@@ -44,13 +44,13 @@ export function answerStatus(engine: EngineContext, res: http.ServerResponse, pa
         waiting: engine.queue.waiting + (engine.lora?.waiting ?? 0),
         // SGLang exports no adapter metric: its slots are in its server info
         ...(engine.lora && engine.kind !== 'sglang' ? { lora: engine.lora } : {}),
-        maxNumSeqs: engine.queue.capacity,
+        kvUsage: engine.queue.kvUsage,
         successByReason: engine.requests.successByReason,
         promptTokens: engine.requests.promptTokenTotal,
         generationTokens: engine.requests.generationTokenTotal,
         prefixCacheQueries: engine.timing.prefixQueryTokens,
         prefixCacheHits: engine.timing.prefixHitTokens,
-        cacheConfig: { blockSize: engine.kvCache.blockSize, numGpuBlocks: engine.kvCache.capacity },
+        cacheConfig: { blockSize: engine.kvCache.blockSize, numGpuBlocks: engine.queue.pool.blocks },
       });
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8', 'content-length': Buffer.byteLength(text) });
       res.end(text);
