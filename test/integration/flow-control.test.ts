@@ -37,8 +37,22 @@ describe('flow control: a saturated pool queues by priority and in turn between 
   let router: Running;
 
   before(async () => {
-    // two slots each, about 0.3 s a request: twelve clients keep both engines full and more waiting
-    const sim = ['--model', MODEL, '--max-num-seqs', '2', '--ttft-ms', '60', '--itl-ms', '30', '--output-tokens', '8'];
+    // two slots each, about 0.3 s a request, a KV cache of two blocks (a request holds one): two running fill it, and
+    // the engines count as full (GIE's 0.8); twelve clients keep both engines full and more waiting
+    const sim = [
+      '--model',
+      MODEL,
+      '--max-num-seqs',
+      '2',
+      '--num-gpu-blocks',
+      '2',
+      '--ttft-ms',
+      '60',
+      '--itl-ms',
+      '30',
+      '--output-tokens',
+      '8',
+    ];
     [a, b] = await Promise.all([startSim([...sim, '--id', 'A']), startSim([...sim, '--id', 'B'])]);
     router = await startRouter([
       ...FAST_PROBES,
@@ -94,7 +108,20 @@ describe('flow control: a request waits at most --flow-queue-timeout', { timeout
   after(stopAll);
 
   test('a flood with a short time-out: some wait too long and get 503 queue_timeout with Retry-After; every one ends', async () => {
-    const sim = await startSim(['--model', MODEL, '--max-num-seqs', '1', '--ttft-ms', '200', '--itl-ms', '10', '--output-tokens', '4']);
+    const sim = await startSim([
+      '--model',
+      MODEL,
+      '--max-num-seqs',
+      '1',
+      '--num-gpu-blocks',
+      '1',
+      '--ttft-ms',
+      '200',
+      '--itl-ms',
+      '10',
+      '--output-tokens',
+      '4',
+    ]);
     const router = await startRouter([
       ...FAST_PROBES,
       '--static-backends',
