@@ -111,6 +111,18 @@ function modelRow(m) {
     ),
     el('td', { class: 'num' }, `${m.readyEndpoints} / ${m.endpoints}`, roles && el('div', { class: 'small' }, roles)),
     el('td', { class: 'num' }, String(m.held), m.held > 0 && el('span', { class: 'small' }, ` (${seconds(m.oldestHeldSeconds)})`)),
+    // flow control: what waits for room on the model's engines, and how full they are (1 or more: saturated)
+    el(
+      'td',
+      { class: 'num', 'data-queued': String(m.queued) },
+      m.saturation === null ? el('span', { class: 'muted' }, '—') : String(m.queued),
+      m.saturation !== null &&
+        el(
+          'span',
+          { class: m.saturation >= 1 ? 'small alarm' : 'small', 'data-saturation': String(m.saturation) },
+          ` (${m.saturation.toFixed(2)})`,
+        ),
+    ),
     el('td', { class: 'num' }, String(m.inFlight)),
     el('td', { class: 'num' }, m.demandPerMinute === null ? '…' : String(Math.round(m.demandPerMinute * 10) / 10)),
     el('td', null, coldStarts.length > 0 ? coldStarts : el('span', { class: 'muted' }, 'none seen')),
@@ -316,7 +328,7 @@ function drawState(state) {
   page.endpoints.replaceChildren(...state.endpoints.map(endpointRow));
   drawKv(state.kv);
   if (state.models.length === 0)
-    page.models.replaceChildren(el('tr', null, el('td', { colspan: '8', class: 'muted' }, 'no model is declared or served')));
+    page.models.replaceChildren(el('tr', null, el('td', { colspan: '9', class: 'muted' }, 'no model is declared or served')));
   if (state.endpoints.length === 0)
     page.endpoints.replaceChildren(el('tr', null, el('td', { colspan: '7', class: 'muted' }, 'no endpoint')));
 }

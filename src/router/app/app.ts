@@ -132,6 +132,7 @@ export class RouterApp {
     this.stopDemandView = scalingSide.stopDemandView;
 
     this.dashboard = this.createDashboard();
+    if (this.flow !== undefined) this.dashboard.followFlow(this.flow);
 
     // the engine side: prober, stats, KV routing, policies and forwarders, adapters (src/router/app/engine-side.ts)
     const engine = buildEngineSide({

@@ -43,6 +43,7 @@ export class Dashboard {
   /** kvaware decisions per model, for the page (the policy reports to it next to the metrics) */
   readonly kvDecisions = new KvDecisionTally();
   private kvStreams: KvStatusReader | undefined;
+  private flow: { saturation(model: string): number } | undefined;
 
   constructor(o: DashboardOptions) {
     // the recorder asks the view why a model changed state; it starts reporting only after the view exists
@@ -67,6 +68,7 @@ export class Dashboard {
       instance: o.instance,
       statsIntervalMs: o.statsIntervalMs,
       kv: () => (this.kvStreams ? { streams: this.kvStreams, tally: this.kvDecisions } : undefined),
+      flow: () => this.flow,
     });
     this.stream = new EventStream(this.view, this.timeline, o.log, o.stream ?? STREAM_DEFAULTS);
   }
@@ -83,6 +85,11 @@ export class Dashboard {
   /** kvaware is in use: the page shows the endpoints' KV-cache event streams and the models' decisions. */
   followKv(streams: KvStatusReader): void {
     this.kvStreams = streams;
+  }
+
+  /** --flow-control is on: the page shows each model pool's saturation beside what waits for it. */
+  followFlow(flow: { saturation(model: string): number }): void {
+    this.flow = flow;
   }
 
   start(): void {

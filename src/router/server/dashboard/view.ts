@@ -41,6 +41,10 @@ export interface ModelRow {
   readonly arrivals: number;
   /** age of the oldest held request, seconds (0 when none) */
   readonly oldestHeldSeconds: number;
+  /** requests waiting in flow control for room on its engines (every worker) */
+  readonly queued: number;
+  /** its pool's saturation as flow control reads it (1 or more: saturated); null without --flow-control */
+  readonly saturation: number | null;
   /** requests per minute over the last minute; null until two samples a few seconds apart */
   readonly demandPerMinute: number | null;
   /** what a client is told to wait now (503 Retry-After), null when the model is ready */
@@ -92,6 +96,8 @@ export interface ViewSources {
   readonly statsIntervalMs: number;
   /** the KV-cache event streams and the kvaware decisions, once the router follows them */
   readonly kv?: () => { readonly streams: KvStatusReader; readonly tally: KvDecisionTally } | undefined;
+  /** flow control (--flow-control): a model pool's saturation */
+  readonly flow?: () => { saturation(model: string): number } | undefined;
 }
 
 export class DashboardView {
@@ -132,6 +138,7 @@ export class DashboardView {
         const d = demand.models[m.id];
         const held = d?.held ?? 0;
         const stalled = scaling.demand.stalled(m.id);
+        const flow = this.s.flow?.();
         return {
           id: m.id,
           status: m.status,
@@ -146,6 +153,8 @@ export class DashboardView {
           inFlight: d?.inFlight ?? 0,
           arrivals: d?.arrivals ?? 0,
           oldestHeldSeconds: d?.oldestHeldAt ? Math.max(0, (demand.at - d.oldestHeldAt) / 1000) : 0,
+          queued: d?.queued ?? 0,
+          saturation: flow === undefined ? null : Math.round(flow.saturation(m.adapter?.parent ?? m.id) * 100) / 100,
           demandPerMinute: rate.perMinute(m.id),
           retryAfterSeconds: m.status === 'ready' ? null : scaling.coldStart.retryAfterSeconds(m.id),
           holdSeconds: scaling.hold.waitMs(m.id) / 1000,
