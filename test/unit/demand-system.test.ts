@@ -61,7 +61,13 @@ test("replicas add up, and activity ages are taken on each sender's clock, so cl
 
 test('requests waiting in flow control are demand: summed over replicas (a router that predates them says none), active, in the load', () => {
   const a = { snapshot: { ...snap('a', 9_000, {}), models: { x: { ...EMPTY_MODEL_DEMAND, queued: 4, inFlight: 2 } } }, receivedAt: 10_000 };
-  const b = { snapshot: { ...snap('b', 9_000, {}), models: { x: { held: 0, inFlight: 1, arrivals: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null } } }, receivedAt: 10_000 };
+  const b = {
+    snapshot: {
+      ...snap('b', 9_000, {}),
+      models: { x: { held: 0, inFlight: 1, arrivals: 0, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null } },
+    },
+    receivedAt: 10_000,
+  };
   const totals = systemTotals([a, b], 10_000);
   assert.equal(totals.get('x')?.queued, 4);
   assert.equal(load(totals.get('x')), 7);
