@@ -411,10 +411,9 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
   });
 
   test('a held request: the hold span covers the wait for the engine to load', async () => {
-    const port = await freePort();
-    const loading = await startSim(['--model', 'cold-model', '--startup-loading-seconds', '3', '--ttft-ms', '1', '--itl-ms', '1'], {
-      port,
-    });
+    // the engine loads until the test ends its load, once the router holds the request: no race with a load timer
+    const loading = await startSim(['--model', 'cold-model', '--ttft-ms', '1', '--itl-ms', '1']);
+    await setFault(loading.url, { mode: 'loading' });
     const router = await startRouter(
       [
         '--static-backends',
@@ -422,7 +421,7 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
         '--static-models',
         'cold-model',
         '--cold-start-wait',
-        '20',
+        '60',
         '--otel-endpoint',
         receiver.address,
         '--otel-service-name',
@@ -433,11 +432,19 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     );
     const client = clientContext();
     const started = Date.now();
-    const res = await call(`${router.url}/v1/chat/completions`, {
+    const answer = call(`${router.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'cold-model', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
       headers: { traceparent: client.traceparent },
-      timeoutMs: 20_000,
+      timeoutMs: 60_000,
     });
+    await until(
+      'the request held',
+      async () =>
+        (await call(`${router.adminUrl}/demand`)).json<{ models: Record<string, { held: number }> }>().models['cold-model']?.held === 1,
+    );
+    const loadedAt = Date.now();
+    await setFault(loading.url, { mode: 'none' });
+    const res = await answer;
     const waitedMs = Date.now() - started;
     assert.equal(res.status, 200, res.text);
     const spans = await spansOf(receiver, client.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server));
@@ -449,7 +456,6 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     assert.equal(hold.attributes['llm_router.hold.outcome'], 'ready');
     assert.equal(hold.attributes['llm_router.model_state_after'], 'ready');
     // the hold began while the engine was loading and ended once it was ready: it covers the wait
-    const loadedAt = (await call(`${loading.url}/_sim/fault`)).json<{ loadedAt: number }>().loadedAt;
     const holdStartMs = Number(hold.startNs / 1_000_000n);
     const holdEndMs = Number(hold.endNs / 1_000_000n);
     assert.ok(holdStartMs < loadedAt, `the hold began (${holdStartMs}) before the engine was ready (${loadedAt})`);

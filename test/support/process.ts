@@ -70,6 +70,7 @@ export interface Started {
   /** everything the process printed so far (stdout and stderr) */
   output(): string;
   /** resolves when the output contains the text */
+  /** resolves when the output contains the text; the default bound (30 s) holds a process start on a busy machine */
   waitForOutput(text: string | RegExp, timeoutMs?: number): Promise<void>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -100,7 +101,7 @@ export function startProcess(command: string, args: readonly string[], env: Reco
     child,
     args,
     output: () => text,
-    waitForOutput(pattern, timeoutMs = 15_000) {
+    waitForOutput(pattern, timeoutMs = 30_000) {
       const matches = (): boolean => (typeof pattern === 'string' ? text.includes(pattern) : pattern.test(text));
       if (matches()) return Promise.resolve();
       return new Promise<void>((resolve, reject) => {
@@ -122,7 +123,11 @@ export function startProcess(command: string, args: readonly string[], env: Reco
         void exited.then(() => {
           if (!matches()) {
             cleanup();
-            reject(new Error(`process exited before printing ${String(pattern)}; output:\n${text}`));
+            reject(
+              new Error(
+                `process exited (code ${child.exitCode}, signal ${child.signalCode}) before printing ${String(pattern)}; output:\n${text}`,
+              ),
+            );
           }
         });
       });
