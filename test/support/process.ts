@@ -69,7 +69,6 @@ export interface Started {
   readonly args: readonly string[];
   /** everything the process printed so far (stdout and stderr) */
   output(): string;
-  /** resolves when the output contains the text */
   /** resolves when the output contains the text; the default bound (30 s) holds a process start on a busy machine */
   waitForOutput(text: string | RegExp, timeoutMs?: number): Promise<void>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
