@@ -1,27 +1,17 @@
 // The API-key gate: keys from flags and from --api-keys-file in either form, the entry of the key a request presents,
 // and the file re-read when it changes (a file gone or not valid keeps the keys read last).
+import { capturedLog } from '../support/captured-log.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { keyTenant } from '../../src/router/config/api-keys-file.js';
 import { PRIORITY_MAX } from '../../src/router/core/flow.js';
 import { StartupError } from '../../src/router/core/startup-error.js';
 import { ApiKeys } from '../../src/router/server/auth.js';
-import { createLogger } from '../../src/router/util/log.js';
 
-function capture(): { log: ReturnType<typeof createLogger>; lines: string[] } {
-  const lines: string[] = [];
-  const out = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(String(chunk));
-      cb();
-    },
-  });
-  return { log: createLogger({ level: 'info', format: 'json', out }), lines };
-}
+const capture = capturedLog;
 
 /** writes the file anew (another inode), as a Secret update does, so the change is seen whatever the clock */
 function replace(file: string, text: string): void {

@@ -1,9 +1,9 @@
 // Hostile KV-event streams against a real subscriber: garbage frames, undecodable payloads, unknown event types, an
 // event claiming 10^6 blocks, and a flood past the endpoint's capacity. Each is counted under its reason and logged
 // once per reason, memory stays within the capacity, nothing throws, and good messages after them are still applied.
+import { capturedLog } from '../support/captured-log.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { blockKeys } from '../../src/router/kv/block-key.js';
 import { KvEvents } from '../../src/router/kv/kv-events.js';
 import { createLogger } from '../../src/router/util/log.js';
@@ -15,14 +15,8 @@ const WAIT = 30_000;
 
 test('garbage, unknown types, a 10^6-block event and a flood: counted, logged once per reason, bounded, still consuming', async () => {
   const engine = await FakeKvEngine.start({ replay: false });
-  const lines: string[] = [];
-  const out = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(String(chunk));
-      cb();
-    },
-  });
-  const kv = new KvEvents({ log: createLogger({ level: 'info', format: 'json', out }) });
+  const { log, lines } = capturedLog();
+  const kv = new KvEvents({ log });
   const capacity = 500;
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined], capacity }]);
@@ -100,14 +94,8 @@ test('garbage, unknown types, a 10^6-block event and a flood: counted, logged on
 
 test('seqs going back and forth: every restart and rebuild counted, each logged once', async () => {
   const engine = await FakeKvEngine.start({ replay: false });
-  const lines: string[] = [];
-  const out = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(String(chunk));
-      cb();
-    },
-  });
-  const kv = new KvEvents({ log: createLogger({ level: 'info', format: 'json', out }) });
+  const { log, lines } = capturedLog();
+  const kv = new KvEvents({ log });
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
     await within(WAIT, 'subscription', engine.subscribed());

@@ -2,13 +2,12 @@
 // ports the OS picks): the live stream builds the index; a batch lost on the way is replayed from the first missing
 // seq; without a replay socket, or when the engine's buffer no longer reaches back, the endpoint's blocks are dropped
 // and rebuilt; a sequence that restarts clears; reconcile takes an endpoint's blocks with it. Every wait is bounded.
+import { capturedLog } from '../support/captured-log.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { blockKeys } from '../../src/router/kv/block-key.js';
 import { KvEvents } from '../../src/router/kv/kv-events.js';
 import type { KvJoinReplay } from '../../src/router/kv/subscriber.js';
-import { createLogger } from '../../src/router/util/log.js';
 import { batch, FakeKvEngine, storedPositional, storedTagged } from '../support/kv-engine.js';
 import { eventually, within } from '../support/within.js';
 import { Router } from 'zeromq';
@@ -17,16 +16,6 @@ const BS = 4;
 const WAIT = 15_000;
 
 /** A logger whose lines the test can read. */
-function capturingLog(): { log: ReturnType<typeof createLogger>; lines: string[] } {
-  const lines: string[] = [];
-  const out = new Writable({
-    write(chunk, _enc, cb) {
-      lines.push(String(chunk));
-      cb();
-    },
-  });
-  return { log: createLogger({ level: 'info', format: 'json', out }), lines };
-}
 
 /** tokens 0..n-1 shifted by `base`, so chains of different bases share no block */
 function tokens(n: number, base = 0): number[] {
@@ -63,7 +52,7 @@ async function joined(kv: KvEvents, id: string, rank = 0): Promise<KvJoinReplay>
 
 async function setup(opts: { replay?: boolean; bufferSize?: number; capacity?: number } = {}) {
   const engine = await FakeKvEngine.start(opts);
-  const { log, lines } = capturingLog();
+  const { log, lines } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
   kv.reconcile([
     {
@@ -252,7 +241,7 @@ test('a sequence that restarts (the engine restarted) clears the endpoint first'
 
 test('joining late replays what the engine buffered before the subscription', async () => {
   const engine = await FakeKvEngine.start();
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
   try {
     const t = tokens(3 * BS);
@@ -279,7 +268,7 @@ test('joining late replays what the engine buffered before the subscription', as
 
 test('joining after the engine stored blocks: the replay asked at once indexes them, before the engine publishes again', async () => {
   const engine = await FakeKvEngine.start();
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
   try {
     const t = tokens(3 * BS);
@@ -307,7 +296,7 @@ test('joining after the engine stored blocks: the replay asked at once indexes t
 
 test('joining when the engine buffer no longer reaches seq 0: what it has is indexed, and the status says it is partial', async () => {
   const engine = await FakeKvEngine.start({ bufferSize: 2 });
-  const { log, lines } = capturingLog();
+  const { log, lines } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
   try {
     const t = tokens(4 * BS, 500);
@@ -331,7 +320,7 @@ test('joining when the engine buffer no longer reaches seq 0: what it has is ind
 
 test('live messages queued while the join replay ran are applied once; a restart among them is still a restart', async () => {
   const engine = await FakeKvEngine.start({ replayDelayMs: 500 });
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 3000 });
   try {
     const t = tokens(4 * BS, 2000);
@@ -387,7 +376,7 @@ test('live messages queued while the join replay ran are applied once; a restart
 test('reconcile: an endpoint leaving takes its blocks; a changed URL resubscribes; the same set changes nothing', async () => {
   const e1 = await FakeKvEngine.start();
   const e2 = await FakeKvEngine.start();
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log });
   try {
     const t = tokens(2 * BS);
@@ -443,7 +432,7 @@ test('reconcile: an endpoint leaving takes its blocks; a changed URL resubscribe
 test('two ranks of one endpoint: each its own stream and sequence; the endpoint matches with its best rank', async () => {
   const r0 = await FakeKvEngine.start();
   const r1 = await FakeKvEngine.start({ replay: false });
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log });
   try {
     kv.reconcile([{ endpointId: 'dp', eventsUrls: [r0.eventsUrl, r1.eventsUrl], replayUrls: [r0.replayUrl, undefined] }]);
@@ -483,7 +472,7 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
   const engine = await FakeKvEngine.start({ replay: false });
   const silent = new Router({ linger: 0 }); // accepts the request, never answers
   await silent.bind('tcp://127.0.0.1:*');
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log, replayTimeoutMs: 300 });
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [silent.lastEndpoint as string] }]);
@@ -523,7 +512,7 @@ test('a replay socket that never answers: the wait is bounded, then the endpoint
 });
 
 test('a URL zeromq refuses is reported in the status, nothing throws; close() ends everything and twice is fine', async () => {
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log });
   kv.reconcile([{ endpointId: 'bad', eventsUrls: ['not a url'], replayUrls: [undefined] }]);
   await eventually(
@@ -542,7 +531,7 @@ test('a URL zeromq refuses is reported in the status, nothing throws; close() en
 
 test('the topic filter: only batches under the configured topic are applied', async () => {
   const engine = await FakeKvEngine.start({ replay: false });
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log, topic: 'kv@' });
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);
@@ -566,7 +555,7 @@ test('the topic filter: only batches under the configured topic are applied', as
 
 test('status follows the connection: down when the engine goes away', async () => {
   const engine = await FakeKvEngine.start({ replay: false });
-  const { log } = capturingLog();
+  const { log } = capturedLog();
   const kv = new KvEvents({ log });
   try {
     kv.reconcile([{ endpointId: 'e1', eventsUrls: [engine.eventsUrl], replayUrls: [undefined] }]);

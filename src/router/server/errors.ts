@@ -99,39 +99,37 @@ export const errors = {
     headers: { 'retry-after': String(retryAfterSeconds) },
   }),
   /** flow control: a sheddable request (negative priority) while the model's engines are saturated */
-  shed: (model: string, retryAfterSeconds: number): RouterError => ({
-    status: 429,
-    code: 'overloaded',
-    type: 'rate_limit_error',
-    param: 'model',
-    message: `The engines of ${JSON.stringify(model)} are saturated and this request is sheddable (negative priority); retry after ${retryAfterSeconds} s.`,
-    headers: { 'retry-after': String(retryAfterSeconds) },
-  }),
+  shed: (model: string, retryAfterSeconds: number): RouterError =>
+    flowRefusal(
+      429,
+      'overloaded',
+      retryAfterSeconds,
+      `The engines of ${JSON.stringify(model)} are saturated and this request is sheddable (negative priority)`,
+    ),
   /** flow control: too many requests (or bytes) already wait for room on the model's engines */
-  flowQueueFull: (model: string, retryAfterSeconds: number): RouterError => ({
-    status: 429,
-    code: 'queue_full',
-    type: 'rate_limit_error',
-    param: 'model',
-    message: `The engines of ${JSON.stringify(model)} are saturated and too many requests already wait for them; retry after ${retryAfterSeconds} s.`,
-    headers: { 'retry-after': String(retryAfterSeconds) },
-  }),
+  flowQueueFull: (model: string, retryAfterSeconds: number): RouterError =>
+    flowRefusal(
+      429,
+      'queue_full',
+      retryAfterSeconds,
+      `The engines of ${JSON.stringify(model)} are saturated and too many requests already wait for them`,
+    ),
   /** flow control: the request waited --flow-queue-timeout for room on the model's engines */
-  queueTimeout: (model: string, retryAfterSeconds: number): RouterError => ({
-    status: 503,
-    code: 'queue_timeout',
-    type: 'service_unavailable',
-    param: 'model',
-    message: `The engines of ${JSON.stringify(model)} stayed saturated for as long as a request may wait; retry after ${retryAfterSeconds} s.`,
-    headers: { 'retry-after': String(retryAfterSeconds) },
-  }),
+  queueTimeout: (model: string, retryAfterSeconds: number): RouterError =>
+    flowRefusal(
+      503,
+      'queue_timeout',
+      retryAfterSeconds,
+      `The engines of ${JSON.stringify(model)} stayed saturated for as long as a request may wait`,
+    ),
   /** flow control: the router is shutting down; the request waited and was not served here */
   flowStopped: (model: string, retryAfterSeconds: number): RouterError => ({
-    status: 503,
-    code: 'model_unavailable',
-    type: 'service_unavailable',
-    param: 'model',
-    message: `This router is shutting down; ${JSON.stringify(model)} is served by its other replicas: retry after ${retryAfterSeconds} s.`,
+    ...flowRefusal(
+      503,
+      'model_unavailable',
+      retryAfterSeconds,
+      `This router is shutting down; ${JSON.stringify(model)} is served by its other replicas`,
+    ),
     headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': 'ready' },
   }),
   discoveryNotSynced: (model: string): RouterError => ({
@@ -266,3 +264,15 @@ export const errors = {
     headers: { 'retry-after': '1', connection: 'close' },
   }),
 };
+
+/** A flow-control refusal: retryable, about the model, with Retry-After in the header and the message. */
+function flowRefusal(status: 429 | 503, code: string, retryAfterSeconds: number, reason: string): RouterError {
+  return {
+    status,
+    code,
+    type: status === 429 ? 'rate_limit_error' : 'service_unavailable',
+    param: 'model',
+    message: `${reason}; retry after ${retryAfterSeconds} s.`,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  };
+}
