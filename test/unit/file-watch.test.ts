@@ -2,7 +2,6 @@
 // directory's ..data symlink swapped to a new timestamped directory) from the file system's events alone: the re-read
 // interval is an hour here. With events missed, the interval still reads the file.
 import { test } from 'node:test';
-import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
