@@ -33,6 +33,23 @@ function streamedText(sse: string): string {
 const status = async (url: string, model: string): Promise<number> =>
   (await call(`${url}/v1/chat/completions`, { body: chat(model) })).status;
 
+/** Waits (15 s at most) until the router routes `model`: 200. */
+async function routes(url: string, model: string): Promise<void> {
+  await eventually(
+    `${url} routes ${model}`,
+    () => status(url, model),
+    (s) => s === 200,
+    15_000,
+    100,
+  );
+}
+
+async function scaledToZero(url: string, model: string): Promise<void> {
+  const answer = await call(`${url}/v1/chat/completions`, { body: chat(model) });
+  assert.equal(answer.status, 503);
+  assert.equal(answer.headers['x-llm-router-model-state'], 'scaled-to-zero');
+}
+
 describe('live configuration', { timeout: 120_000 }, () => {
   after(() => stopAll());
 
@@ -68,19 +85,11 @@ describe('live configuration', { timeout: 120_000 }, () => {
 
     const edited = Date.now();
     replace(file, `static-backends: [${fresh.url}]\nstatic-models: [fresh]\nknown-models: [zero]\n`);
-    await eventually(
-      'the added backend routes its model',
-      () => status(router.url, 'fresh'),
-      (s) => s === 200,
-      15_000,
-      100,
-    );
+    await routes(router.url, 'fresh');
     const took = Date.now() - edited;
     t.diagnostic(`the added backend routed ${took} ms after the edit`);
     assert.ok(took < 15_000);
-    const zero = await call(`${router.url}/v1/chat/completions`, { body: chat('zero') });
-    assert.equal(zero.status, 503);
-    assert.equal(zero.headers['x-llm-router-model-state'], 'scaled-to-zero');
+    await scaledToZero(router.url, 'zero');
     assert.equal(await status(router.url, 'old'), 404, 'the removed model is no longer declared');
     assert.ok(!ended, 'the stream was still running when its backend left the configuration');
     await read;
@@ -88,16 +97,8 @@ describe('live configuration', { timeout: 120_000 }, () => {
     assert.equal(streamedText(sse), streamedText(direct.text), 'every token of the stream arrived');
 
     // the replica on the same file answers the same
-    await eventually(
-      'the replica routes the added backend',
-      () => status(replica.url, 'fresh'),
-      (s) => s === 200,
-      15_000,
-      100,
-    );
-    const replicaZero = await call(`${replica.url}/v1/chat/completions`, { body: chat('zero') });
-    assert.equal(replicaZero.status, 503);
-    assert.equal(replicaZero.headers['x-llm-router-model-state'], 'scaled-to-zero');
+    await routes(replica.url, 'fresh');
+    await scaledToZero(replica.url, 'zero');
     assert.equal(await status(replica.url, 'old'), 404);
 
     // an invalid edit: refused whole, said in a WARN naming the file, the last good version stays
@@ -111,7 +112,7 @@ describe('live configuration', { timeout: 120_000 }, () => {
       15_000,
     );
     assert.equal(await status(router.url, 'fresh'), 200);
-    assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('zero') })).status, 503);
+    await scaledToZero(router.url, 'zero');
     assert.equal(await metric(router.url, 'llm_router_config_reloads_total', { result: 'applied' }), 1);
     assert.equal(await metric(router.url, 'llm_router_config_reloads_total', { result: 'invalid' }), 1);
     assert.equal(await metric(router.url, 'llm_router_config_last_reload_successful'), 0);
