@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { Registry } from 'prom-client';
 import { ConfigReloader, type ConfigChange, ConfigFollower } from '../../src/router/app/config-reload.js';
-import { LIVE_GROUPS } from '../../src/router/app/live-apply.js';
+import { applyLive, LIVE_GROUPS } from '../../src/router/app/live-apply.js';
+import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import { loadRouterConfig, loadRouterSettings } from '../../src/router/config/config.js';
 import { configFileOf, parseConfigText } from '../../src/router/config/config-file.js';
 import { UsageError } from '../../src/router/config/flags.js';
@@ -299,4 +300,47 @@ test('every live setting has its place when applied, and the operator guide list
   const flags = new Set<string>(ROUTER_FLAGS.map((f) => f.name));
   const named = new Set([...listed.matchAll(/`([a-z0-9-]+)`/g)].map((m) => m[1] as string).filter((n) => flags.has(n)));
   assert.deepEqual(named, LIVE_FLAGS, 'docs/operations.md, "Live configuration": the live settings');
+});
+
+test('applyLive: each group goes where it belongs, and a group none of whose settings changed is left alone', () => {
+  const calls: string[] = [];
+  const catalog = new ModelCatalog();
+  const deps = { policyName: 'roundrobin' };
+  const parts = {
+    catalog,
+    reroute: (c: { routingLogic: string }) => calls.push(`reroute ${c.routingLogic}`),
+    deps,
+    admission: { update: (l: { rateLimitRps: number }) => calls.push(`admission ${l.rateLimitRps}`) },
+    flow: { setLimits: (l: { maxRequests: number }) => calls.push(`flow ${l.maxRequests}`) },
+  };
+  const config = loadRouterConfig(
+    [
+      '--static-backends',
+      'http://10.0.0.1:8000',
+      '--static-models',
+      'a',
+      '--known-models',
+      'zero',
+      '--routing-logic',
+      'least-load',
+      '--rate-limit-rps',
+      '4',
+      '--flow-control',
+      '--flow-max-requests',
+      '7',
+    ],
+    {},
+  );
+  applyLive(parts, config, new Set(['known-models']));
+  assert.deepEqual(calls, []);
+  assert.deepEqual(
+    catalog
+      .models()
+      .map((m) => `${m.id}:${m.status}`)
+      .sort(),
+    ['a:loading', 'zero:scaled-to-zero'],
+  );
+  applyLive(parts, config, new Set(['routing-logic', 'rate-limit-rps', 'flow-max-requests', 'request-stats-window']));
+  assert.deepEqual(calls, ['reroute least-load', 'admission 4', 'flow 7']);
+  assert.equal(deps.policyName, 'least-load');
 });

@@ -326,7 +326,12 @@ export function usage(
   refused: ReadonlyMap<string, string> = new Map(),
 ): string {
   const marked = specs.some((s) => s.vllmRouter);
-  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', marked ? 'flags (* also a vllm_router flag):' : 'flags:'];
+  const live = specs.some((s) => s.live);
+  const legend = [
+    ...(marked ? ['* also a vllm_router flag'] : []),
+    ...(live ? ['(live): a change in the settings file applies while the router runs'] : []),
+  ];
+  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', legend.length > 0 ? `flags (${legend.join('; ')}):` : 'flags:'];
   for (const spec of specs) {
     const arg = spec.kind === 'boolean' ? '' : spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.kind.toUpperCase()}`;
     const def =
@@ -335,7 +340,7 @@ export function usage(
         : '';
     const also = spec.aliases?.length ? ` (also --${spec.aliases.join(', --')})` : '';
     lines.push(`${spec.vllmRouter ? '* ' : '  '}--${spec.name}${arg}${also}`);
-    lines.push(`      ${spec.help}${def}`);
+    lines.push(`      ${spec.help}${def}${spec.live ? ' (live)' : ''}`);
   }
   if (refused.size > 0) lines.push('', 'vllm_router flags refused here, and why:');
   for (const [name, why] of refused) lines.push(`  --${name}: ${why}`);
