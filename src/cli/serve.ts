@@ -8,6 +8,7 @@ import { loadRouterSettings, requireSomethingToRoute } from '../router/config/co
 import { loadKubernetesClient, usesKubernetes } from '../router/discovery/kubernetes/client.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../router/config/router-flags.js';
 import { RouterApp } from '../router/app/app.js';
+import { workerSettings } from '../router/app/config-reload.js';
 import { createLogger } from '../router/util/log.js';
 import { usage } from '../router/config/flags.js';
 
@@ -19,7 +20,8 @@ export async function runServe(argv: string[]): Promise<void> {
     process.stdout.write(usage('serve', SUMMARY, ROUTER_FLAGS, REFUSED_FLAGS) + '\n');
     return;
   }
-  const settings = loadRouterSettings(argv);
+  // a worker of --workers starts from its primary's settings in force, not from the file as it is now
+  const settings = (cluster.isWorker ? workerSettings(argv, process.env) : undefined) ?? loadRouterSettings(argv);
   const { config } = settings;
   requireSomethingToRoute(config);
   const log = createLogger({ level: config.logLevel, format: config.logFormat });

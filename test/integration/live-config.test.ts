@@ -123,7 +123,7 @@ describe('live configuration', { timeout: 120_000 }, () => {
     assert.equal(await status(router.url, 'fresh'), 200);
   });
 
-  test("--workers 2, vllm_router's --dynamic-config-json in a ConfigMap volume: the primary reads each version once, both workers apply it", async () => {
+  test("--workers 2, vllm_router's --dynamic-config-json in a ConfigMap volume: the primary reads each version once, both workers apply it, a worker restarted runs it", async () => {
     const a = await startSim(['--model', 'a']);
     const b = await startSim(['--model', 'b']);
     // the kubelet's layout: config.json -> ..data/config.json, ..data -> ..<timestamp>; an update swaps ..data
@@ -147,26 +147,44 @@ describe('live configuration', { timeout: 120_000 }, () => {
       ...FAST_PROBES,
     ]);
     await router.proc.waitForOutput(/llm-router listening[\s\S]*llm-router listening/, 20_000);
+    const listening = Date.now();
 
+    const swap = (name: string): void => {
+      symlinkSync(name, path.join(dir, '..data_tmp'));
+      renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+    };
     version('..v2', { ...doc, static_backends: `${a.url},${b.url}`, static_models: 'a,b' });
-    symlinkSync('..v2', path.join(dir, '..data_tmp'));
-    renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+    swap('..v2');
     const appliedBy = (): Set<number> =>
       new Set([...router.proc.output().matchAll(/"worker":(\d+)[^\n]*"msg":"configuration applied/g)].map((m) => Number(m[1])));
     await until('both workers applied the new version', () => appliedBy().size === 2, 15_000);
     // each worker's prober finds the new engine ready; then every request, whichever worker takes it, routes
-    let inARow = 0;
-    await until(
-      'six requests in a row for the added model answer 200',
-      async () => {
-        inARow =
-          (await call(`${router.url}/v1/chat/completions`, { body: chat('b'), newConnection: true })).status === 200 ? inARow + 1 : 0;
-        return inARow >= 6;
-      },
-      15_000,
-    );
-    for (let i = 0; i < 10; i++)
-      assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('b'), newConnection: true })).status, 200);
+    const allRoute = async (): Promise<void> => {
+      let inARow = 0;
+      await until(
+        'six requests in a row for the added model answer 200',
+        async () => {
+          inARow =
+            (await call(`${router.url}/v1/chat/completions`, { body: chat('b'), newConnection: true })).status === 200 ? inARow + 1 : 0;
+          return inARow >= 6;
+        },
+        15_000,
+      );
+      for (let i = 0; i < 10; i++)
+        assert.equal((await call(`${router.url}/v1/chat/completions`, { body: chat('b'), newConnection: true })).status, 200);
+    };
+    await allRoute();
+
+    // an invalid version, then a worker dies: the one started in its place runs the version in force, not the file
+    version('..v3', { ...doc, static_backends: a.url, static_models: 'a', callbacks: 'module.handler' });
+    swap('..v3');
+    await router.proc.waitForOutput(/new version refused, the last good one stays: --callbacks is not supported/, 15_000);
+    const pid = Number(/"pid":(\d+)[^\n]*"msg":"llm-router listening"/.exec(router.proc.output())?.[1]);
+    // the primary restarts a worker that lived 5 s at least
+    await new Promise((r) => setTimeout(r, Math.max(0, listening + 5_500 - Date.now())));
+    process.kill(pid, 'SIGKILL');
+    await router.proc.waitForOutput(/(llm-router listening[\s\S]*){3}/, 20_000);
+    await allRoute();
     const primaryApplied = [...router.proc.output().matchAll(/"msg":"--dynamic-config-json [^"]*: new version applied/g)];
     assert.equal(primaryApplied.length, 1, 'the primary read and applied the version once');
     assert.equal(await metric(router.url, 'llm_router_config_reloads_total', { result: 'applied' }), 1, 'counted once for the instance');

@@ -5,8 +5,8 @@
 // are said too. Every outcome is counted (metrics/config-metrics.ts).
 //
 // One process reads the file: the router itself, or under --workers the primary, which hands each applied version to
-// every worker (numbered, so a worker never goes back to an older one) and answers a worker that starts with the
-// version in force. So every worker runs the version the primary read, and says nothing the primary already said.
+// every worker (numbered, so a worker never goes back to an older one); a worker is started with the settings in
+// force (WORKER_SETTINGS_ENV), never from the file as it is then, and asks for any version applied since. So every worker runs the version the primary read, and says nothing the primary already said.
 import { createHash } from 'node:crypto';
 import {
   buildRouterConfig,
@@ -16,6 +16,7 @@ import {
   type RouterConfig,
   type RouterSettings,
 } from '../config/config.js';
+import { configFileOf } from '../config/config-file.js';
 import type { FlagSource, FlagValue } from '../config/flags.js';
 import { type FlagState, planReload, type ReloadPlan } from '../config/reload-plan.js';
 import type { RouterFlagValues } from '../config/router-flags.js';
@@ -37,6 +38,30 @@ export interface ConfigVersion {
   readonly sha256: string;
   readonly values: Readonly<Record<string, FlagValue>>;
   readonly sources: Readonly<Record<string, FlagSource>>;
+}
+
+/**
+ * The variable a worker of --workers is started with: the settings in force in its primary (a ConfigVersion as JSON),
+ * which it starts from instead of reading the file itself.
+ */
+export const WORKER_SETTINGS_ENV = 'LLM_ROUTER_WORKER_SETTINGS';
+
+/** A worker's start-up settings: its primary's version in force (WORKER_SETTINGS_ENV), when it was given one. */
+export function workerSettings(argv: readonly string[], env: Env): RouterSettings | undefined {
+  const text = env[WORKER_SETTINGS_ENV];
+  if (text === undefined) return undefined;
+  const version = parseConfigVersion(JSON.parse(text));
+  if (version === undefined) throw new Error(`${WORKER_SETTINGS_ENV} holds no settings`);
+  const values = version.values as unknown as RouterFlagValues;
+  const sources = new Map(Object.entries(version.sources));
+  return {
+    config: buildRouterConfig(values, explicitIn(sources), env),
+    values,
+    sources,
+    fromFile: new Map(),
+    file: configFileOf(argv, env),
+    fileText: undefined,
+  };
 }
 
 /** A new configuration to run: `config`, of which the settings named in `live` changed. */

@@ -6,7 +6,7 @@ import cluster, { type Worker } from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import { usesKvEvents, type RouterSettings } from '../config/config.js';
 import { ConfigMetrics } from '../metrics/config-metrics.js';
-import { CONFIG_TOPICS, ConfigReloader } from './config-reload.js';
+import { CONFIG_TOPICS, ConfigReloader, WORKER_SETTINGS_ENV } from './config-reload.js';
 import { Registry } from 'prom-client';
 import { aggregateExposition, METRICS_TOPICS, retainedCounters, type WorkerMetrics } from '../metrics/metrics.js';
 import { ScalerMetrics } from '../metrics/scaler-metrics.js';
@@ -116,7 +116,9 @@ export function runPrimary(
   );
 
   const fork = (): void => {
-    const worker = cluster.fork();
+    // a worker starts from the settings in force, never from the file as it is now (which may be refused, or change
+    // a setting such as the port that this instance keeps until a restart)
+    const worker = cluster.fork(reloader ? { [WORKER_SETTINGS_ENV]: JSON.stringify(reloader.current()) } : {});
     startedAt.set(worker, Date.now());
   };
   cluster.on('exit', (worker, code, signal) => {

@@ -342,8 +342,8 @@ function readFlagValues(
     ...(fileValues && file ? { file: fileValues, fileName: `${file.flag} ${file.path}` } : {}),
     refused: REFUSED_FLAGS,
     notInFile: CONFIG_FILE_FLAGS,
-    // the benchmark's switch between engine clients; the other commands' variables share the prefix
-    envAllowed: ['LLM_ROUTER_ENGINE_CLIENT'],
+    // the benchmark's switch between engine clients, and the settings a --workers primary starts its workers with (app/config-reload.ts)
+    envAllowed: ['LLM_ROUTER_ENGINE_CLIENT', 'LLM_ROUTER_WORKER_SETTINGS'],
     envOtherPrefixes: ['LLM_ROUTER_SIM_', 'LLM_ROUTER_PROBE_', 'LLM_ROUTER_LINT_', 'LLM_ROUTER_DEMO_'],
   });
   return { values: parsed.values, sources: parsed.sources, fromFile: parsed.fromFile, file, fileText: text };

@@ -30,11 +30,13 @@ export class FileWatch {
 
   constructor(private readonly opts: FileWatchOptions) {}
 
+  /** Watches from now on, and reads the file once at once (it may have changed since its reader last read it). */
   start(): void {
     this.watchFile();
     this.watchPath('dir', path.dirname(this.opts.path));
     this.interval = setInterval(() => void this.read(), this.opts.intervalMs);
     this.interval.unref();
+    void this.read();
   }
 
   stop(): void {
