@@ -117,7 +117,7 @@ export class ConfigReloader {
   private lastRead: string;
   /** settings whose new value waits for a restart, as last said: each is said once per value */
   private readonly pending = new Map<string, string>();
-  private readonly watch: FileWatch | undefined;
+  private readonly watch: FileWatch;
   private readonly where: string;
 
   constructor(private readonly opts: ReloaderOptions) {
@@ -137,11 +137,11 @@ export class ConfigReloader {
   }
 
   start(): void {
-    this.watch?.start();
+    this.watch.start();
   }
 
   stop(): void {
-    this.watch?.stop();
+    this.watch.stop();
   }
 
   /** The version in force (a worker that starts asks for it). */
@@ -182,7 +182,12 @@ export class ConfigReloader {
       return 'unchanged';
     }
     this.version = versionOf(this.version.seq + 1, sha256, plan);
-    this.opts.apply({ config, live: new Set(plan.live), version: this.version });
+    try {
+      this.opts.apply({ config, live: new Set(plan.live), version: this.version });
+    } catch (err) {
+      // checked as a start-up checks it, the version should apply; a part that could not is said, the rest stands
+      this.opts.log.error({ file: this.where, error: messageOf(err) }, `${this.where}: applying the new version failed`);
+    }
     this.opts.metrics.reloaded('applied', sha256);
     this.opts.log.info({ file: this.where, sha256, changed: plan.live }, `${this.where}: new version applied (${plan.live.join(', ')})`);
     return 'applied';
