@@ -4,12 +4,13 @@
 // instance what no worker can alone (its demand and its metrics: src/router/app/primary.ts).
 import cluster from 'node:cluster';
 import { runPrimary } from '../router/app/primary.js';
-import { loadRouterConfig } from '../router/config/config.js';
+import { loadRouterSettings, requireSomethingToRoute } from '../router/config/config.js';
 import { loadKubernetesClient, usesKubernetes } from '../router/discovery/kubernetes/client.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../router/config/router-flags.js';
 import { RouterApp } from '../router/app/app.js';
+import { workerSettings } from '../router/app/config-reload.js';
 import { createLogger } from '../router/util/log.js';
-import { usage, UsageError } from '../router/config/flags.js';
+import { usage } from '../router/config/flags.js';
 
 const SUMMARY =
   'Routes OpenAI-compatible requests by model to engines whose model is loaded; answers 404 for unknown models and 503 + Retry-After for declared models with no ready engine.';
@@ -19,28 +20,22 @@ export async function runServe(argv: string[]): Promise<void> {
     process.stdout.write(usage('serve', SUMMARY, ROUTER_FLAGS, REFUSED_FLAGS) + '\n');
     return;
   }
-  const config = loadRouterConfig(argv);
-  if (
-    config.serviceDiscovery === 'static' &&
-    config.staticBackends.length === 0 &&
-    config.knownModels.length === 0 &&
-    config.aliases.size === 0
-  ) {
-    throw new UsageError(
-      'nothing to route to: give engines with --static-backends URL,... and --static-models MODEL,... (env LLM_ROUTER_STATIC_BACKENDS, LLM_ROUTER_STATIC_MODELS), or --service-discovery k8s, or declare --known-models',
-    );
-  }
+  // a worker of --workers starts from its primary's settings in force, not from the file as it is now
+  const settings = (cluster.isWorker ? workerSettings(argv, process.env) : undefined) ?? loadRouterSettings(argv);
+  const { config } = settings;
+  requireSomethingToRoute(config);
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   if (usesKubernetes(config)) await loadKubernetesClient();
   if (config.workers > 1 && cluster.isPrimary) {
-    runPrimary(config, log);
+    runPrimary(settings, argv, process.env, log);
     return;
   }
   // under --workers every line says which worker wrote it
   const app = new RouterApp(config, cluster.isWorker && cluster.worker ? log.child({ worker: cluster.worker.id }) : log);
   // the signal handlers are in place before the router says it listens: a SIGTERM right after that line (a pod deleted
   // as it starts) is a graceful stop, not the default action that kills the process
-  const started = app.start();
+  // the settings file is followed once the router serves (under --workers, the versions its primary reads)
+  const started = app.start().then(() => app.followConfig(settings, argv, process.env));
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) {

@@ -261,6 +261,28 @@ describe('chart with default values', { skip: requireTool('go') }, () => {
     assert.deepEqual(service.spec.selector, router.spec.selector.matchLabels);
   });
 
+  test('the config is a ConfigMap mounted as a directory; checksum/config covers the settings that need a restart, not the live ones', () => {
+    const router = find(objs, 'Deployment', 'llm-router');
+    const mount = container(router, 'router').volumeMounts.find((m: Obj) => m.name === 'config');
+    assert.deepEqual(mount, { name: 'config', mountPath: '/etc/llm-router', readOnly: true }, 'no subPath: the kubelet updates the file');
+    const checksum = (config: Record<string, unknown>, more: Record<string, unknown> = {}): string =>
+      find(objects(renderChart(CHART, { values: [{ router: { config }, ...more }] })), 'Deployment', 'llm-router').spec.template.metadata
+        .annotations['checksum/config'];
+    const base = checksum({ 'retry-after': 5 });
+    // live settings (any spelling) reach the pods through the mounted file: no rollout
+    assert.equal(checksum({ 'retry-after': 5, known_models: ['m'], staticAliases: ['a:m'], 'rate-limit-rps': 3 }), base);
+    assert.equal(checksum({ 'retry-after': 5 }, { routing: { logic: 'least-load' } }), base);
+    // the others, and KV-cache events (set up at start-up), roll the pods
+    assert.notEqual(checksum({ 'retry-after': 6 }), base);
+    assert.notEqual(checksum({ 'retry-after': 5, 'allow-routing-header': true }), base);
+    assert.notEqual(checksum({ 'retry-after': 5 }, { routing: { logic: 'kvaware' } }), base);
+    // the chart's list is the router's live settings and their other spellings
+    const tpl = readFileSync(path.join(CHART, 'templates', '_helpers.tpl'), 'utf8');
+    const listed = /define "llm-router.liveSettings" -\}\}\n([\s\S]*?)\n\{\{- end/.exec(tpl)?.[1]?.split(/\s+/) ?? [];
+    const live = ROUTER_FLAGS.filter((f) => 'live' in f).flatMap((f) => [f.name, ...('aliases' in f ? f.aliases : [])]);
+    assert.deepEqual(new Set(listed), new Set(live));
+  });
+
   test('without the robustness values: no admin port, one worker at 500m, no API keys file, no NetworkPolicy, round robin', () => {
     const c = container(find(objs, 'Deployment', 'llm-router'), 'router');
     for (const flag of ['--admin-port', '--workers', '--api-keys-file', '--kv-events-port', '--kv-events-replay-port'])

@@ -3,6 +3,9 @@
 // finds nothing wrong with the exposition.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { startPrometheus, promtoolCheckMetrics, promtoolCheckRules, type Prometheus } from '../support/prometheus.js';
 import { asGrafanaSends, documentedPromql, forModel, type PromqlSource } from '../support/promql-sources.js';
 import { stopAll } from '../support/process.js';
@@ -25,10 +28,17 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000, sk
     return r.samples[0]?.value;
   };
 
+  const dir = mkdtempSync(path.join(tmpdir(), 'prometheus-test-'));
+
   before(async () => {
     sources = documentedPromql();
     const sim = await startSim(['--model', 'served']);
+    // a settings file followed: its reload metrics are in the exposition promtool checks
+    const config = path.join(dir, 'router.yaml');
+    writeFileSync(config, 'retry-after: 5\n');
     router = await startRouter([
+      '--config',
+      config,
       '--static-backends',
       sim.url,
       '--static-models',
@@ -55,6 +65,7 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000, sk
   after(async () => {
     await prom?.stop();
     await stopAll();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   test('the documents give the same trigger everywhere, and every expression evaluates', async () => {
@@ -131,6 +142,7 @@ describe('Prometheus and promtool against a real router', { timeout: 120_000, sk
     const exposition = (await call(`${router.adminUrl}/metrics`)).text;
     for (const status of ['200', '404', '429', '503'])
       assert.match(exposition, new RegExp(`^llm_router_requests_total\\{[^}]*status="${status}"`, 'm'));
+    assert.match(exposition, /^llm_router_config_info\{sha256="[0-9a-f]{64}"\} 1$/m);
     const check = await promtoolCheckMetrics(exposition);
     assert.deepEqual(check, { code: 0, output: '' }, 'promtool check metrics: no findings');
     await router.stop();

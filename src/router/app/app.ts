@@ -36,16 +36,17 @@ import { buildScalingSide } from './scaling-side.js';
 import type { InferenceDeps } from '../server/pipeline.js';
 import type { Tracing } from '../tracing/tracing.js';
 import { FlowController } from '../flow/controller.js';
+import { ConfigFollower, ConfigReloader, type ConfigChange } from './config-reload.js';
+import type { RouterSettings } from '../config/config.js';
+import { ConfigMetrics } from '../metrics/config-metrics.js';
+import type { AdmissionGate } from './http-side.js';
+import type { EngineSide } from './engine-side.js';
+import { applyLive, flowLimits } from './live-apply.js';
 
 /** Flow control over the catalog's ready endpoints, told to the metrics. */
 function buildFlowControl(config: FlowConfig, catalog: ModelCatalog, metrics: RouterMetrics): FlowController {
   const flow = new FlowController({
-    thresholds: { queueDepth: config.queueDepthThreshold, kvCache: config.kvCacheThreshold, stalenessMs: config.metricsStalenessMs },
-    queueTimeoutMs: config.queueTimeoutMs,
-    maxRequests: config.maxRequests,
-    maxBytes: config.maxBytes,
-    bandMaxRequests: config.bandMaxRequests,
-    bandMaxBytes: config.bandMaxBytes,
+    ...flowLimits(config),
     candidates: (model) => {
       const r = catalog.resolve(model);
       return r.kind === 'routable' ? r.candidates : [];
@@ -99,9 +100,16 @@ export class RouterApp {
   private readonly deps: InferenceDeps;
   /** flow control (--flow-control): requests wait here while their model's engines are saturated */
   private readonly flow: FlowController | undefined;
+  /** admission: API keys, rate and concurrency limits */
+  private readonly admission: AdmissionGate;
+  /** new routing settings: the policies made again */
+  private readonly reroute: EngineSide['reroute'];
+  /** the settings file followed (this process reads it), or the primary's versions followed (a worker) */
+  private configSource: { stop(): void } | undefined;
 
   constructor(
-    readonly config: RouterConfig,
+    /** the configuration in force: the start-up's, then each version of the settings file applied */
+    public config: RouterConfig,
     private readonly log: Logger,
     /** what sets the router's port, named when it is in use (the demo has its own flag and env) */
     private readonly portSetting: PortSetting = { flag: '--port', env: 'LLM_ROUTER_PORT' },
@@ -150,9 +158,11 @@ export class RouterApp {
     this.engineStats = engine.engineStats;
     this.kvRouting = engine.kvRouting;
     this.adapters = engine.adapters;
+    this.reroute = engine.reroute;
 
     // the HTTP side: admission, routes, servers (src/router/app/http-side.ts)
     const admission = buildAdmission(config.security, log);
+    this.admission = admission;
     this.keys = admission.keys;
     // flow control's wait metric names the configured tenants; every other tenant is `other`
     this.metrics.flow.watchTenants((tenant) => admission.keys.tenants.has(tenant));
@@ -236,6 +246,39 @@ export class RouterApp {
       { endpoint: config.endpoint, protocol: config.protocol, serviceName: tracing.serviceName, instanceId: tracing.instanceId },
       'tracing: spans are exported over OTLP',
     );
+  }
+
+  /**
+   * Follows the settings file (--config, --dynamic-config-yaml/json) from now on: this process reads it, or under
+   * --workers a worker runs the versions its primary reads (config-reload.ts). Without a file, nothing.
+   */
+  followConfig(settings: RouterSettings, argv: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
+    if (settings.file === undefined || this.configSource !== undefined) return;
+    const kvEvents = this.kvRouting !== undefined;
+    const apply = (change: ConfigChange): void => this.applyConfig(change.config, change.live);
+    if (this.link !== undefined) {
+      const follower = new ConfigFollower(settings, this.link, { env, kvEvents, log: this.log.child({ component: 'config' }), apply });
+      follower.start();
+      this.configSource = { stop: () => undefined };
+      return;
+    }
+    const reloader = new ConfigReloader({
+      argv,
+      env,
+      settings,
+      kvEvents,
+      log: this.log.child({ component: 'config' }),
+      metrics: new ConfigMetrics(this.metrics.registry),
+      apply,
+    });
+    reloader.start();
+    this.configSource = reloader;
+  }
+
+  /** Runs `config` from now on, of which the settings in `live` changed (the others are as they were). */
+  applyConfig(config: RouterConfig, live: ReadonlySet<string>): void {
+    this.config = config;
+    applyLive({ catalog: this.catalog, reroute: this.reroute, deps: this.deps, admission: this.admission, flow: this.flow }, config, live);
   }
 
   private internalError(res: ResponseSink, err: unknown): void {
@@ -350,6 +393,7 @@ export class RouterApp {
     const graceMs = opts.shutdownTimeoutMs ?? this.config.security.shutdownTimeoutMs;
     this.shuttingDown = true;
     clearInterval(this.statsTimer);
+    this.configSource?.stop();
     const stopStarted = Date.now();
     this.log.info(
       { inFlight: this.concurrency.inFlight, drainSeconds: drainMs / 1000, shutdownTimeoutSeconds: graceMs / 1000 },

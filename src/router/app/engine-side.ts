@@ -11,9 +11,10 @@ import { EngineStatsScraper } from '../health/engine-stats.js';
 import { Prober } from '../health/prober.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import { Forwarder } from '../proxy/forwarder.js';
-import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
+import { PdForwarder, type PdPolicies } from '../proxy/pd/pd-forwarder.js';
 import type { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
+import type { RoutingPolicy } from '../routing/policy.js';
 import type { Scaling } from '../scaling/index.js';
 import type { Dashboard } from '../server/dashboard/index.js';
 import { observeAll } from '../server/dashboard/kv-view.js';
@@ -47,7 +48,15 @@ export interface EngineSide {
   readonly adapters: AdapterManager;
   /** what the router sends engines as Authorization (--engine-api-key), if anything */
   readonly engineAuthorization: string | undefined;
+  /** new routing settings (the config file changed): the policies are made again and used from the next request on */
+  reroute(config: RoutingSettings): void;
 }
+
+/** What the routing policies are made from: the settings the config file may change while the router runs. */
+export type RoutingSettings = Pick<
+  RouterConfig,
+  'routingLogic' | 'sessionKey' | 'prefixBlockChars' | 'prefixBalanceEpsilon' | 'allowRoutingHeader'
+>;
 
 export function buildEngineSide(parts: EngineSideParts): EngineSide {
   const prober = createProber(parts);
@@ -59,7 +68,12 @@ export function buildEngineSide(parts: EngineSideParts): EngineSide {
   const kvRouting = createKvRouting(parts);
   const { forwarder, pd, engineAuthorization } = createForwarders(parts, prober, kvRouting);
   const adapters = createAdapterManager(parts);
-  return { prober, engineStats, kvRouting, forwarder, pd, adapters, engineAuthorization };
+  const reroute = (routing: RoutingSettings): void => {
+    const policies = routingPolicies({ ...parts.config, ...routing }, parts, kvRouting);
+    forwarder.setPolicy(policies.policy);
+    pd.setPolicies(policies.pd);
+  };
+  return { prober, engineStats, kvRouting, forwarder, pd, adapters, engineAuthorization, reroute };
 }
 
 /** Active probes and passive health; failovers and failures go to the metrics (and failovers to the dashboard). */
@@ -100,12 +114,12 @@ function createKvRouting({ config, log, catalog, metrics, dashboard, engineTls }
   return kvRouting;
 }
 
-/** The routing policies, the plain forwarder, and the P/D forwarder over it. */
-function createForwarders(
-  { config, catalog, metrics, dashboard, pools }: EngineSideParts,
-  prober: Prober,
+/** The routing policy, and the P/D model's pair of policies (decode, prefill), as `config` says. */
+function routingPolicies(
+  config: RouterConfig,
+  { metrics, dashboard }: Pick<EngineSideParts, 'metrics' | 'dashboard'>,
   kvRouting: KvRouting | undefined,
-): Pick<EngineSide, 'forwarder' | 'pd' | 'engineAuthorization'> {
+): { policy: RoutingPolicy; pd: PdPolicies } {
   const kvObserver = observeAll(metrics.kv, dashboard.kvDecisions);
   const policyOptions = {
     ...(kvRouting ? { kv: { index: kvRouting.events.index, keys: kvRouting, observer: kvObserver, pendingMs: config.kv.pendingMs } } : {}),
@@ -116,21 +130,32 @@ function createForwarders(
     allowRoutingHeader: config.allowRoutingHeader,
   };
   const policy = createPolicy(config.routingLogic, policyOptions);
-  const forwarder = new Forwarder(pools, policy, prober, catalog, config.timeouts, config.maxFailoverAttempts);
-  const engineAuthorization = config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined;
-  const pd = new PdForwarder(
-    forwarder,
-    pools,
-    {
+  return {
+    policy,
+    pd: {
       // kvaware matches the prompt's KV where it is computed, the prefill engine; the decode engine goes by load
       decode: config.routingLogic === 'kvaware' ? createPolicy('least-load', policyOptions) : policy,
       prefill: createPrefillPolicy(config.routingLogic, policyOptions),
     },
-    prober,
-    catalog,
-    metrics.pd,
-    { pd: config.pd, timeouts: config.timeouts, engineAuthorization, forwardClientAuth: config.forwardClientAuth },
-  );
+  };
+}
+
+/** The routing policies, the plain forwarder, and the P/D forwarder over it. */
+function createForwarders(
+  parts: EngineSideParts,
+  prober: Prober,
+  kvRouting: KvRouting | undefined,
+): Pick<EngineSide, 'forwarder' | 'pd' | 'engineAuthorization'> {
+  const { config, catalog, metrics, pools } = parts;
+  const policies = routingPolicies(config, parts, kvRouting);
+  const forwarder = new Forwarder(pools, policies.policy, prober, catalog, config.timeouts, config.maxFailoverAttempts);
+  const engineAuthorization = config.engineApiKey ? `Bearer ${config.engineApiKey}` : undefined;
+  const pd = new PdForwarder(forwarder, pools, policies.pd, prober, catalog, metrics.pd, {
+    pd: config.pd,
+    timeouts: config.timeouts,
+    engineAuthorization,
+    forwardClientAuth: config.forwardClientAuth,
+  });
   return { forwarder, pd, engineAuthorization };
 }
 

@@ -34,14 +34,22 @@ export interface AdmissionGate {
   readonly concurrency: ConcurrencyLimit;
   /** the pipeline's admit stage: the rate limit, then a concurrency slot */
   readonly admit: InferenceDeps['admit'];
+  /** new limits (the config file changed): the rate limit starts afresh when its rate or burst changed */
+  update(limits: AdmissionLimits): void;
 }
+
+/** The admission settings the config file may change while the router runs. */
+export type AdmissionLimits = Pick<SecurityConfig, 'rateLimitRps' | 'rateLimitBurst' | 'trustedProxies' | 'maxConcurrentRequests'>;
 
 /** API keys, the per-client rate limit (--rate-limit-rps) and the concurrency limit (--max-concurrent-requests). */
 export function buildAdmission(sec: SecurityConfig, log: Logger): AdmissionGate {
   const keys = new ApiKeys(sec.apiKeys, sec.apiKeysFile, log.child({ component: 'auth' }));
   const concurrency = new ConcurrencyLimit(sec.maxConcurrentRequests);
-  const buckets = sec.rateLimitRps > 0 ? new TokenBuckets(sec.rateLimitRps, sec.rateLimitBurst) : undefined;
-  const clients = new ClientIdentity(sec.trustedProxies, () => keys.enabled);
+  const bucketsOf = (l: AdmissionLimits): TokenBuckets | undefined =>
+    l.rateLimitRps > 0 ? new TokenBuckets(l.rateLimitRps, l.rateLimitBurst) : undefined;
+  let limits: AdmissionLimits = sec;
+  let buckets = bucketsOf(sec);
+  let clients = new ClientIdentity(sec.trustedProxies, () => keys.enabled);
   return {
     keys,
     concurrency,
@@ -52,6 +60,12 @@ export function buildAdmission(sec: SecurityConfig, log: Logger): AdmissionGate 
         if (wait > 0) return errors.rateLimited(Math.max(1, Math.ceil(wait)));
       }
       return concurrency.acquire() ?? errors.overloaded();
+    },
+    update: (next) => {
+      if (next.rateLimitRps !== limits.rateLimitRps || next.rateLimitBurst !== limits.rateLimitBurst) buckets = bucketsOf(next);
+      if (next.trustedProxies !== limits.trustedProxies) clients = new ClientIdentity(next.trustedProxies, () => keys.enabled);
+      concurrency.max = next.maxConcurrentRequests;
+      limits = next;
     },
   };
 }

@@ -4,7 +4,9 @@
 // the counts of a worker that is gone: the instance's counters never go backwards while it runs.
 import cluster, { type Worker } from 'node:cluster';
 import { randomUUID } from 'node:crypto';
-import type { RouterConfig } from '../config/config.js';
+import { usesKvEvents, type RouterSettings } from '../config/config.js';
+import { ConfigMetrics } from '../metrics/config-metrics.js';
+import { CONFIG_TOPICS, ConfigReloader, WORKER_SETTINGS_ENV } from './config-reload.js';
 import { Registry } from 'prom-client';
 import { aggregateExposition, METRICS_TOPICS, retainedCounters, type WorkerMetrics } from '../metrics/metrics.js';
 import { ScalerMetrics } from '../metrics/scaler-metrics.js';
@@ -20,7 +22,13 @@ const MIN_WORKER_LIFETIME_MS = 5_000;
 /** how long a scrape waits for each worker's metrics; one that is later counts with its last counters */
 const METRICS_GATHER_MS = 1_500;
 
-export function runPrimary(config: RouterConfig, log: Logger): void {
+export function runPrimary(
+  settings: RouterSettings,
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  log: Logger,
+): void {
+  const { config } = settings;
   let stopping = false;
   let exitCode = 0;
   const startedAt = new Map<Worker, number>();
@@ -71,8 +79,22 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
     const peers = demand.peers;
     scalerMetrics.watchPeers(() => peers.status());
   }
+  // the settings file is read here, once, and each version applied is handed to every worker (config-reload.ts)
+  const reloader =
+    settings.file === undefined
+      ? undefined
+      : new ConfigReloader({
+          argv,
+          env,
+          settings,
+          kvEvents: usesKvEvents(config.routingLogic, config.allowRoutingHeader),
+          log: log.child({ component: 'config' }),
+          metrics: new ConfigMetrics(registry),
+          apply: (change) => hub?.broadcast(CONFIG_TOPICS.version, change.version),
+        });
   hub = new ClusterHub(
     {
+      [CONFIG_TOPICS.current]: async () => reloader?.current(),
       [DEMAND_TOPICS.instance]: () => demand.view.instance(),
       [DEMAND_TOPICS.system]: () => demand.view.system(),
       [DEMAND_TOPICS.notice]: async (value) => {
@@ -94,7 +116,9 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
   );
 
   const fork = (): void => {
-    const worker = cluster.fork();
+    // a worker starts from the settings in force, never from the file as it is now (which may be refused, or change
+    // a setting such as the port that this instance keeps until a restart)
+    const worker = cluster.fork(reloader ? { [WORKER_SETTINGS_ENV]: JSON.stringify(reloader.current()) } : {});
     startedAt.set(worker, Date.now());
   };
   cluster.on('exit', (worker, code, signal) => {
@@ -117,6 +141,7 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
   const finish = (code: number): void => {
     if (finishing) return;
     finishing = true;
+    reloader?.stop();
     hub?.stop();
     // every worker has answered its requests (or is gone): the peers hear that this instance leaves
     const bounded = new Promise<void>((resolve) => setTimeout(resolve, config.scaling.peerTimeoutMs + 1_000).unref());
@@ -136,5 +161,6 @@ export function runPrimary(config: RouterConfig, log: Logger): void {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   for (let i = 0; i < config.workers; i++) fork();
+  reloader?.start();
   log.info({ workers: config.workers, port: config.port, instance }, 'llm-router primary started its workers');
 }

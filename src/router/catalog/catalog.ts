@@ -297,6 +297,7 @@ export class ModelCatalog implements InFlightLedger {
 
   /** alias -> target model; targets count as declared. */
   setAliases(aliases: ReadonlyMap<string, string>): void {
+    if (aliases.size === this.aliases.size && [...aliases].every(([a, t]) => this.aliases.get(a) === t)) return;
     this.aliases = new Map(aliases);
     this.rebuild();
     this.emit({ type: 'declarations' });

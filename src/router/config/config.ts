@@ -1,10 +1,9 @@
 // Builds the router's typed configuration from flags, env and the YAML file, and validates it as a whole.
 import { isHttpToken } from '../util/http-token.js';
-import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
-import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { parseFlags, UsageError, type FlagSource } from './flags.js';
+import { parseFlags, UsageError, type FlagSource, type FlagValue } from './flags.js';
+import { CONFIG_FILE_FLAGS, configFileOf, parseConfigText, readConfigText, type ConfigFileRef } from './config-file.js';
 import { tracingSection, type TracingConfig } from './tracing-config.js';
 import type { EngineTlsConfig } from './engine-tls.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS, ROUTING_LOGICS, type RouterFlagValues } from './router-flags.js';
@@ -320,60 +319,42 @@ function isRoutingLogic(name: string): name is RoutingLogic {
   return (ROUTING_LOGICS as readonly string[]).includes(name);
 }
 
-function readConfigFile(path: string): Record<string, unknown> {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (err) {
-    throw new UsageError(`--config ${path}: ${(err as Error).message}`);
-  }
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch (err) {
-    throw new UsageError(`--config ${path}: not valid YAML: ${(err as Error).message.split('\n')[0]}`);
-  }
-  if (doc === null || doc === undefined) return {};
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new UsageError(`--config ${path}: must be a mapping of setting names to values`);
-  return doc as Record<string, unknown>;
-}
-
-/** Finds --config in argv or env before the full parse, since the file feeds that parse. */
-function configPath(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): string | undefined {
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--config') return argv[i + 1];
-    if (a.startsWith('--config=')) return a.slice('--config='.length);
-  }
-  return env.LLM_ROUTER_CONFIG || undefined;
-}
-
 /** KV-cache events are consumed only where kvaware can be asked for: its routing logic, or the per-request header. */
 export function usesKvEvents(routingLogic: string, allowRoutingHeader: boolean): boolean {
   return routingLogic === 'kvaware' || allowRoutingHeader;
 }
 
-/** The flag values (flags, env, the YAML file, defaults) and whether a flag was given at all. */
+/**
+ * The flag values (flags, env, the settings file, defaults), where each came from, and what the file gave. `fileText`:
+ * the file's text as already read (a reload); else the file named in argv or env is read now.
+ */
 function readFlagValues(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
-): { readonly v: RouterFlagValues; readonly explicit: (name: string) => boolean } {
-  const file = configPath(argv, env);
-  const fileValues = file ? readConfigFile(file) : undefined;
+  fileText?: string,
+): Omit<RouterSettings, 'config'> {
+  const file = configFileOf(argv, env);
+  const text = file ? (fileText ?? readConfigText(file)) : undefined;
+  const fileValues = file && text !== undefined ? parseConfigText(file, text) : undefined;
   const parsed = parseFlags(argv, ROUTER_FLAGS, {
     env,
     envPrefix: 'LLM_ROUTER_',
-    ...(fileValues ? { file: fileValues, fileName: file } : {}),
+    ...(fileValues && file ? { file: fileValues, fileName: `${file.flag} ${file.path}` } : {}),
     refused: REFUSED_FLAGS,
-    // the benchmark's switch between engine clients; the other commands' variables share the prefix
-    envAllowed: ['LLM_ROUTER_ENGINE_CLIENT'],
+    notInFile: CONFIG_FILE_FLAGS,
+    // the benchmark's switch between engine clients, and the settings a --workers primary starts its workers with (app/config-reload.ts)
+    envAllowed: ['LLM_ROUTER_ENGINE_CLIENT', 'LLM_ROUTER_WORKER_SETTINGS'],
     envOtherPrefixes: ['LLM_ROUTER_SIM_', 'LLM_ROUTER_PROBE_', 'LLM_ROUTER_LINT_', 'LLM_ROUTER_DEMO_'],
   });
-  const explicit = (name: string): boolean => {
-    const s: FlagSource | undefined = parsed.sources.get(name);
+  return { values: parsed.values, sources: parsed.sources, fromFile: parsed.fromFile, file, fileText: text };
+}
+
+/** Whether a flag was given at all (on the command line, in env or in the file), by the sources of a parse. */
+export function explicitIn(sources: ReadonlyMap<string, FlagSource>): (name: string) => boolean {
+  return (name) => {
+    const s = sources.get(name);
     return s !== undefined && s !== 'default';
   };
-  return { v: parsed.values, explicit };
 }
 
 /** Discovery: static or Kubernetes, and for Kubernetes where and how its pods are found. */
@@ -627,13 +608,63 @@ function timeoutsSection(v: RouterFlagValues): TimeoutConfig {
   };
 }
 
-/**
- * The router's configuration from argv, env and --config. Each section is built by its own function; they run in the
- * order their usage errors are reported (the first one found is thrown), which is why the KEDA scaler's checks
- * (scalerSection) come before the engine flags' while the rest of scaling is read with the other sections.
- */
+/** The router's settings: its configuration and the flag values it was built from, with their sources. */
+export interface RouterSettings {
+  readonly config: RouterConfig;
+  readonly values: RouterFlagValues;
+  /** where each flag's value came from */
+  readonly sources: ReadonlyMap<string, FlagSource>;
+  /** what the settings file gave, by flag name (also where a flag or env wins over it) */
+  readonly fromFile: ReadonlyMap<string, FlagValue>;
+  /** the settings file, when one is named */
+  readonly file: ConfigFileRef | undefined;
+  /** its text, as read for these settings */
+  readonly fileText: string | undefined;
+}
+
+/** Static discovery with no backend, no known model and no alias routes nothing: refused at start-up and on a reload. */
+export function requireSomethingToRoute(config: RouterConfig): void {
+  if (
+    config.serviceDiscovery === 'static' &&
+    config.staticBackends.length === 0 &&
+    config.knownModels.length === 0 &&
+    config.aliases.size === 0
+  ) {
+    throw new UsageError(
+      'nothing to route to: give engines with --static-backends URL,... and --static-models MODEL,... (env LLM_ROUTER_STATIC_BACKENDS, LLM_ROUTER_STATIC_MODELS), or --service-discovery k8s, or declare --known-models',
+    );
+  }
+}
+
+/** The router's configuration from argv, env and the settings file (--config). */
 export function loadRouterConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>> = process.env): RouterConfig {
-  const { v, explicit } = readFlagValues(argv, env);
+  return loadRouterSettings(argv, env).config;
+}
+
+/**
+ * The router's settings from argv, env and the settings file; `fileText`, the file's text as a reload read it (else
+ * the file is read now). Every check of a start-up runs, so a new version of the file is refused for what a start-up
+ * would refuse.
+ */
+export function loadRouterSettings(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  fileText?: string,
+): RouterSettings {
+  const read = readFlagValues(argv, env, fileText);
+  return { ...read, config: buildRouterConfig(read.values, explicitIn(read.sources), env) };
+}
+
+/**
+ * The configuration from flag values. Each section is built by its own function; they run in the order their usage
+ * errors are reported (the first one found is thrown), which is why the KEDA scaler's checks (scalerSection) come
+ * before the engine flags' while the rest of scaling is read with the other sections.
+ */
+export function buildRouterConfig(
+  v: RouterFlagValues,
+  explicit: (name: string) => boolean,
+  env: Readonly<Record<string, string | undefined>>,
+): RouterConfig {
   const discovery = discoverySection(v);
   const routing = routingSection(v);
   const models = modelsSection(v);

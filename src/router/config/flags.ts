@@ -26,6 +26,8 @@ export interface FlagSpec {
   readonly min?: number;
   /** vllm_router has this flag (by its name or an alias) with the same meaning, so its users keep their arguments */
   readonly vllmRouter?: true;
+  /** a change of it in the config file is applied while the router runs (the others wait for a restart) */
+  readonly live?: true;
 }
 
 export class UsageError extends Error {
@@ -62,6 +64,8 @@ export interface ParsedFlags<T extends readonly FlagSpec[]> {
   readonly values: FlagValues<T>;
   /** where each flag's value came from; a flag with neither value nor default has none */
   readonly sources: ReadonlyMap<string, FlagSource>;
+  /** each value the config file gave, by flag name (whether or not a flag or env overrides it) */
+  readonly fromFile: ReadonlyMap<string, FlagValue>;
   readonly positionals: readonly string[];
 }
 
@@ -75,6 +79,8 @@ export interface ParseOptions {
   readonly allowPositionals?: boolean;
   /** flags that exist elsewhere but are refused here, with the one-line reason */
   readonly refused?: ReadonlyMap<string, string>;
+  /** flags the config file may not set, with the one-line reason (the file naming another file) */
+  readonly notInFile?: ReadonlyMap<string, string>;
   /** variables with the prefix that are not flags but are read elsewhere (a benchmark switch) */
   readonly envAllowed?: readonly string[];
   /** prefixes of other commands' variables, which start with this command's prefix */
@@ -85,7 +91,8 @@ function envName(prefix: string, flag: string): string {
   return prefix + flag.toUpperCase().replace(/-/g, '_');
 }
 
-function normaliseKey(key: string): string {
+/** A config file's key as a flag name: kebab, snake and camel case are one (static_backends, staticBackends). */
+export function normaliseKey(key: string): string {
   return key
     .replace(/([a-z0-9])([A-Z])/g, '$1-$2')
     .replace(/_/g, '-')
@@ -260,6 +267,8 @@ export function parseFlags<const T extends readonly FlagSpec[]>(
         throw new UsageError(
           `${opts.fileName ?? 'config file'}: unknown setting ${JSON.stringify(key)}${didYouMean(name, spellings(specs))}`,
         );
+      const notHere = opts.notInFile?.get(spec.name);
+      if (notHere !== undefined) throw new UsageError(`${opts.fileName ?? 'config file'}: ${key} cannot be set in the file: ${notHere}`);
       if (raw === null || raw === undefined) continue;
       fileValues.set(spec.name, coerce(spec, raw, `${opts.fileName ?? 'config file'}: ${key}`));
     }
@@ -297,7 +306,7 @@ export function parseFlags<const T extends readonly FlagSpec[]>(
       sources.set(spec.name, 'default');
     }
   }
-  return { values: typed(specs, values), sources, positionals };
+  return { values: typed(specs, values), sources, fromFile: fileValues, positionals };
 }
 
 /** The one place the table's types meet its runtime values: coerce() gave each flag its spec's kind. */
@@ -317,7 +326,12 @@ export function usage(
   refused: ReadonlyMap<string, string> = new Map(),
 ): string {
   const marked = specs.some((s) => s.vllmRouter);
-  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', marked ? 'flags (* also a vllm_router flag):' : 'flags:'];
+  const live = specs.some((s) => s.live);
+  const legend = [
+    ...(marked ? ['* also a vllm_router flag'] : []),
+    ...(live ? ['(live): a change in the settings file applies while the router runs'] : []),
+  ];
+  const lines = [`usage: llm-router ${command} [flags]`, '', summary, '', legend.length > 0 ? `flags (${legend.join('; ')}):` : 'flags:'];
   for (const spec of specs) {
     const arg = spec.kind === 'boolean' ? '' : spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.kind.toUpperCase()}`;
     const def =
@@ -326,7 +340,7 @@ export function usage(
         : '';
     const also = spec.aliases?.length ? ` (also --${spec.aliases.join(', --')})` : '';
     lines.push(`${spec.vllmRouter ? '* ' : '  '}--${spec.name}${arg}${also}`);
-    lines.push(`      ${spec.help}${def}`);
+    lines.push(`      ${spec.help}${def}${spec.live ? ' (live)' : ''}`);
   }
   if (refused.size > 0) lines.push('', 'vllm_router flags refused here, and why:');
   for (const [name, why] of refused) lines.push(`  --${name}: ${why}`);

@@ -8,7 +8,30 @@ import { AUTO_TOKENIZER } from '../core/tokenizer.js';
 export const ROUTING_LOGICS = ['roundrobin', 'least-load', 'session', 'prefixaware', 'kvaware'] as const;
 
 export const ROUTER_FLAGS = [
-  { name: 'config', kind: 'string', help: 'YAML file with settings (keys are flag names); flags and env override it' },
+  {
+    name: 'config',
+    kind: 'string',
+    help: 'YAML file with settings (keys are flag names); flags and env override it. Watched: a new valid version is applied without a restart (the settings that can change live; the others are warned of and wait for one)',
+  },
+  {
+    name: 'dynamic-config-yaml',
+    kind: 'string',
+    vllmRouter: true,
+    help: "vllm_router's dynamic config file, YAML (its keys, static_models as a mapping too): read and watched as --config is",
+  },
+  {
+    name: 'dynamic-config-json',
+    kind: 'string',
+    vllmRouter: true,
+    help: "vllm_router's dynamic config file, JSON (service_discovery, routing_logic, static_backends, ...): read and watched as --config is",
+  },
+  {
+    name: 'config-reload-interval',
+    kind: 'number',
+    default: 10,
+    min: 0.05,
+    help: 'seconds between re-reads of the config file, besides the file-system events that trigger one at once (a Kubernetes ConfigMap update swaps a symlink)',
+  },
   { name: 'host', kind: 'string', vllmRouter: true, default: '0.0.0.0', help: 'address to listen on' },
   { name: 'port', kind: 'int', vllmRouter: true, default: 8001, min: 0, help: 'port to listen on (0 = any free port)' },
   {
@@ -76,24 +99,35 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'static-backends',
+    live: true,
     kind: 'list',
     vllmRouter: true,
     default: [],
     help: 'engine URLs, comma separated, zipped one to one with --static-models (a URL may repeat)',
   },
-  { name: 'static-models', kind: 'list', vllmRouter: true, default: [], help: 'model served by each static backend, comma separated' },
+  {
+    name: 'static-models',
+    live: true,
+    kind: 'list',
+    vllmRouter: true,
+    default: [],
+    help: 'model served by each static backend, comma separated',
+  },
   {
     name: 'static-backend-kv-events',
+    live: true,
     kind: 'string',
     help: "kvaware: each static backend's KV-cache event publisher (tcp://HOST:PORT), comma separated, zipped with --static-backends; an empty item = none",
   },
   {
     name: 'static-backend-kv-replay',
+    live: true,
     kind: 'string',
     help: "kvaware: each static backend's KV-cache event replay socket (tcp://HOST:PORT), comma separated, zipped with --static-backends; an empty item = none",
   },
   {
     name: 'static-backend-roles',
+    live: true,
     kind: 'list',
     default: [],
     help: 'role of each static backend, comma separated, zipped with --static-backends: prefill, decode or both (default both); a model with a prefill backend is served P/D',
@@ -121,6 +155,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'static-aliases',
+    live: true,
     kind: 'list',
     vllmRouter: true,
     default: [],
@@ -128,6 +163,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'known-models',
+    live: true,
     kind: 'list',
     default: [],
     aliases: ['k8s-known-models'],
@@ -136,6 +172,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'lora-adapters',
+    live: true,
     kind: 'list',
     default: [],
     help: 'LoRA adapters the router loads on demand, NAME@BASE=PATH comma separated: a request for NAME goes to an engine of BASE that holds it, or the router loads PATH there first (vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING)',
@@ -161,15 +198,24 @@ export const ROUTER_FLAGS = [
     min: 0,
     help: 'an engine whose load of an adapter failed is not asked to load that adapter again for this long',
   },
-  { name: 'routing-logic', kind: 'string', vllmRouter: true, default: 'roundrobin', help: `routing policy: ${ROUTING_LOGICS.join(', ')}` },
+  {
+    name: 'routing-logic',
+    live: true,
+    kind: 'string',
+    vllmRouter: true,
+    default: 'roundrobin',
+    help: `routing policy: ${ROUTING_LOGICS.join(', ')}`,
+  },
   {
     name: 'session-key',
+    live: true,
     kind: 'string',
     vllmRouter: true,
     help: 'session routing: the request header whose value keeps a client on one engine (required with --routing-logic session)',
   },
   {
     name: 'prefix-block-chars',
+    live: true,
     kind: 'int',
     default: 256,
     min: 1,
@@ -177,6 +223,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'prefix-balance-epsilon',
+    live: true,
     kind: 'number',
     default: 0.25,
     min: 0,
@@ -261,6 +308,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'allow-routing-header',
+    live: true,
     kind: 'boolean',
     default: false,
     help: 'let a request choose its routing policy with the x-llm-router-routing header',
@@ -444,20 +492,30 @@ export const ROUTER_FLAGS = [
   { name: 'max-header-bytes', kind: 'int', default: 16 * 1024, min: 1024, help: 'largest request head accepted (431 above it)' },
   {
     name: 'rate-limit-rps',
+    live: true,
     kind: 'number',
     default: 0,
     min: 0,
     help: 'requests per second per API key (or client address without keys); 0 = no limit; beyond it 429 rate_limited',
   },
-  { name: 'rate-limit-burst', kind: 'int', default: 0, min: 0, help: 'bucket size for --rate-limit-rps (0 = the rate rounded up)' },
+  {
+    name: 'rate-limit-burst',
+    live: true,
+    kind: 'int',
+    default: 0,
+    min: 0,
+    help: 'bucket size for --rate-limit-rps (0 = the rate rounded up)',
+  },
   {
     name: 'trusted-proxies',
+    live: true,
     kind: 'list',
     default: [],
     help: 'proxies (CIDR or address, comma separated) whose X-Forwarded-For names the client for --rate-limit-rps without keys: the right-most address not in the list is the client',
   },
   {
     name: 'max-concurrent-requests',
+    live: true,
     kind: 'int',
     default: 0,
     min: 0,
@@ -551,6 +609,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-queue-depth-threshold',
+    live: true,
     kind: 'number',
     default: 5,
     min: 0.01,
@@ -558,6 +617,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-kv-cache-threshold',
+    live: true,
     kind: 'number',
     default: 0.8,
     min: 0.01,
@@ -565,6 +625,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-metrics-staleness-ms',
+    live: true,
     kind: 'int',
     default: 200,
     min: 1,
@@ -572,6 +633,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-queue-timeout',
+    live: true,
     kind: 'number',
     default: 30,
     min: 0.001,
@@ -579,6 +641,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-max-requests',
+    live: true,
     kind: 'int',
     default: 10_000,
     min: 1,
@@ -586,6 +649,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-max-bytes',
+    live: true,
     kind: 'int',
     default: 1024 * 1024 * 1024,
     min: 1,
@@ -593,6 +657,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-band-max-requests',
+    live: true,
     kind: 'int',
     default: 2_000,
     min: 1,
@@ -600,6 +665,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'flow-band-max-bytes',
+    live: true,
     kind: 'int',
     default: 256 * 1024 * 1024,
     min: 1,
@@ -615,6 +681,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'request-stats-window',
+    live: true,
     kind: 'int',
     vllmRouter: true,
     default: 60,
@@ -623,6 +690,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'static-backend-health-checks',
+    live: true,
     kind: 'boolean',
     vllmRouter: true,
     default: false,
@@ -630,6 +698,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'static-backend-health-check-interval',
+    live: true,
     kind: 'int',
     vllmRouter: true,
     default: 60,
@@ -638,6 +707,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'static-model-types',
+    live: true,
     kind: 'list',
     vllmRouter: true,
     default: [],
@@ -645,6 +715,7 @@ export const ROUTER_FLAGS = [
   },
   {
     name: 'request-rewriter',
+    live: true,
     kind: 'string',
     vllmRouter: true,
     default: 'noop',
@@ -670,7 +741,14 @@ export const ROUTER_FLAGS = [
     default: false,
     help: "talk TLS to a HOST:PORT --otel-endpoint (trusting the system's CAs and OTEL_EXPORTER_OTLP_CERTIFICATE's; gRPC does not read NODE_EXTRA_CA_CERTS); insecure by default",
   },
-  { name: 'feature-gates', kind: 'string', vllmRouter: true, default: '', help: 'accepted for vllm_router compatibility when empty' },
+  {
+    name: 'feature-gates',
+    live: true,
+    kind: 'string',
+    vllmRouter: true,
+    default: '',
+    help: 'accepted for vllm_router compatibility when empty',
+  },
 ] as const satisfies readonly FlagSpec[];
 
 export type RouterFlagValues = FlagValues<typeof ROUTER_FLAGS>;
@@ -687,8 +765,6 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['file-storage-path', `the batch/files API is not implemented; ${NOT_SUPPORTED}`],
   ['batch-processor', `the batch/files API is not implemented; ${NOT_SUPPORTED}`],
   ['callbacks', `Python callback handlers cannot be loaded; ${NOT_SUPPORTED}`],
-  ['dynamic-config-yaml', 'use --config FILE (a YAML file of flag names) instead'],
-  ['dynamic-config-json', 'use --config FILE (a YAML file of flag names) instead'],
   ['static-model-labels', PD_BY_ROLE],
   ['prefill-model-labels', PD_BY_ROLE],
   ['decode-model-labels', PD_BY_ROLE],

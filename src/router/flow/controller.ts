@@ -60,6 +60,12 @@ export interface FlowControlOptions {
   readonly observer?: FlowObserver;
 }
 
+/** The settings the config file may change while the router runs. */
+export type FlowLimits = Pick<
+  FlowControlOptions,
+  'thresholds' | 'queueTimeoutMs' | 'maxRequests' | 'maxBytes' | 'bandMaxRequests' | 'bandMaxBytes'
+>;
+
 interface Queued extends Waiting {
   readonly model: string;
   readonly flow: FlowIdentity;
@@ -85,8 +91,17 @@ export class FlowController {
   private stopped = false;
   private readonly clock: Clock;
 
-  constructor(private readonly opts: FlowControlOptions) {
+  constructor(private opts: FlowControlOptions) {
     this.clock = opts.clock ?? realClock;
+  }
+
+  /**
+   * New thresholds, caps and time-out (the config file changed), from the next decision on: a request already waiting
+   * keeps its deadline, and one over a lower cap is not refused for it; the tick that runs while anything waits
+   * releases by the new thresholds.
+   */
+  setLimits(limits: FlowLimits): void {
+    this.opts = { ...this.opts, ...limits };
   }
 
   private now(): number {

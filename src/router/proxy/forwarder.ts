@@ -58,7 +58,7 @@ export type ForwardResult =
 export class Forwarder {
   constructor(
     private readonly pools: UpstreamPools,
-    private readonly policy: RoutingPolicy,
+    private policy: RoutingPolicy,
     private readonly observer: ForwardObserver,
     /** the catalog: the endpoint's owner counts its requests in flight */
     private readonly ledger: InFlightLedger,
@@ -66,19 +66,25 @@ export class Forwarder {
     private readonly maxFailoverAttempts: number,
   ) {}
 
+  /** The routing policy from now on (the configuration changed); a request under way keeps the one it started with. */
+  setPolicy(policy: RoutingPolicy): void {
+    this.policy = policy;
+  }
+
   async forward(job: ForwardJob, res: ResponseSink): Promise<ForwardResult> {
+    const policy = this.policy;
     const deadline = totalDeadline(this.timeouts.totalMs);
     let tried: Set<Endpoint> | undefined;
     let candidates = job.candidates();
     const trace = job.trace;
     // a pick that takes I/O (kvaware's /tokenize) has a span of its own; others take no time
     const routeSpan =
-      trace !== undefined && job.first === undefined && this.policy.prepare !== undefined
-        ? trace.child(SPAN.route, 'internal', { [POLICY]: this.policy.name })
+      trace !== undefined && job.first === undefined && policy.prepare !== undefined
+        ? trace.child(SPAN.route, 'internal', { [POLICY]: policy.name })
         : undefined;
     // kvaware tokenizes here (bounded by its own timeout; it never fails the request)
-    if (job.first === undefined && this.policy.prepare !== undefined) await this.policy.prepare(candidates, job.route, routeSpan);
-    let endpoint = job.first ?? this.policy.pick(candidates, job.route, undefined, routeSpan);
+    if (job.first === undefined && policy.prepare !== undefined) await policy.prepare(candidates, job.route, routeSpan);
+    let endpoint = job.first ?? policy.pick(candidates, job.route, undefined, routeSpan);
     if (routeSpan !== undefined) {
       if (endpoint !== undefined) routeSpan.set(ENDPOINT, endpoint.url);
       else routeSpan.fail('no endpoint');
@@ -92,7 +98,7 @@ export class Forwarder {
       this.ledger.requestStarted(endpoint);
       job.adapter?.requestStarted(endpoint);
       // the policy follows the work it sent (kvaware: a prefill is under way until the answer's first byte)
-      const dispatch = this.policy.dispatched?.(endpoint, job.route);
+      const dispatch = policy.dispatched?.(endpoint, job.route);
       let outcome: AttemptOutcome;
       const span =
         trace !== undefined ? engineSpan(trace, SPAN.engine, endpoint, job.role ?? 'both', failovers + 1, job.method, job.path) : undefined;
@@ -146,7 +152,7 @@ export class Forwarder {
           tried ??= new Set();
           tried.add(endpoint);
           candidates = job.candidates();
-          const next = this.policy.pick(candidates, job.route, tried);
+          const next = policy.pick(candidates, job.route, tried);
           if (!next) return { kind: 'unanswered', ...last, endpoint };
           this.observer.failover(job.route.model);
           trace?.event('failover', { from: endpoint.url, to: next.url, failure: outcome.failure });

@@ -47,7 +47,8 @@ export class TokenBuckets {
 
 export class ConcurrencyLimit {
   private current = 0;
-  constructor(readonly max: number) {}
+  /** 0 = no limit; may change while requests are in flight (those over a lower one finish, no new one starts) */
+  constructor(public max: number) {}
 
   /** Returns the function that frees the slot, or undefined when the limit is reached. */
   acquire(): (() => void) | undefined {

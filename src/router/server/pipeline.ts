@@ -68,8 +68,8 @@ export const ROUTED_PATHS: readonly string[] = [...INFERENCE_PATHS, ...AUDIO_PAT
 export interface InferenceDeps {
   readonly catalog: ModelCatalog;
   readonly forwarder: Forwarder;
-  /** --routing-logic: the access log's `policy` where the policy says nothing of its own */
-  readonly policyName: string;
+  /** --routing-logic: the access log's `policy` where the policy says nothing of its own (the config file may change it) */
+  policyName: string;
   /** flow control (--flow-control): requests wait here while their model's engines are saturated; undefined when off */
   readonly flow?: FlowController;
   /** the accepted API key's entry of a request (its tenant and priorities), for flow control */

@@ -46,6 +46,14 @@ export class ClusterHub {
     for (const p of this.pending.values()) p.done();
   }
 
+  /** Sends news to every connected worker (handled by its onRelay(topic), from worker 0: the primary). */
+  broadcast(topic: string, value: unknown): void {
+    for (const w of Object.values(cluster.workers ?? {})) {
+      if (!w?.isConnected()) continue;
+      w.send({ tag: TAG, kind: 'relay', topic, value, from: 0 } satisfies Message);
+    }
+  }
+
   /** Each connected worker's answer to `topic`; a worker that does not answer within `timeoutMs` is left out. */
   gather(topic: string, timeoutMs: number): Promise<Map<number, unknown>> {
     const id = this.nextId++;

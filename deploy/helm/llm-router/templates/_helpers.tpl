@@ -155,3 +155,36 @@ router.resources.requests.cpu is set. cpuPerWorker in millicores ("500m") or cor
 {{- end -}}
 {{- toYaml $r -}}
 {{- end -}}
+
+{{/*
+The settings of the router's config file that it applies while it runs (the flags marked `live` in
+src/router/config/router-flags.ts, and their other spellings): a change of them reaches the pods through the mounted
+ConfigMap, without a restart (docs/operations.md, "Live configuration").
+*/}}
+{{- define "llm-router.liveSettings" -}}
+static-backends static-models static-backend-kv-events static-backend-kv-replay static-backend-roles
+static-aliases known-models k8s-known-models lora-adapters routing-logic session-key prefix-block-chars
+prefix-balance-epsilon allow-routing-header rate-limit-rps rate-limit-burst trusted-proxies
+max-concurrent-requests flow-queue-depth-threshold flow-kv-cache-threshold flow-metrics-staleness-ms
+flow-queue-timeout flow-max-requests flow-max-bytes flow-band-max-requests flow-band-max-bytes
+request-stats-window static-backend-health-checks static-backend-health-check-interval static-model-types
+request-rewriter feature-gates
+{{- end -}}
+
+{{/*
+The pod template's checksum/config: the config file's settings that only a restart applies, so that a change of them
+rolls the router pods and a change of the live ones does not. Whether KV-cache events are used (routing logic kvaware,
+or allow-routing-header) counts too: the router sets them up at start-up only.
+*/}}
+{{- define "llm-router.restartConfigChecksum" -}}
+{{- $live := splitList " " (regexReplaceAll "\\s+" (include "llm-router.liveSettings" .) " ") -}}
+{{- $kvEvents := eq (include "llm-router.routingLogic" .) "kvaware" -}}
+{{- range $key, $value := .Values.router.config -}}
+{{- if and (eq (kebabcase $key) "allow-routing-header") (eq (toString $value) "true") }}{{ $kvEvents = true }}{{ end -}}
+{{- end -}}
+{{- $restart := dict "kv-events" $kvEvents -}}
+{{- range $key, $value := .Values.router.config -}}
+{{- if not (has (kebabcase $key) $live) }}{{ $_ := set $restart (kebabcase $key) $value }}{{ end -}}
+{{- end -}}
+{{- toYaml $restart | sha256sum -}}
+{{- end -}}

@@ -83,13 +83,18 @@ export class PdForwarder {
   constructor(
     private readonly forwarder: Forwarder,
     private readonly pools: UpstreamPools,
-    private readonly policies: PdPolicies,
+    private policies: PdPolicies,
     /** passive health of prefill endpoints (the prober) */
     private readonly health: ForwardObserver,
     private readonly ledger: InFlightLedger,
     private readonly observer: PdObserver,
     private readonly opts: PdForwarderOptions,
   ) {}
+
+  /** The policies from now on (the configuration changed); requests under way may make their later picks with them. */
+  setPolicies(policies: PdPolicies): void {
+    this.policies = policies;
+  }
 
   async forward(job: PdJob, res: ResponseSink): Promise<ForwardResult> {
     if (job.gone.gone) return { kind: 'client-gone', endpoint: undefined };
@@ -103,7 +108,8 @@ export class PdForwarder {
 
   /** `route` (tracing on): the route span, ended once the pair is picked */
   private async forwardPicked(job: PdJob, res: ResponseSink, route: TraceSpan | undefined): Promise<ForwardResult> {
-    const decode = this.policies.decode.pick(job.candidates(), job.route, undefined, route);
+    const policies = this.policies;
+    const decode = policies.decode.pick(job.candidates(), job.route, undefined, route);
     if (route !== undefined && decode !== undefined) route.set(DECODE_ENDPOINT, decode.url);
     if (decode === undefined || !PD_PATHS.has(job.path) || decode.role === 'both') route?.end();
     if (decode === undefined)
@@ -115,9 +121,8 @@ export class PdForwarder {
     // a `both` endpoint serves whole requests
     if (decode.role === 'both') return this.decodeHop(job, decode, body, undefined, res, res);
     const canSkip = allowsDecodeOnly(job.protocol);
-    if (job.prefill.length > 0 && this.policies.prefill.prepare !== undefined)
-      await this.policies.prefill.prepare(job.prefill, job.route, route);
-    const prefill = job.prefill.length > 0 ? this.policies.prefill.pick(job.prefill, job.route, undefined, route) : undefined;
+    if (job.prefill.length > 0 && policies.prefill.prepare !== undefined) await policies.prefill.prepare(job.prefill, job.route, route);
+    const prefill = job.prefill.length > 0 ? policies.prefill.pick(job.prefill, job.route, undefined, route) : undefined;
     if (route !== undefined) {
       if (prefill !== undefined) route.set(PREFILL_ENDPOINT, prefill.url);
       route.end();
