@@ -12,6 +12,7 @@ import { Prober } from '../health/prober.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import { Forwarder } from '../proxy/forwarder.js';
 import { PdForwarder } from '../proxy/pd/pd-forwarder.js';
+import { Migrations } from '../proxy/migration/migrate.js';
 import type { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
 import type { Scaling } from '../scaling/index.js';
@@ -43,6 +44,8 @@ export interface EngineSide {
   readonly kvRouting: KvRouting | undefined;
   readonly forwarder: Forwarder;
   readonly pd: PdForwarder;
+  /** --migration-limit above 0: streams broken mid-way go on elsewhere */
+  readonly migrations: Migrations | undefined;
   /** LoRA adapters loaded on demand */
   readonly adapters: AdapterManager;
   /** what the router sends engines as Authorization (--engine-api-key), if anything */
@@ -58,8 +61,9 @@ export function buildEngineSide(parts: EngineSideParts): EngineSide {
   );
   const kvRouting = createKvRouting(parts);
   const { forwarder, pd, engineAuthorization } = createForwarders(parts, prober, kvRouting);
+  const migrations = createMigrations(parts);
   const adapters = createAdapterManager(parts);
-  return { prober, engineStats, kvRouting, forwarder, pd, adapters, engineAuthorization };
+  return { prober, engineStats, kvRouting, forwarder, pd, migrations, adapters, engineAuthorization };
 }
 
 /** Active probes and passive health; failovers and failures go to the metrics (and failovers to the dashboard). */
@@ -132,6 +136,21 @@ function createForwarders(
     { pd: config.pd, timeouts: config.timeouts, engineAuthorization, forwardClientAuth: config.forwardClientAuth },
   );
   return { forwarder, pd, engineAuthorization };
+}
+
+/** Mid-stream migration, when --migration-limit is above 0; each one goes to the metrics and the dashboard. */
+function createMigrations({ config, metrics, dashboard }: EngineSideParts): Migrations | undefined {
+  if (config.migrationLimit === 0) return undefined;
+  return new Migrations(
+    // TGI's chat API has no continue_final_message: its chat streams are not continued
+    { limit: config.migrationLimit, totalMs: config.timeouts.totalMs, chat: config.engineKind !== 'tgi' },
+    {
+      migration: (model, outcome) => {
+        metrics.migration(model, outcome);
+        dashboard.migration(model, outcome);
+      },
+    },
+  );
 }
 
 /** LoRA adapters loaded on demand; loads and unloads go to the metrics and the dashboard. */
