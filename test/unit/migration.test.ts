@@ -176,7 +176,7 @@ test('relay: a role chunk that carries content keeps its content, without the ro
   take(relay, chatChunk('a', { role: 'assistant', content: '' }) + chatChunk('a', { content: 'The' }));
   relay.continueOn();
   const chunks = payloads(take(relay, chatChunk('b', { role: 'assistant', content: ' quick' })) as string) as Record<string, unknown>[];
-  assert.deepEqual((chunks[0]?.choices as { delta: unknown }[])[0]?.delta, { content: ' quick' });
+  assert.deepEqual((chunks[0] as { choices: { delta: unknown }[] }).choices[0]?.delta, { content: ' quick' });
 });
 
 test('relay: a stream broken before any chunk: the continuation is the stream (its id, its role chunk)', () => {
