@@ -1,10 +1,15 @@
 // Mid-stream migration's pure parts (src/router/proxy/migration): the continuation's body, the cases that must not
 // migrate, and the relay that makes a continuation's chunks read as the rest of the first stream; and the simulator's
 // position in its filler text, which lets a test compare a migrated stream with one uninterrupted generation.
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { continuationBody, migrationApiOf, requestRefusal, sentRefusal } from '../../src/router/proxy/migration/continuation.js';
 import { splitEvents, StreamRelay, type RelayFault } from '../../src/router/proxy/migration/relay.js';
+import { Migrations, type MigrationLeg, type MigrationNote } from '../../src/router/proxy/migration/migrate.js';
+import type { Endpoint } from '../../src/router/core/endpoint.js';
+import type { ResponseSink } from '../../src/router/core/exchange.js';
+import type { TraceSpan } from '../../src/router/core/trace.js';
+import type { ForwardResult } from '../../src/router/proxy/forwarder.js';
 import { fillerText, generationStart, outputBudget } from '../../src/tools/sim/tokens.js';
 
 const sse = (o: unknown): string => `data: ${JSON.stringify(o)}\n\n`;
@@ -283,4 +288,115 @@ test('simulator: a continuation starts where its text so far ends, and ends wher
   assert.deepEqual(outputBudget({}, 16, 2), { tokens: 14, finishReason: 'stop' });
   assert.deepEqual(outputBudget({ max_tokens: 38 }, 64, 2), { tokens: 38, finishReason: 'length' });
   assert.deepEqual(outputBudget({}, 16, 20), { tokens: 1, finishReason: 'stop' });
+});
+
+// The runner (src/router/proxy/migration/migrate.ts) with a scripted `send`: which legs it sends, what it tells.
+describe('Migrations: the loop around the forward', () => {
+  const a = { url: 'http://a' } as Endpoint;
+  const b = { url: 'http://b' } as Endpoint;
+  const c = { url: 'http://c' } as Endpoint;
+
+  function harness(limit: number, candidates: readonly Endpoint[]) {
+    const outcomes: string[] = [];
+    const events: { name: string; attributes: Record<string, unknown> }[] = [];
+    const written: string[] = [];
+    const res = {
+      destroyed: false,
+      end(chunk?: string) {
+        if (chunk !== undefined) written.push(chunk);
+      },
+    } as unknown as ResponseSink;
+    const trace = {
+      event: (name: string, attributes: Record<string, unknown>) => events.push({ name, attributes }),
+    } as unknown as TraceSpan;
+    const migrations = new Migrations({ limit, totalMs: 0, chat: true }, { migration: (_m, o) => outcomes.push(o) });
+    const note: MigrationNote = { migrations: 0 };
+    const body = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], max_tokens: 10 };
+    const run = {
+      model: 'm',
+      path: '/v1/chat/completions',
+      parsed: body,
+      body: Buffer.from(JSON.stringify(body)),
+      candidates: () => candidates,
+      res,
+      note,
+      trace,
+      onFirstByte: undefined,
+    };
+    return { outcomes, events, written, migrations, note, run };
+  }
+
+  /** a leg that streams `chunks` and then breaks (or ends, with `done`) on `endpoint` */
+  function leg(l: MigrationLeg | undefined, endpoint: Endpoint, chunks: string, done: boolean): ForwardResult {
+    assert.ok(l !== undefined, 'a migratable stream gets a relay');
+    if (!l.relay.continuing) l.relay.opened();
+    l.relay.take(Buffer.from(chunks), true);
+    return done ? { kind: 'answered', status: 200, endpoint } : { kind: 'broken', status: 200, endpoint, failure: 'reset' };
+  }
+
+  test('a broken stream goes on on another endpoint with the text so far; completed', async () => {
+    const h = harness(1, [a, b]);
+    const legs: MigrationLeg[] = [];
+    const result = await h.migrations.forward(h.run, async (l) => {
+      legs.push(l as MigrationLeg);
+      return legs.length === 1
+        ? leg(l, a, chatChunk('a', { role: 'assistant', content: '' }) + chatChunk('a', { content: 'The' }), false)
+        : leg(l, b, chatChunk('b', { content: ' quick' }, 'stop') + DONE, true);
+    });
+    assert.deepEqual(result, { kind: 'answered', status: 200, endpoint: b });
+    assert.equal(legs.length, 2);
+    assert.deepEqual([...(legs[1]?.exclude ?? [])], [a]);
+    const sent = JSON.parse((legs[1] as MigrationLeg).body.toString()) as Record<string, unknown>;
+    assert.deepEqual(sent.messages, [
+      { role: 'user', content: 'hi' },
+      { role: 'assistant', content: 'The' },
+    ]);
+    assert.equal(sent.max_tokens, 9);
+    assert.deepEqual(h.outcomes, ['migrated', 'completed']);
+    assert.deepEqual(h.note, { migrations: 1 });
+    assert.equal(h.events[0]?.name, 'llm_router.migration');
+    assert.equal(h.events[0]?.attributes['llm_router.migration.tokens_sent'], 1);
+    assert.deepEqual(h.written, []);
+  });
+
+  test('the limit reached: the router error event ends the stream', async () => {
+    const h = harness(1, [a, b, c]);
+    let n = 0;
+    const result = await h.migrations.forward(h.run, async (l) =>
+      leg(l, ++n === 1 ? a : b, chatChunk('x', { content: n === 1 ? 'The' : ' quick' }), false),
+    );
+    assert.equal(n, 2);
+    assert.deepEqual(result, { kind: 'broken', status: 200, endpoint: b, failure: 'reset' });
+    assert.deepEqual(h.outcomes, ['migrated', 'limit']);
+    assert.deepEqual(h.note, { migrations: 1, notMigrated: 'limit' });
+    assert.match(h.written[0] ?? '', /"code":"upstream_stream_error"/);
+  });
+
+  test('no other endpoint, or a refused case: no continuation', async () => {
+    const alone = harness(2, [a]);
+    await alone.migrations.forward(alone.run, async (l) => leg(l, a, chatChunk('a', { content: 'The' }), false));
+    assert.deepEqual(alone.outcomes, ['no-endpoint']);
+    assert.equal(alone.written.length, 1);
+    const tools = harness(2, [a, b]);
+    await tools.migrations.forward(tools.run, async (l) => leg(l, a, chatChunk('a', { tool_calls: [{ index: 0 }] }), false));
+    assert.deepEqual(tools.outcomes, ['refused']);
+    assert.equal(tools.note.notMigrated, 'tool-calls');
+    // n = 2 never gets a relay: the attempt writes the error event, the runner only counts it
+    const n = harness(2, [a, b]);
+    const run = { ...n.run, parsed: { ...n.run.parsed, n: 2 } };
+    await n.migrations.forward(run, async (l) => {
+      assert.equal(l, undefined);
+      return { kind: 'broken', status: 200, endpoint: a, failure: 'reset' };
+    });
+    assert.deepEqual(n.outcomes, ['refused']);
+    assert.equal(n.note.notMigrated, 'n');
+    assert.deepEqual(n.written, []);
+    // not a stream: sent as it is
+    const plain = harness(2, [a, b]);
+    await plain.migrations.forward({ ...plain.run, parsed: { ...plain.run.parsed, stream: false } }, async (l) => {
+      assert.equal(l, undefined);
+      return { kind: 'answered', status: 200, endpoint: a };
+    });
+    assert.deepEqual(plain.outcomes, []);
+  });
 });
