@@ -312,6 +312,8 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
       this.write(events);
       return;
     }
+    // after a fault nothing more of this engine's stream goes out (an engine client whose abort reports later)
+    if (this.relayFault !== undefined) return;
     const out = relay.take(events, this.atBoundary);
     if (Buffer.isBuffer(out)) {
       if (out.length > 0) this.write(out);
