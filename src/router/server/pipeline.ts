@@ -635,7 +635,7 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
           gone: r.gone,
           onFirstByte: r.onFirstByte,
           candidates,
-          prefill: leg === undefined ? target.pd.prefill : prefillNow(deps, model, target.pd.prefill),
+          prefill: leg?.relay.continuing === true ? prefillNow(deps, model, target.pd.prefill) : target.pd.prefill,
           ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
           trace: r.trace,
           ...migration,
