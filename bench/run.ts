@@ -5,6 +5,7 @@
 // --only kv runs the KV-aware routing part (bench/kv.ts), which reads its own flags (--trace FILE, --requests N, ...).
 // --only flow: flow control (bench/flow.ts) without and with --flow-control; its own flags (--flow-seconds S, --json FILE, ...).
 // The system soak (--only system, bench/system.ts): --seconds S (default 180, --quick 60), --rate R, --max-retries N.
+// The soak and the system soak run once per --migration-limits value (default 0,1: without and with mid-stream migration).
 // Everything it starts (upstream, simulator, routers, nginx) listens on 127.0.0.1 and is stopped before it exits.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -51,6 +52,8 @@ interface Options {
   readonly systemSeconds: number;
   readonly systemRate: number;
   readonly systemMaxRetries: number;
+  /** the soak and the system soak: one run per router --migration-limit */
+  readonly migrationLimits: readonly number[];
 }
 
 /**
@@ -84,6 +87,9 @@ function parseOptions(argv: readonly string[]): Options {
     systemSeconds: value('system-seconds', argv.includes('--seconds') ? value('seconds', 180) : quick ? 60 : 180),
     systemRate: value('rate', 20),
     systemMaxRetries: argv.includes('--max-retries') ? Number(argv[argv.indexOf('--max-retries') + 1]) : 2,
+    migrationLimits: argv.includes('--migration-limits')
+      ? (argv[argv.indexOf('--migration-limits') + 1] ?? '').split(',').map(Number)
+      : [0, 1],
     out: outIndex >= 0 ? argv[outIndex + 1] : undefined,
     only: new Set(
       argv.includes('--only')
@@ -648,19 +654,40 @@ async function main(): Promise<void> {
     if (flowOptions.json) writeFileSync(flowOptions.json, JSON.stringify(flow, null, 2) + '\n');
   }
 
-  let soak: SoakResult | undefined;
+  const soak: SoakResult[] = [];
   if (o.only.has('soak')) {
-    log('soak: mixed requests with engine faults injected');
-    soak = await runSoak({ requests: o.quick ? 10_000 : 100_000, concurrency: 64, streamShare: 0.3, requestTimeoutMs: 15_000 }, log);
+    for (const migrationLimit of o.migrationLimits) {
+      log(`soak: mixed requests with engine faults injected, --migration-limit ${migrationLimit}`);
+      soak.push(
+        await runSoak(
+          { requests: o.quick ? 10_000 : 100_000, concurrency: 64, streamShare: 0.3, requestTimeoutMs: 15_000, migrationLimit },
+          log,
+        ),
+      );
+    }
   }
-  let system: SystemResult | undefined;
+  const system: SystemResult[] = [];
   if (o.only.has('system')) {
     if (!has('prometheus')) throw new Error('the system soak needs prometheus (Debian: apt-get install prometheus)');
-    log(`system: two router replicas, four engines, faults, Prometheus and KEDA for ${o.systemSeconds} s`);
-    system = await runSystem(
-      { cli: CLI, dir, seconds: o.systemSeconds, rate: o.systemRate, maxRetries: o.systemMaxRetries, attemptDeadlineMs: 60_000 },
-      log,
-    );
+    for (const migrationLimit of o.migrationLimits) {
+      log(
+        `system: two router replicas, four engines, faults, Prometheus and KEDA for ${o.systemSeconds} s, --migration-limit ${migrationLimit}`,
+      );
+      system.push(
+        await runSystem(
+          {
+            cli: CLI,
+            dir,
+            seconds: o.systemSeconds,
+            rate: o.systemRate,
+            maxRetries: o.systemMaxRetries,
+            attemptDeadlineMs: 60_000,
+            migrationLimit,
+          },
+          log,
+        ),
+      );
+    }
   }
   let quality: Awaited<ReturnType<typeof runRoutingQuality>> | undefined;
   if (o.only.has('quality')) {
@@ -725,8 +752,8 @@ async function main(): Promise<void> {
       `wake: ${wake.starts} cold starts, engine model loaded -> held client's first byte p50 ${wake.p50} ms, max ${wake.max} ms (probe wake interval ${wake.probeWakeIntervalMs} ms)\n`,
     );
   }
-  if (soak) process.stdout.write(`\n${renderSoak(soak)}\n`);
-  if (system) process.stdout.write(`\n${renderSystem(system)}\n`);
+  for (const s of soak) process.stdout.write(`\n${renderSoak(s)}\n`);
+  for (const s of system) process.stdout.write(`\n${renderSystem(s)}\n`);
   if (quality) process.stdout.write(`\n${renderQualityTable(quality)}\n`);
   if (kv) process.stdout.write(`\n${renderKv(kv)}\n`);
   if (flow) process.stdout.write(`\n${renderFlow(flow)}\n`);

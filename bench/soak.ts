@@ -1,8 +1,9 @@
 // Soak (issue 9): many requests, streaming and not, through one router while engine faults are injected, and
 // every request accounted for: a response or a clean error (an HTTP error answer, or an SSE error event), never
-// a lost one (a reset, a cut body without an error event, or no answer in time). Prints errors by kind and the
-// router's RSS before and after.
-//   node --import tsx bench/soak.ts [--requests N] [--concurrency C]    (npm run bench -- --only soak)
+// a lost one (a reset, a cut body without an error event, or no answer in time). Prints errors by kind, the streams
+// that arrived intact (the content of one uninterrupted generation, one [DONE], no error event: --migration-limit
+// continues streams cut mid-way) and the router's RSS before and after.
+//   node --import tsx bench/soak.ts [--requests N] [--concurrency C] [--migration-limit N]    (npm run bench -- --only soak)
 import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { freePort, startProc, stopAll, waitUntil, fetchOnce, type Proc } from './procs.js';
+import { fillerText } from '../src/tools/sim/tokens.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(root, 'dist', 'cli', 'main.js');
@@ -22,6 +24,8 @@ export interface SoakOptions {
   readonly streamShare: number;
   /** each request's own deadline; past it the request counts as lost */
   readonly requestTimeoutMs: number;
+  /** the router's --migration-limit (0: off) */
+  readonly migrationLimit: number;
 }
 
 export interface SoakResult {
@@ -33,6 +37,43 @@ export interface SoakResult {
   readonly rssBeforeMb: number;
   readonly rssAfterMb: number;
   readonly rssPeakMb: number;
+  readonly migrationLimit: number;
+  /** streaming requests, and those that arrived intact (streamIntact) */
+  readonly streams: number;
+  readonly intact: number;
+}
+
+/** The soak's answer: max_tokens 8 of simulators that generate their filler text. */
+const TOKENS = 8;
+
+/**
+ * A stream that arrived intact: the content of one uninterrupted generation (`expected`), one finish_reason, one
+ * `[DONE]`, no error event, one id in every chunk.
+ */
+export function streamIntact(body: string, expected: string): boolean {
+  const datas = body
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6));
+  if (datas.filter((d) => d === '[DONE]').length !== 1 || datas.at(-1) !== '[DONE]') return false;
+  let content = '';
+  let finishes = 0;
+  const ids = new Set<unknown>();
+  for (const d of datas.slice(0, -1)) {
+    let c: { id?: unknown; error?: unknown; choices?: { delta?: { content?: string }; finish_reason?: string | null }[] };
+    try {
+      c = JSON.parse(d) as typeof c;
+    } catch {
+      return false;
+    }
+    if (c.error !== undefined) return false;
+    ids.add(c.id);
+    for (const choice of c.choices ?? []) {
+      content += choice.delta?.content ?? '';
+      if (choice.finish_reason !== null && choice.finish_reason !== undefined) finishes++;
+    }
+  }
+  return content === expected && finishes === 1 && ids.size === 1;
 }
 
 function rssMb(pid: number): number {
@@ -115,6 +156,8 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
         '2',
         '--idle-timeout',
         '1',
+        '--migration-limit',
+        String(opts.migrationLimit),
       ],
       path.join(dir, 'router.log'),
     );
@@ -133,6 +176,9 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
 
     const pool = new Pool(`http://127.0.0.1:${routerPort}`, { connections: opts.concurrency, pipelining: 1 });
     const outcomes: Record<string, number> = {};
+    const expected = fillerText(TOKENS);
+    let streams = 0;
+    let intact = 0;
     const faults: Record<string, number> = {};
     const count = (m: Record<string, number>, k: string): void => {
       m[k] = (m[k] ?? 0) + 1;
@@ -142,7 +188,7 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
       const body = JSON.stringify({
         model: MODEL,
         messages: [{ role: 'user', content: `soak ${i}` }],
-        max_tokens: 8,
+        max_tokens: TOKENS,
         ...(stream ? { stream: true } : {}),
       });
       try {
@@ -155,8 +201,14 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
           bodyTimeout: opts.requestTimeoutMs,
           signal: AbortSignal.timeout(opts.requestTimeoutMs),
         });
-        count(outcomes, classify(res.statusCode, await res.body.text(), stream));
+        const text = await res.body.text();
+        count(outcomes, classify(res.statusCode, text, stream));
+        if (stream) {
+          streams++;
+          if (res.statusCode === 200 && streamIntact(text, expected)) intact++;
+        }
       } catch (err) {
+        if (stream) streams++;
         count(outcomes, `lost: ${(err as { code?: string }).code ?? (err as Error).name}`);
       }
     };
@@ -208,7 +260,19 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
     const lost = Object.entries(outcomes)
       .filter(([k]) => k.startsWith('lost'))
       .reduce((n, [, v]) => n + v, 0);
-    return { requests: opts.requests, seconds, outcomes, lost, faults, rssBeforeMb, rssAfterMb, rssPeakMb };
+    return {
+      requests: opts.requests,
+      seconds,
+      outcomes,
+      lost,
+      faults,
+      rssBeforeMb,
+      rssAfterMb,
+      rssPeakMb,
+      migrationLimit: opts.migrationLimit,
+      streams,
+      intact,
+    };
   } finally {
     await stopAll();
   }
@@ -216,7 +280,7 @@ export async function runSoak(opts: SoakOptions, log: (line: string) => void = (
 
 export function renderSoak(r: SoakResult): string {
   const lines = [
-    `soak: ${r.requests} requests in ${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s), faults injected: ${Object.entries(
+    `soak (--migration-limit ${r.migrationLimit}): ${r.requests} requests in ${r.seconds.toFixed(1)} s (${Math.round(r.requests / r.seconds)}/s), faults injected: ${Object.entries(
       r.faults,
     )
       .map(([k, v]) => `${k} x${v}`)
@@ -228,6 +292,7 @@ export function renderSoak(r: SoakResult): string {
       .map(([k, v]) => `| ${k} | ${v} |`),
     `| **requests lost** | **${r.lost}** |`,
     '',
+    `streams intact (one uninterrupted generation, one [DONE], no error event): ${r.intact} of ${r.streams} (${r.streams - r.intact} not)`,
     `router RSS: ${r.rssBeforeMb.toFixed(1)} MB before, ${r.rssAfterMb.toFixed(1)} MB after, ${r.rssPeakMb.toFixed(1)} MB peak`,
   ];
   return lines.join('\n');
@@ -239,7 +304,13 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.a
     return i < 0 ? fallback : Number(process.argv[i + 1]);
   };
   process.on('SIGINT', () => void stopAll().finally(() => process.exit(130)));
-  runSoak({ requests: arg('requests', 100_000), concurrency: arg('concurrency', 32), streamShare: 0.3, requestTimeoutMs: 15_000 })
+  runSoak({
+    requests: arg('requests', 100_000),
+    concurrency: arg('concurrency', 32),
+    streamShare: 0.3,
+    requestTimeoutMs: 15_000,
+    migrationLimit: arg('migration-limit', 0),
+  })
     .then((r) => {
       process.stdout.write(renderSoak(r) + '\n');
       process.exit(r.lost === 0 ? 0 : 1);

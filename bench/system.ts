@@ -11,7 +11,9 @@
 // (round robin over the replicas whose /ready answered 200 at the last check, every second). Faults, in order over the
 // run: MODEL_C woken (its simulator started), a router worker SIGKILLed, an engine restarted, MODEL_C scaled to zero
 // (its simulator stopped), a rolling restart of both replicas and a worker of the other replica SIGKILLed while its
-// requests are held, MODEL_C woken again.
+// requests are held, MODEL_C woken again, an engine SIGKILLed in the middle of its streams (and started again). The
+// replicas run with --migration-limit (SystemOptions.migrationLimit): streams cut by an engine are continued elsewhere.
+// Streams are also checked whole: the content of one uninterrupted generation, one [DONE], no error event (intact).
 //
 // How each client request ends (docs/benchmarks.md, "System soak", says the same):
 // - answered: an HTTP answer read to its end: 200 with a whole body (a stream up to `data: [DONE]`) = ok; an error
@@ -30,7 +32,8 @@ import { kedaClient, type KedaClient } from '../test/support/keda.js';
 import { freePort as fixedPort, stopAll as stopTestProcesses } from '../test/support/process.js';
 import { startPrometheus, type Prometheus } from '../test/support/prometheus.js';
 import { fetchOnce, processTree, startProc, waitUntil, type Proc } from './procs.js';
-import { classify } from './soak.js';
+import { classify, streamIntact } from './soak.js';
+import { fillerText } from '../src/tools/sim/tokens.js';
 
 const MODEL_A = 'sys-a';
 const MODEL_B = 'sys-b';
@@ -51,6 +54,8 @@ export interface SystemOptions {
   readonly maxRetries: number;
   /** an attempt with no end after this long is hung */
   readonly attemptDeadlineMs: number;
+  /** the replicas' --migration-limit (0: off) */
+  readonly migrationLimit: number;
 }
 
 export interface SystemResult {
@@ -106,7 +111,15 @@ export interface SystemResult {
     firstInvisible: string[];
   };
   readonly passed: { lost: boolean; hung: boolean; demand: boolean; keda: boolean };
+  readonly migrationLimit: number;
+  /** streaming requests whose client did not leave, and those whose last attempt arrived intact (streamIntact) */
+  readonly streams: number;
+  readonly intact: number;
 }
+
+/** Every request's max_tokens; the simulators generate their filler text, so a whole stream's content is known. */
+const TOKENS = 16;
+const EXPECTED = fillerText(TOKENS);
 
 interface Sim {
   readonly name: string;
@@ -140,7 +153,15 @@ interface Attempt {
 }
 
 type AttemptEnd =
-  | { kind: 'answer'; label: string; status: number; retryAfterMs: number | undefined; shouldRetry: string | undefined }
+  | {
+      kind: 'answer';
+      label: string;
+      status: number;
+      retryAfterMs: number | undefined;
+      shouldRetry: string | undefined;
+      /** a stream: it arrived intact */
+      intact?: boolean;
+    }
   | { kind: 'transport'; label: string; beforeHead: boolean }
   | { kind: 'left'; label: string }
   | { kind: 'hung'; label: string };
@@ -245,7 +266,15 @@ function attempt(
         const retryAfterMs = retryAfterOf(res.headers);
         const status = res.statusCode ?? 0;
         const shouldRetry = res.headers['x-should-retry'] as string | undefined;
-        done({ kind: 'answer', label: classify(status, text, stream && status === 200), status, retryAfterMs, shouldRetry });
+        const intact = stream && status === 200 ? streamIntact(text, EXPECTED) : undefined;
+        done({
+          kind: 'answer',
+          label: classify(status, text, stream && status === 200),
+          status,
+          retryAfterMs,
+          shouldRetry,
+          ...(intact !== undefined ? { intact } : {}),
+        });
       });
       res.on('error', (err: NodeJS.ErrnoException) => {
         done({ kind: 'transport', label: `transport error ${err.code ?? err.message} after the head`, beforeHead: false });
@@ -326,7 +355,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         '--itl-ms',
         '10',
         '--output-tokens',
-        '16',
+        String(TOKENS),
         '--max-num-seqs',
         '256',
         '--startup-loading-seconds',
@@ -384,6 +413,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
       '10',
       '--log-level',
       'warn',
+      '--migration-limit',
+      String(opts.migrationLimit),
     ];
   };
   const startReplica = async (r: Replica): Promise<void> => {
@@ -426,6 +457,8 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
   const kedaPolls: { replica: number; start: number; end: number; metric?: number; active?: boolean; error?: string }[] = [];
   let runStart = 0;
   let sent = 0;
+  let streams = 0;
+  let intact = 0;
   let outstanding = 0;
   let roundRobin = 0;
 
@@ -436,7 +469,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     const stream = (h >>> 8) % 2 === 0;
     const leaves: Leave[] = stream ? ['before-body', 'before-head', 'after-head', 'mid-stream'] : ['before-body', 'before-head'];
     const leave: Leave = (h >>> 12) % 8 === 0 ? (leaves[(h >>> 16) % leaves.length] as Leave) : 'none';
-    const body = JSON.stringify({ model, messages: [{ role: 'user', content: `system soak ${i}` }], max_tokens: 16, stream });
+    const body = JSON.stringify({ model, messages: [{ role: 'user', content: `system soak ${i}` }], max_tokens: TOKENS, stream });
     let end: AttemptEnd | undefined;
     for (let retry = 0; retry <= opts.maxRetries; retry++) {
       const routable = [0, 1].filter((k) => ready[k]);
@@ -467,6 +500,10 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     }
     const final = end as AttemptEnd;
     count(outcomes, final.label);
+    if (stream && final.kind !== 'left') {
+      streams++;
+      if (final.kind === 'answer' && final.intact === true) intact++;
+    }
     if (final.kind === 'answer')
       finalKinds[final.label.startsWith('lost') ? 'lost' : final.label.startsWith('ok') ? 'ok' : 'error-answer']++;
     else finalKinds[final.kind]++;
@@ -620,6 +657,13 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
     await fault(`SIGKILL a worker of router 1 (${MODEL_C} still at zero)`, () => killWorker(replicas[1] as Replica));
     await at(0.75);
     await fault(`wake ${MODEL_C} again (2 s loading)`, () => wake(2));
+    await at(0.85);
+    await fault('SIGKILL engine sim-b0 in the middle of its streams, start it again on its port', async () => {
+      const s = sims[2] as Sim;
+      s.proc?.child.kill('SIGKILL');
+      await s.proc?.exited;
+      await startSim(s, 1);
+    });
     await at(1);
     sending = false;
     await sender;
@@ -781,6 +825,9 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
         demand: maxDemandRatio <= 1.2,
         keda: invisible === 0 && pollsWithHeld > 0,
       },
+      migrationLimit: opts.migrationLimit,
+      streams,
+      intact,
     };
     return result;
   } finally {
@@ -800,7 +847,7 @@ export async function runSystem(opts: SystemOptions, log: (line: string) => void
 export function renderSystem(r: SystemResult): string {
   const pass = (ok: boolean): string => (ok ? 'PASS' : 'FAIL');
   const lines = [
-    `system soak: ${r.seconds.toFixed(0)} s at ${r.rate} requests/s (max ${r.maxRetries} retries as the OpenAI SDK), ${r.sent} requests sent, ${r.attempts} HTTP attempts (${r.retries} retries)`,
+    `system soak (--migration-limit ${r.migrationLimit}): ${r.seconds.toFixed(0)} s at ${r.rate} requests/s (max ${r.maxRetries} retries as the OpenAI SDK), ${r.sent} requests sent, ${r.attempts} HTTP attempts (${r.retries} retries)`,
     `faults: ${r.faults.map((f) => `${f.at} s ${f.what} (${(f.ms / 1000).toFixed(1)} s)`).join('; ')}`,
     '',
     '| outcome (last attempt) | requests |',
@@ -815,6 +862,7 @@ export function renderSystem(r: SystemResult): string {
       .join(', ')}`,
     ...(r.firstErrors.length ? [`first attempts that failed (six of each kind): ${r.firstErrors.join('; ')}`] : []),
     `answered ok ${r.ok}, answered with an error response ${r.errorAnswers}, answered with a transport error ${r.transportErrors}, left on purpose ${r.left}`,
+    `streams intact (one uninterrupted generation, one [DONE], no error event): ${r.intact} of ${r.streams} whose client stayed (${r.streams - r.intact} not)`,
     '',
     '| model | Prometheus max sum(rate(demand[30s])) /s | clients max 30 s rate /s | ratio |',
     '| --- | --- | --- | --- |',

@@ -127,6 +127,18 @@ test('the recorder: endpoint and model state changes with why, cold starts kept 
       ['y', 1],
     ],
   );
+
+  // streams broken mid-way (--migration-limit): continued or ended, one event per model per window
+  events.length = 0;
+  recorder.migration('x', true);
+  recorder.migration('x', true);
+  recorder.migration('x', false);
+  assert.equal(events.length, 0);
+  t.mock.timers.tick(1_000);
+  assert.deepEqual(
+    events.map((e) => e.type === 'migration' && [e.model, e.migrated, e.ended]),
+    [['x', 2, 1]],
+  );
   recorder.stop();
 });
 
@@ -163,12 +175,14 @@ test('under --workers, what happens in one worker alone is shared with the other
 
   // what a relay may carry: the shared kinds with their names, nothing else
   assert.ok(sharedHappening({ type: 'failover', model: 'm', count: 1 }));
+  assert.ok(sharedHappening({ type: 'migration', model: 'm', migrated: 1, ended: 0 }));
   assert.ok(sharedHappening({ type: 'adapter-load', adapter: 'a', endpoint: 'http://e', result: 'loaded', seconds: 1, detail: null }));
   for (const bad of [
     null,
     'failover',
     { type: 'model-state', model: 'm' },
     { type: 'failover', model: 1, count: 1 },
+    { type: 'migration', model: 'm', migrated: '1', ended: 0 },
     { type: 'adapter-unload' },
   ])
     assert.equal(sharedHappening(bad), undefined, JSON.stringify(bad));

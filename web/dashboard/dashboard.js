@@ -280,6 +280,14 @@ function eventText(e) {
       return `${e.model}: ${e.kind === 'wake' ? 'woke from zero' : 'loaded'} in ${seconds(e.seconds)}${e.endpoint ? ` on ${e.endpoint}` : ''}`;
     case 'failover':
       return `${e.model}: ${e.count} request${e.count === 1 ? '' : 's'} retried on another endpoint`;
+    case 'migration':
+      return `${e.model}: ${[
+        e.migrated > 0 &&
+          `${e.migrated} stream${e.migrated === 1 ? '' : 's'} continued on another endpoint after the engine failed mid-way`,
+        e.ended > 0 && `${e.ended} stream${e.ended === 1 ? '' : 's'} ended with an error event (not migrated)`,
+      ]
+        .filter(Boolean)
+        .join('; ')}`;
     case 'wake-alarm':
       return e.raised
         ? `${e.model}: demand for ${seconds(e.demandForSeconds)} with no endpoint — check its autoscaler and workload`
@@ -300,7 +308,8 @@ function isWarning(e) {
     (e.type === 'wake-alarm' && e.raised) ||
     (e.type === 'adapter-load' && e.result === 'failed') ||
     (e.type === 'endpoint-state' && e.to === 'failed') ||
-    (e.type === 'model-state' && e.to === 'unavailable')
+    (e.type === 'model-state' && e.to === 'unavailable') ||
+    (e.type === 'migration' && e.ended > 0)
   );
 }
 
@@ -322,7 +331,7 @@ function drawState(state) {
   page.instance.textContent = `v${i.version} · pid ${i.pid} · ${i.worker === null ? 'one process' : `worker ${i.worker} of ${i.workers}`}`;
   page.scope.textContent =
     i.workers > 1
-      ? "Endpoint states, probes, Retry-After, cold starts, state changes, KV-cache event streams and kvaware decisions are what this worker sees (each worker probes the engines and follows their events itself); the timeline adds the other workers' failovers and adapter loads and unloads; held, in flight and demand are the whole instance."
+      ? "Endpoint states, probes, Retry-After, cold starts, state changes, KV-cache event streams and kvaware decisions are what this worker sees (each worker probes the engines and follows their events itself); the timeline adds the other workers' failovers, migrations and adapter loads and unloads; held, in flight and demand are the whole instance."
       : '';
   page.models.replaceChildren(...state.models.map(modelRow));
   page.endpoints.replaceChildren(...state.endpoints.map(endpointRow));

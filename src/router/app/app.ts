@@ -179,6 +179,7 @@ export class RouterApp {
       kvRouting: this.kvRouting,
       forwarder: engine.forwarder,
       pd: engine.pd,
+      migrations: engine.migrations,
       adapters: this.adapters,
       engineAuthorization: engine.engineAuthorization,
       admission,

@@ -11,6 +11,7 @@ import { EngineStatsScraper } from '../health/engine-stats.js';
 import { Prober } from '../health/prober.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import { Forwarder } from '../proxy/forwarder.js';
+import { Migrations } from '../proxy/migration/migrate.js';
 import { PdForwarder, type PdPolicies } from '../proxy/pd/pd-forwarder.js';
 import type { UpstreamPools } from '../proxy/pools.js';
 import { createPolicy, createPrefillPolicy } from '../routing/index.js';
@@ -44,6 +45,8 @@ export interface EngineSide {
   readonly kvRouting: KvRouting | undefined;
   readonly forwarder: Forwarder;
   readonly pd: PdForwarder;
+  /** --migration-limit above 0: streams broken mid-way go on elsewhere */
+  readonly migrations: Migrations | undefined;
   /** LoRA adapters loaded on demand */
   readonly adapters: AdapterManager;
   /** what the router sends engines as Authorization (--engine-api-key), if anything */
@@ -67,13 +70,14 @@ export function buildEngineSide(parts: EngineSideParts): EngineSide {
   );
   const kvRouting = createKvRouting(parts);
   const { forwarder, pd, engineAuthorization } = createForwarders(parts, prober, kvRouting);
+  const migrations = createMigrations(parts);
   const adapters = createAdapterManager(parts);
   const reroute = (routing: RoutingSettings): void => {
     const policies = routingPolicies({ ...parts.config, ...routing }, parts, kvRouting);
     forwarder.setPolicy(policies.policy);
     pd.setPolicies(policies.pd);
   };
-  return { prober, engineStats, kvRouting, forwarder, pd, adapters, engineAuthorization, reroute };
+  return { prober, engineStats, kvRouting, forwarder, pd, migrations, adapters, engineAuthorization, reroute };
 }
 
 /** Active probes and passive health; failovers and failures go to the metrics (and failovers to the dashboard). */
@@ -157,6 +161,21 @@ function createForwarders(
     forwardClientAuth: config.forwardClientAuth,
   });
   return { forwarder, pd, engineAuthorization };
+}
+
+/** Mid-stream migration, when --migration-limit is above 0; each one goes to the metrics and the dashboard. */
+function createMigrations({ config, metrics, dashboard }: EngineSideParts): Migrations | undefined {
+  if (config.migrationLimit === 0) return undefined;
+  return new Migrations(
+    // TGI's chat API has no continue_final_message: its chat streams are not continued
+    { limit: config.migrationLimit, totalMs: config.timeouts.totalMs, chat: config.engineKind !== 'tgi' },
+    {
+      migration: (model, outcome) => {
+        metrics.migration(model, outcome);
+        dashboard.migration(model, outcome);
+      },
+    },
+  );
 }
 
 /** LoRA adapters loaded on demand; loads and unloads go to the metrics and the dashboard. */

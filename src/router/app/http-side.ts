@@ -10,6 +10,7 @@ import type { SyncTracker } from '../discovery/sync.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
+import type { Migrations } from '../proxy/migration/migrate.js';
 import { parseSnapshot, type DemandSnapshot } from '../scaling/demand-snapshot.js';
 import type { Scaling } from '../scaling/index.js';
 import * as admin from '../server/admin.js';
@@ -83,6 +84,8 @@ export interface RouteParts {
   readonly kvRouting: KvRouting | undefined;
   readonly forwarder: Forwarder;
   readonly pd: PdForwarder;
+  /** --migration-limit above 0 */
+  readonly migrations: Migrations | undefined;
   readonly adapters: AdapterManager;
   readonly engineAuthorization: string | undefined;
   readonly admission: AdmissionGate;
@@ -100,6 +103,7 @@ export function inferenceDeps(p: RouteParts): InferenceDeps {
     forwarder: p.forwarder,
     policyName: config.routingLogic,
     pd: p.pd,
+    ...(p.migrations !== undefined ? { migrations: p.migrations } : {}),
     adapters: p.adapters,
     metrics: p.metrics,
     log: p.log,

@@ -185,6 +185,8 @@ export interface RouterConfig {
   readonly probe: ProbeConfig;
   readonly passiveFailureThreshold: number;
   readonly maxFailoverAttempts: number;
+  /** --migration-limit: continuations of a stream broken mid-way, per request (0: off; src/router/proxy/migration) */
+  readonly migrationLimit: number;
   readonly timeouts: TimeoutConfig;
   readonly engineStatsIntervalMs: number;
   /** --flow-control and its thresholds and caps; undefined when off */
@@ -716,6 +718,7 @@ export function buildRouterConfig(
     probe: probeSection(v),
     passiveFailureThreshold: v['passive-failure-threshold'],
     maxFailoverAttempts: v['max-instance-failover-reroute-attempts'],
+    migrationLimit: v['migration-limit'],
     timeouts: timeoutsSection(v),
     engineStatsIntervalMs: flow.statsIntervalMs,
     flow: flow.flow,

@@ -597,6 +597,13 @@ export const ROUTER_FLAGS = [
     min: 0,
     help: 'retries on another endpoint when an engine fails before any byte reached the client',
   },
+  {
+    name: 'migration-limit',
+    kind: 'int',
+    default: 0,
+    min: 0,
+    help: "times a streamed chat or text completion whose engine fails after the first byte is continued on another endpoint with what the client already has (Dynamo's name; 0 = off)",
+  },
   { name: 'connect-timeout', kind: 'number', default: 2, min: 0.01, help: 'seconds to connect to an engine' },
   { name: 'response-timeout', kind: 'number', default: 300, min: 0.01, help: 'seconds until the engine sends response headers' },
   { name: 'idle-timeout', kind: 'number', default: 120, min: 0.01, help: 'seconds allowed between two chunks of a response' },

@@ -37,7 +37,7 @@ export function isPdProtocol(value: string): value is PdProtocol {
 export type DecodeOnlyReason = 'prefill-failed' | 'no-prefill' | 'short-prompt';
 
 /** How a prefill call failed: as forwarding fails, or with a 4xx (passed to the client), or 2xx without kv_transfer_params. */
-export type PrefillFailure = FailureKind | 'engine-4xx' | 'invalid-answer';
+export type PrefillFailure = FailureKind | 'invalid-answer';
 
 /** Where P/D forwarding reports (metrics). */
 export interface PdObserver {

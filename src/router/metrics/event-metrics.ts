@@ -1,6 +1,7 @@
-// Metrics of things that happen, counted when they happen: failed attempts on an engine, failovers, failed Kubernetes
-// lists and watches, measured cold starts.
+// Metrics of things that happen, counted when they happen: failed attempts on an engine, failovers, mid-stream
+// migrations, failed Kubernetes lists and watches, measured cold starts.
 import { Counter, Histogram, type Registry } from 'prom-client';
+import type { MigrationOutcome } from '../core/forward.js';
 
 /** a cold start takes seconds (a small model on a warm node) to most of an hour (a large one downloaded first) */
 const COLD_START_BUCKETS: number[] = [1, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600];
@@ -11,6 +12,7 @@ export class EventMetrics {
   /** models with cold-start series, so that they go with the model */
   private readonly coldStartModels = new Set<string>();
   private readonly failovers: Counter<'model'>;
+  private readonly migrations: Counter<'model' | 'outcome'>;
   private readonly discoveryErrors: Counter<'resource' | 'reason'>;
 
   constructor(registry: Registry) {
@@ -34,6 +36,12 @@ export class EventMetrics {
       name: 'llm_router_failovers_total',
       help: 'Requests retried on another endpoint before any byte reached the client',
       labelNames: ['model'],
+      registers,
+    });
+    this.migrations = new Counter({
+      name: 'llm_router_migrations_total',
+      help: 'Streams whose engine failed after the first byte (--migration-limit), by model and outcome: migrated (continued on another endpoint), completed (a continuation reached the end), failed (a continuation got no stream), refused (must not be continued: n, logprobs, echo, seed, tool calls, ...), limit, no-endpoint',
+      labelNames: ['model', 'outcome'],
       registers,
     });
     this.discoveryErrors = new Counter({
@@ -68,5 +76,9 @@ export class EventMetrics {
 
   failover(model: string): void {
     this.failovers.inc({ model });
+  }
+
+  migration(model: string, outcome: MigrationOutcome): void {
+    this.migrations.inc({ model, outcome });
   }
 }

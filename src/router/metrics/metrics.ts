@@ -11,6 +11,7 @@ import { FlowMetrics, type FlowView } from './flow-metrics.js';
 import { ScalerMetrics } from './scaler-metrics.js';
 import { ConnectionMetrics } from './conn-metrics.js';
 import { EventMetrics } from './event-metrics.js';
+import type { MigrationOutcome } from '../core/forward.js';
 import {
   newModelTally,
   observe,
@@ -245,6 +246,11 @@ export class RouterMetrics {
 
   failover(model: string): void {
     this.events.failover(model);
+  }
+
+  /** A stream broken mid-way, migrated or not (llm_router_migrations_total). */
+  migration(model: string, outcome: MigrationOutcome): void {
+    this.events.migration(model, outcome);
   }
 
   /** In a worker of --workers: /metrics answers with every worker's metrics combined (by the primary). */

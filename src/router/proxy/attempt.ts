@@ -10,6 +10,7 @@ import { ClientWriter } from './client-writer.js';
 import type { EngineClient, EngineHandler } from './engine-client.js';
 import { downstreamResponseHeaders } from './headers.js';
 import { completeEvents, streamErrorEvent } from './sse-events.js';
+import type { RelayFault, StreamRelay } from './migration/relay.js';
 import { armTotalTimer } from './total-deadline.js';
 
 export { lastEventEnd } from './sse-events.js';
@@ -41,6 +42,11 @@ export interface AttemptRequest {
   readonly gone: ClientGone;
   /** called once, when the first byte of the answer's body is handed to the client (time to first byte) */
   readonly onFirstByte?: () => void;
+  /**
+   * A stream that may be continued on another engine (src/router/proxy/migration): its events go through the relay,
+   * and a stream the engine breaks is left open (outcome broken) for the migration runner to continue or end.
+   */
+  readonly relay?: StreamRelay;
 }
 
 class ClientGoneError extends Error {
@@ -54,6 +60,10 @@ export const CLIENT_STALLED_CODE = 'LLM_ROUTER_CLIENT_STALLED';
 /** The engine's answer cannot be passed on as framed (found by the router's own checks, after the engine client's). */
 export class UpstreamProtocolError extends Error {
   readonly code = 'LLM_ROUTER_UPSTREAM_PROTOCOL';
+}
+/** The relay found the engine's stream broken (an error event, a chunk that is not JSON): the engine's request is ended. */
+class RelayFaultError extends Error {
+  readonly code = 'LLM_ROUTER_STREAM_FAULT';
 }
 
 const CONNECT_CODES = new Set([
@@ -154,6 +164,8 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
   partial: Buffer | undefined = undefined;
   /** an event stream: what the client has been sent ends on an event boundary */
   atBoundary = true;
+  /** what the relay found wrong with the engine's stream */
+  private relayFault: Omit<RelayFault, 'before'> | undefined = undefined;
   private readonly onClientClose = (): void => this.clientClosed();
   private readonly flushPending = (): void => this.flush();
 
@@ -207,6 +219,7 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {
     if (statusCode < 200) return true;
     this.status = statusCode;
+    if (this.req.relay?.continuing === true) return this.continuationHead(statusCode, rawHeaders, resume, this.req.relay);
     const adapterMissing = adapterMissingAtHead(this.req.adapterMissing, statusCode);
     if ((statusCode === 503 && this.req.retryOnEngine503) || adapterMissing === 'missing') {
       // drain the small error body so the connection stays reusable, then try elsewhere
@@ -225,7 +238,28 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
       // the stream's head goes out now: time to first token is the client's to see
       this.commit();
       res.flushHeaders();
+      this.req.relay?.opened();
     }
+    return true;
+  }
+
+  /**
+   * The head of an engine continuing a stream (migration): the client has its head already, so none goes out. An
+   * answer that is not an event stream of status 200 cannot be passed on: drained, and this engine did not continue.
+   */
+  private continuationHead(statusCode: number, rawHeaders: Buffer[], resume: () => void, relay: StreamRelay): boolean {
+    const head = downstreamResponseHeaders(rawHeaders, this.req.requestId);
+    const refused = frameAnswer(statusCode, head, this);
+    if (refused !== undefined) return this.refuse(refused);
+    if (statusCode !== 200 || !this.sse) {
+      this.sse = false;
+      this.discarding = true;
+      return true;
+    }
+    this.resumeFn = resume;
+    if (this.res.destroyed) return false;
+    this.committed = true;
+    relay.opened();
     return true;
   }
 
@@ -267,8 +301,28 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
     if (this.sse) {
       // complete events go out; the bytes of an incomplete last one wait for the rest of it
       const events = completeEvents(this, data);
-      if (events !== undefined) this.write(events);
+      if (events !== undefined) this.writeEvents(events);
     } else this.write(data);
+  }
+
+  /** Complete events go out, through the relay when the stream may be continued elsewhere. */
+  private writeEvents(events: Buffer): void {
+    const relay = this.req.relay;
+    if (relay === undefined) {
+      this.write(events);
+      return;
+    }
+    // after a fault nothing more of this engine's stream goes out (an engine client whose abort reports later)
+    if (this.relayFault !== undefined) return;
+    const out = relay.take(events, this.atBoundary);
+    if (Buffer.isBuffer(out)) {
+      if (out.length > 0) this.write(out);
+      return;
+    }
+    if (out.before !== undefined) this.write(out.before);
+    // the engine's stream is broken though its connection is not: its request is ended (onError, unless it is complete)
+    this.relayFault ??= { failure: out.failure, detail: out.detail };
+    this.abortFn?.(new RelayFaultError(out.detail));
   }
 
   onComplete(): void {
@@ -278,7 +332,7 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
       else this.release();
     }
     if (this.discarding) {
-      this.finish({ kind: 'retryable', failure: this.discardedFailure(), detail: `engine answered ${this.status}` });
+      this.finish(this.discarded());
       return;
     }
     if (this.remaining > 0) {
@@ -288,6 +342,21 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
     }
     if (this.headPending !== undefined && !this.res.destroyed) this.commit();
     this.flush();
+    if (this.settled) return;
+    const relay = this.req.relay;
+    if (relay !== undefined && this.sse && !this.res.destroyed) {
+      // a stream that ended before its end (or within an event) is broken: left open for the migration runner
+      const fault =
+        this.relayFault ??
+        (this.partial !== undefined && !relay.done
+          ? { failure: 'protocol' as const, detail: 'the engine ended its stream within an event' }
+          : relay.ended());
+      if (fault !== undefined) {
+        this.partial = undefined;
+        this.finish({ kind: 'broken', status: this.status, failure: fault.failure, detail: fault.detail });
+        return;
+      }
+    }
     if (!this.ended) {
       // an event stream that ended within an event: its last bytes go out as the engine sent them
       const rest = this.partial;
@@ -299,9 +368,22 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
     this.finish({ kind: 'done', status: this.status });
   }
 
-  /** what an answer drained instead of passed on says: the engine is busy (503), or does not hold the adapter */
+  /**
+   * what an answer drained instead of passed on says: the engine is busy (503), or does not hold the adapter; for a
+   * continuation, also an engine's 5xx, or its refusal (a 4xx, an answer that is no stream: not tried elsewhere)
+   */
   private discardedFailure(): FailureKind {
-    return this.status === 503 ? 'engine-busy' : 'model-missing';
+    if (this.status === 503) return 'engine-busy';
+    if (this.req.relay?.continuing !== true) return 'model-missing';
+    if (this.status === 404 && this.req.adapterMissing !== undefined) return 'model-missing';
+    return this.status >= 500 ? 'engine-5xx' : this.status >= 400 ? 'engine-4xx' : 'protocol';
+  }
+
+  private discarded(detail = `engine answered ${this.status}`): Extract<AttemptOutcome, { kind: 'retryable' | 'failed' }> {
+    const failure = this.discardedFailure();
+    return failure === 'engine-4xx' || failure === 'protocol'
+      ? { kind: 'failed', failure, detail }
+      : { kind: 'retryable', failure, detail };
   }
 
   /** Passes a held answer on through the usual checks, as if it had just arrived. */
@@ -326,11 +408,18 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
       res.destroy();
       return;
     }
-    const failure = classify(err);
-    const detail = `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
+    const fault = err instanceof RelayFaultError ? this.relayFault : undefined;
+    const failure = fault?.failure ?? classify(err);
+    const detail = fault?.detail ?? `${(err as { code?: string }).code ?? err.name}: ${err.message}`;
     if (this.committed) {
-      // the complete events read before the failure still go out
-      if (this.sse && !res.destroyed) this.flush();
+      // the complete events read before the failure still go out (a relay's fault came from them: they went)
+      if (this.sse && !res.destroyed && fault === undefined) this.flush();
+      if (this.sse && this.req.relay !== undefined) {
+        // the stream stays open: the migration runner continues it on another engine or ends it with the error event
+        this.partial = undefined;
+        this.finish({ kind: 'broken', status: this.status, failure, detail });
+        return;
+      }
       // settled before the client's response is ended or cut: a response whose destroy() says 'close' at once (the fast
       // path's) must not make this engine failure look like a client that left
       this.finish({ kind: 'broken', status: this.status, failure, detail });
@@ -347,8 +436,8 @@ class AttemptHandler extends ClientWriter implements EngineHandler {
       return;
     }
     if (failure === 'protocol') this.finish({ kind: 'failed', failure, detail });
-    else if (this.discarding || failure === 'connect' || failure === 'reset' || failure === 'other')
-      this.finish({ kind: 'retryable', failure: this.discarding ? this.discardedFailure() : failure, detail });
+    else if (this.discarding) this.finish(this.discarded(detail));
+    else if (failure === 'connect' || failure === 'reset' || failure === 'other') this.finish({ kind: 'retryable', failure, detail });
     else this.finish({ kind: 'failed', failure, detail });
   }
 }

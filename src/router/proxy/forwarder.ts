@@ -14,6 +14,7 @@ import type { EndpointRole } from '../core/pd.js';
 import type { TraceSpan } from '../core/trace.js';
 import { engineSpan, endEngineSpan } from './attempt-span.js';
 import { ENDPOINT, POLICY, SPAN } from '../tracing/attributes.js';
+import type { StreamRelay } from './migration/relay.js';
 
 export interface ForwardJob {
   readonly route: RouteRequest;
@@ -41,6 +42,12 @@ export interface ForwardJob {
   readonly trace?: TraceSpan;
   /** the endpoints' role, for the attempt spans (P/D: decode); default both */
   readonly role?: EndpointRole;
+  /** a stream that may be continued on another engine (src/router/proxy/migration): a broken one is left open */
+  readonly relay?: StreamRelay;
+  /** endpoints not to pick (a migration: those whose stream broke) */
+  readonly exclude?: ReadonlySet<Endpoint>;
+  /** the whole request's deadline (--total-timeout), when it began before this call (a migration); else from now */
+  readonly deadline?: number;
 }
 
 export type ForwardResult =
@@ -73,8 +80,8 @@ export class Forwarder {
 
   async forward(job: ForwardJob, res: ResponseSink): Promise<ForwardResult> {
     const policy = this.policy;
-    const deadline = totalDeadline(this.timeouts.totalMs);
-    let tried: Set<Endpoint> | undefined;
+    const deadline = job.deadline ?? totalDeadline(this.timeouts.totalMs);
+    let tried: Set<Endpoint> | undefined = job.exclude !== undefined ? new Set(job.exclude) : undefined;
     let candidates = job.candidates();
     const trace = job.trace;
     // a pick that takes I/O (kvaware's /tokenize) has a span of its own; others take no time
@@ -84,7 +91,7 @@ export class Forwarder {
         : undefined;
     // kvaware tokenizes here (bounded by its own timeout; it never fails the request)
     if (job.first === undefined && policy.prepare !== undefined) await policy.prepare(candidates, job.route, routeSpan);
-    let endpoint = job.first ?? policy.pick(candidates, job.route, undefined, routeSpan);
+    let endpoint = job.first ?? policy.pick(candidates, job.route, job.exclude, routeSpan);
     if (routeSpan !== undefined) {
       if (endpoint !== undefined) routeSpan.set(ENDPOINT, endpoint.url);
       else routeSpan.fail('no endpoint');
@@ -118,6 +125,7 @@ export class Forwarder {
             idleTimeoutMs: this.timeouts.idleMs,
             gone: job.gone,
             ...(onFirstByte ? { onFirstByte } : {}),
+            ...(job.relay !== undefined ? { relay: job.relay } : {}),
           },
           res,
           deadline,
@@ -140,7 +148,8 @@ export class Forwarder {
           this.observer.failed(endpoint, outcome.failure, outcome.detail);
           return { kind: 'broken', status: outcome.status, endpoint, failure: outcome.failure };
         case 'failed':
-          this.observer.failed(endpoint, outcome.failure, outcome.detail);
+          // an engine that refused a continuation said nothing against its health
+          if (outcome.failure !== 'engine-4xx') this.observer.failed(endpoint, outcome.failure, outcome.detail);
           return { kind: 'unanswered', failure: outcome.failure, detail: outcome.detail, endpoint };
         case 'retryable': {
           // an engine's own 503 is back-pressure or loading, its 404 for an adapter says it does not hold it: neither

@@ -15,6 +15,7 @@ import type { AdapterRoute, Resolution } from '../core/model.js';
 import { UNKNOWN_MODEL_LABEL, type RouterMetrics } from '../metrics/metrics.js';
 import type { Forwarder } from '../proxy/forwarder.js';
 import type { PdForwarder } from '../proxy/pd/pd-forwarder.js';
+import type { MigrationLeg, MigrationNote, Migrations } from '../proxy/migration/migrate.js';
 import { upstreamRequestHeaders } from '../proxy/headers.js';
 import { rewriteModel, rewriteMultipartModel } from '../proxy/rewrite-model.js';
 import { withoutKvTransferParams } from '../proxy/pd/bodies.js';
@@ -76,6 +77,8 @@ export interface InferenceDeps {
   readonly keyEntry?: (req: InboundRequest) => KeyEntry | undefined;
   /** requests of models served P/D (src/router/proxy/pd) */
   readonly pd: PdForwarder;
+  /** --migration-limit above 0: streams whose engine fails mid-way go on elsewhere (src/router/proxy/migration) */
+  readonly migrations?: Migrations;
   /** LoRA adapters loaded on demand (src/router/adapters) */
   readonly adapters: AdapterManager;
   readonly metrics: RouterMetrics;
@@ -189,6 +192,8 @@ class InferenceRecord {
   endpoint: Endpoint | undefined;
   /** how the policy chose the endpoint (filled by the policy as it picks) */
   readonly routing: RoutingNote = {};
+  /** --migration-limit: the stream's migrations, or why a broken one was not continued */
+  readonly migration: MigrationNote = { migrations: 0 };
   /** flow control's ticket: the request passed it (forwarding and its end are told) */
   flowTicket: FlowTicket | undefined;
   bodyBytes = 0;
@@ -229,6 +234,7 @@ class InferenceRecord {
           model: this.loggedModel ?? this.metricModel,
           endpoint: this.endpoint?.url,
           ...routingFields(this.routing, this.endpoint !== undefined ? this.deps.policyName : undefined),
+          ...migrationFields(this.migration),
           status,
           ms: Math.round(ms),
           bytesIn: this.bodyBytes,
@@ -252,6 +258,13 @@ function routingFields(note: RoutingNote, configured: string | undefined): Recor
   if (note.blocks !== undefined) out.blocks = note.blocks;
   if (note.fallback !== undefined) out.fallback = note.fallback;
   return out;
+}
+
+/** The access log's migration fields: the continuations a stream took, or why a broken one was not continued. */
+function migrationFields(note: MigrationNote): Record<string, string | number> {
+  if (note.notMigrated !== undefined)
+    return note.migrations > 0 ? { migrations: note.migrations, notMigrated: note.notMigrated } : { notMigrated: note.notMigrated };
+  return note.migrations > 0 ? { migrations: note.migrations } : {};
 }
 
 /** Stage admit: rate and concurrency limits, before any byte of the body is read. */
@@ -601,53 +614,84 @@ async function forwardToEngine(r: InferenceRecord, target: Routable, request: Re
   deps.scaling.demand.begin(scaled);
   // no longer in transit for flow control: the forwarder counts it on its endpoint from here
   r.flowTicket?.forwarding();
-  try {
+  const candidates = candidatesOf(deps, model);
+  /** one engine's leg of the request: the first (leg undefined unless it may migrate), or a migration's continuation */
+  const send = (leg: MigrationLeg | undefined): Promise<ForwardResult> => {
+    const sent = leg?.body ?? body;
+    const route = { model, headers: req.headers, body: leg?.parsed ?? request.body, note: r.routing };
+    const migration =
+      leg === undefined ? {} : { relay: leg.relay, deadline: leg.deadline, ...(leg.exclude ? { exclude: leg.exclude } : {}) };
     if (target.pd !== undefined) {
-      return await deps.pd.forward(
+      return deps.pd.forward(
         {
           model,
           protocol: target.pd.protocol,
-          route: { model, headers: req.headers, body: request.body, note: r.routing },
+          route,
           path: r.path,
           target: req.url ?? r.path,
-          body,
+          body: sent,
           rawHeaders: req.rawHeaders,
           requestId: r.requestId,
           gone: r.gone,
           onFirstByte: r.onFirstByte,
-          candidates: candidatesOf(deps, model),
-          prefill: target.pd.prefill,
+          candidates,
+          prefill: leg?.relay.continuing === true ? prefillNow(deps, model, target.pd.prefill) : target.pd.prefill,
           ...(adapter ? { adapter, adapterMissing: deps.adapters.missingAdapter() } : {}),
           trace: r.trace,
+          ...migration,
         },
         r.res,
       );
     }
-    return await deps.forwarder.forward(
+    return deps.forwarder.forward(
       {
-        route: { model, headers: req.headers, body: request.body, note: r.routing },
-        candidates: candidatesOf(deps, model),
+        route,
+        candidates,
         method: 'POST',
         path: req.url ?? r.path,
         headers: upstreamRequestHeaders(req.rawHeaders, {
           requestId: r.requestId,
-          contentLength: body.length,
+          contentLength: sent.length,
           engineAuthorization: deps.engineAuthorization,
           forwardClientAuth: deps.forwardClientAuth,
           dropTraceContext: r.trace !== undefined,
         }),
-        body,
+        body: sent,
         requestId: r.requestId,
         gone: r.gone,
         onFirstByte: r.onFirstByte,
         ...adapterJob,
         trace: r.trace,
+        ...migration,
       },
       r.res,
+    );
+  };
+  try {
+    if (deps.migrations === undefined || request.boundary !== undefined) return await send(undefined);
+    return await deps.migrations.forward(
+      {
+        model,
+        path: r.path,
+        parsed: request.body,
+        body,
+        candidates,
+        res: r.res,
+        note: r.migration,
+        trace: r.trace,
+        onFirstByte: r.onFirstByte,
+      },
+      send,
     );
   } finally {
     deps.scaling.demand.end(scaled);
   }
+}
+
+/** The ready prefill endpoints of a P/D model now (a migration's continuation goes through one again). */
+function prefillNow(deps: InferenceDeps, model: string, before: readonly Endpoint[]): readonly Endpoint[] {
+  const now = deps.catalog.resolve(model);
+  return now.kind === 'routable' && now.pd !== undefined ? now.pd.prefill : before;
 }
 
 /** Stage answer: what the client gets when the engine's answer did not reach it. */

@@ -53,6 +53,16 @@ export const PD_PROTOCOL = 'llm_router.pd.protocol';
 export const DECODE_ENDPOINT = 'llm_router.decode.endpoint';
 export const PREFILL_ENDPOINT = 'llm_router.prefill.endpoint';
 export const WORKER = 'llm_router.worker';
+/** a stream's migration (event llm_router.migration): tokens the client had, which migration of the request, why not */
+export const MIGRATION_TOKENS = 'llm_router.migration.tokens_sent';
+export const MIGRATION_NUMBER = 'llm_router.migration.number';
+export const MIGRATION_REASON = 'llm_router.migration.reason';
+
+// event names (on the request's span)
+export const EVENT = {
+  /** a stream broken mid-way: continued on another engine, or why not */
+  migration: 'llm_router.migration',
+} as const;
 
 // span names
 export const SPAN = {

@@ -240,6 +240,9 @@ export async function runDemo(argv: string[]): Promise<void> {
       `${DEMO_MODELS.wake}=60`,
       '--scale-to-zero-grace-seconds',
       String(flags['idle-seconds']),
+      // a stream whose engine fails mid-way goes on on the other engine of its model
+      '--migration-limit',
+      '1',
       '--log-level',
       flags['log-level'],
       // tracing passes through to the router: the flags, and the standard OTEL_* variables
@@ -308,6 +311,12 @@ export async function runDemo(argv: string[]): Promise<void> {
     'Try:',
   ];
   for (const c of demoCases(base)) lines.push(`  # ${c.title} (expect ${c.expectStatus})`, `  ${c.command}`, '');
+  lines.push(
+    `  # mid-stream migration (--migration-limit 1): make the first ${DEMO_MODELS.ready} engine cut every stream after 2 chunks,`,
+    `  # then stream ${DEMO_MODELS.ready} (above) a few times: a cut stream goes on on the other engine, whole and in one piece`,
+    `  curl -s ${(engines[0] as Engine).url}/_sim/fault -H 'content-type: application/json' -d '{"mode":"reset-mid-stream"}'`,
+    '',
+  );
   lines.push('Press Ctrl-C to stop the router and the engines.', '');
   process.stdout.write(lines.join('\n'));
 }

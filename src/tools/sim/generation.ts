@@ -19,7 +19,7 @@ import {
 } from './openai.js';
 import type { KvDemand, SlotLease } from './queue.js';
 import { resetSocket, type Exchange, type SuccessRecord } from './request-stats.js';
-import { fillerText, fillerToken, outputBudget, promptTokens } from './tokens.js';
+import { fillerText, fillerToken, generationStart, outputBudget, promptTokens } from './tokens.js';
 
 export function newId(): string {
   return randomUUID().replace(/-/g, '');
@@ -89,7 +89,9 @@ export function generate(
   prefilled = false,
 ): void {
   const ttft = (): number => (prefilled ? engine.timing.ttftMs : engine.timing.prefillTtft(body, exchange.adapter));
-  const budget = outputBudget(body, engine.outputTokens);
+  // a continuation (continue_final_message, a prompt ending in the filler text) goes on where its text so far ends
+  const start = generationStart(api, body);
+  const budget = outputBudget(body, engine.outputTokens, start);
   const prompt = promptTokens(body);
   const generation = newGeneration(api, model, newId());
   const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
@@ -103,7 +105,7 @@ export function generate(
   }
   if (!stream) {
     const delay = (): number => ttft() + engine.timing.interTokenMs(engine.fault()) * (budget.tokens - 1);
-    const text = fillerText(budget.tokens);
+    const text = fillerText(budget.tokens, start);
     return answerLater(engine, res, exchange, delay, { finishReason: budget.finishReason, prompt, generated: budget.tokens }, () =>
       completionBody(generation, text, budget.finishReason, usage(prompt, budget.tokens)),
     );
@@ -121,7 +123,7 @@ export function generate(
         lease.release();
         return resetSocket(res, exchange);
       }
-      const token = fillerToken(sent);
+      const token = fillerToken(start + sent);
       sent++;
       const last = sent === budget.tokens;
       if (sent === 1 && api === 'chat') res.write(sseEvent(roleChunk(generation)));

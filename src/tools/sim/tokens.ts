@@ -44,9 +44,13 @@ export interface OutputBudget {
   readonly finishReason: 'stop' | 'length';
 }
 
-/** The engine's --output-tokens, lowered by the request's max_tokens (or its synonyms). */
-export function outputBudget(body: Record<string, unknown>, engineDefault: number): OutputBudget {
-  let tokens = engineDefault;
+/**
+ * The engine's --output-tokens, lowered by the request's max_tokens (or its synonyms). `start`: a generation that goes
+ * on from this position of the filler text (a continuation) ends where the whole answer would: --output-tokens counts
+ * from position 0 (at least one token is generated).
+ */
+export function outputBudget(body: Record<string, unknown>, engineDefault: number, start = 0): OutputBudget {
+  let tokens = Math.max(1, engineDefault - start);
   let limited = false;
   for (const field of LIMIT_FIELDS) {
     const limit = body[field];
@@ -77,14 +81,43 @@ const FILLER = [
   'you',
 ];
 
+/**
+ * Where a generation starts in the filler text: 0, or for a continuation the position the text so far ends at, counted
+ * in the simulator's own tokens (words and punctuation marks), so that an answer continued on another engine reads as
+ * one uninterrupted generation:
+ * - chat with `continue_final_message: true`: the tokens of the final assistant message;
+ * - a text completion whose prompt ends with the filler text from its start ("The quick ..."): the tokens of that tail.
+ */
+export function generationStart(api: 'chat' | 'completion', body: Record<string, unknown>): number {
+  if (api === 'chat') {
+    if (body.continue_final_message !== true || !Array.isArray(body.messages)) return 0;
+    const last = body.messages[body.messages.length - 1] as { role?: unknown; content?: unknown } | undefined;
+    return typeof last === 'object' && last !== null && last.role === 'assistant' ? tokensOf(last.content) : 0;
+  }
+  const prompt = Array.isArray(body.prompt) && body.prompt.length === 1 ? body.prompt[0] : body.prompt;
+  return typeof prompt === 'string' ? fillerTail(prompt) : 0;
+}
+
+/** The tokens of the longest tail of `text` that is the filler text from its first token. */
+function fillerTail(text: string): number {
+  const first = FILLER[0] as string;
+  for (let at = text.indexOf(first); at >= 0; at = text.indexOf(first, at + 1)) {
+    const tail = text.slice(at);
+    const tokens = countTokens(tail);
+    if (fillerText(tokens) === tail) return tokens;
+  }
+  return 0;
+}
+
 /** The i-th generated token; tokens after the first carry a leading space so they concatenate into text. */
 export function fillerToken(i: number): string {
   const word = FILLER[i % FILLER.length] as string;
   return i === 0 ? word : ` ${word}`;
 }
 
-export function fillerText(tokens: number): string {
+/** `tokens` tokens of the filler text, from position `from`. */
+export function fillerText(tokens: number, from = 0): string {
   let text = '';
-  for (let i = 0; i < tokens; i++) text += fillerToken(i);
+  for (let i = from; i < from + tokens; i++) text += fillerToken(i);
   return text;
 }

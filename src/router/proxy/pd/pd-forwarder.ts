@@ -22,6 +22,7 @@ import { callEngine, type CallOutcome, type EngineCall } from './engine-call.js'
 import { runLlmdSidecar } from './llm-d-sidecar.js';
 import { promptChars } from './prompt-chars.js';
 import type { PdPair, PdProtocolRunner, PrefillVerdict } from './protocol.js';
+import type { StreamRelay } from '../migration/relay.js';
 import { runSglang } from './sglang.js';
 import { runVllmNixl } from './vllm-nixl.js';
 
@@ -63,6 +64,13 @@ export interface PdJob {
    * attempt a CLIENT span whose context their engine gets
    */
   readonly trace?: TraceSpan;
+  /**
+   * A migration (src/router/proxy/migration): the stream's relay, the decode endpoints whose stream broke (not picked
+   * again), the request's deadline. The continuation goes through a prefill endpoint again: its prompt grew.
+   */
+  readonly relay?: StreamRelay;
+  readonly exclude?: ReadonlySet<Endpoint>;
+  readonly deadline?: number;
 }
 
 export interface PdForwarderOptions {
@@ -109,7 +117,7 @@ export class PdForwarder {
   /** `route` (tracing on): the route span, ended once the pair is picked */
   private async forwardPicked(job: PdJob, res: ResponseSink, route: TraceSpan | undefined): Promise<ForwardResult> {
     const policies = this.policies;
-    const decode = policies.decode.pick(job.candidates(), job.route, undefined, route);
+    const decode = policies.decode.pick(job.candidates(), job.route, job.exclude, route);
     if (route !== undefined && decode !== undefined) route.set(DECODE_ENDPOINT, decode.url);
     if (decode === undefined || !PD_PATHS.has(job.path) || decode.role === 'both') route?.end();
     if (decode === undefined)
@@ -205,6 +213,9 @@ export class PdForwarder {
           first: decode,
           ...(job.adapter ? { adapter: job.adapter, adapterMissing: job.adapterMissing ?? VLLM_MISSING } : {}),
           ...(job.trace ? { trace: job.trace, role: decode.role } : {}),
+          ...(job.relay !== undefined ? { relay: job.relay } : {}),
+          ...(job.exclude !== undefined ? { exclude: job.exclude } : {}),
+          ...(job.deadline !== undefined ? { deadline: job.deadline } : {}),
         },
         sink,
       );
@@ -287,7 +298,10 @@ export class PdForwarder {
   }
 
   private passBack(job: PdJob, prefill: Endpoint, answer: Extract<CallOutcome, { kind: 'answered' }>, res: ResponseSink): ForwardResult {
-    if (res.destroyed || res.headersSent) return { kind: 'client-gone', endpoint: prefill };
+    if (res.destroyed) return { kind: 'client-gone', endpoint: prefill };
+    // a migration's prefill refused the continuation: the client has the stream's head already
+    if (res.headersSent)
+      return { kind: 'unanswered', failure: 'engine-4xx', detail: `prefill answered ${answer.status}`, endpoint: prefill };
     const head = downstreamResponseHeaders(answer.headers, job.requestId);
     head.headers.push('content-length', String(answer.body.length));
     if (answer.body.length > 0) job.onFirstByte?.();

@@ -3,6 +3,7 @@
 // /engines, and hands it what the prober and scaling report.
 import type { ModelCatalog } from '../../catalog/catalog.js';
 import type { AdapterObserver } from '../../core/lora.js';
+import type { MigrationOutcome } from '../../core/forward.js';
 import type { ColdStart } from '../../scaling/cold-start.js';
 import type { WakeAlarm } from '../../scaling/demand.js';
 import type { DemandView } from '../../scaling/demand-view.js';
@@ -122,6 +123,12 @@ export class Dashboard {
 
   failover(model: string): void {
     this.recorder.failover(model);
+  }
+
+  /** A stream broken mid-way (--migration-limit): continued elsewhere, or ended with the error event, on the timeline. */
+  migration(model: string, outcome: MigrationOutcome): void {
+    if (outcome === 'migrated') this.recorder.migration(model, true);
+    else if (outcome === 'refused' || outcome === 'limit' || outcome === 'no-endpoint') this.recorder.migration(model, false);
   }
 
   /** Adapter loads and unloads go on the timeline. */

@@ -9,7 +9,7 @@ import type { LoadResult, UnloadReason } from '../../core/lora.js';
 
 /** cold starts kept per model */
 const COLD_STARTS_KEPT = 5;
-/** failovers of one model within this window are one timeline event */
+/** failovers (and migrations) of one model within this window are one timeline event */
 const FAILOVER_WINDOW_MS = 1_000;
 
 interface ModelRecord {
@@ -22,6 +22,9 @@ export class TimelineRecorder {
   private readonly coldStartsByModel = new Map<string, ColdStart[]>();
   private readonly failovers = new Map<string, number>();
   private failoverTimer: NodeJS.Timeout | undefined;
+  /** streams broken mid-way per model within the window: continued, ended */
+  private readonly migrations = new Map<string, { migrated: number; ended: number }>();
+  private migrationTimer: NodeJS.Timeout | undefined;
   private unsubscribe: (() => void) | undefined;
 
   constructor(
@@ -55,6 +58,8 @@ export class TimelineRecorder {
     this.unsubscribe?.();
     clearTimeout(this.failoverTimer);
     this.failoverTimer = undefined;
+    clearTimeout(this.migrationTimer);
+    this.migrationTimer = undefined;
   }
 
   /** ms since epoch since when the model is in its present state (since this process started, at the earliest) */
@@ -118,6 +123,24 @@ export class TimelineRecorder {
   failover(model: string): void {
     this.failovers.set(model, (this.failovers.get(model) ?? 0) + 1);
     this.failoverTimer ??= setTimeout(() => this.flushFailovers(), FAILOVER_WINDOW_MS);
+  }
+
+  /**
+   * A stream's engine failed mid-way: `migrated`, it went on on another endpoint; else it ended with the router's error
+   * event. A burst of them becomes one event per model.
+   */
+  migration(model: string, migrated: boolean): void {
+    const counts = this.migrations.get(model) ?? { migrated: 0, ended: 0 };
+    if (migrated) counts.migrated++;
+    else counts.ended++;
+    this.migrations.set(model, counts);
+    this.migrationTimer ??= setTimeout(() => this.flushMigrations(), FAILOVER_WINDOW_MS);
+  }
+
+  private flushMigrations(): void {
+    this.migrationTimer = undefined;
+    for (const [model, c] of this.migrations) this.add({ type: 'migration', model, migrated: c.migrated, ended: c.ended });
+    this.migrations.clear();
   }
 
   private flushFailovers(): void {

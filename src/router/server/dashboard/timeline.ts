@@ -1,5 +1,5 @@
 // The operator's timeline: a bounded ring of what happened to models and endpoints recently (state changes, cold
-// starts, failovers, wake alarms, adapter loads and unloads), for the dashboard and its /events stream. It holds names, URLs, states and the
+// starts, failovers, migrations, wake alarms, adapter loads and unloads), for the dashboard and its /events stream. It holds names, URLs, states and the
 // router's own error texts: never a prompt, a key or a request body.
 import type { EndpointState } from '../../core/endpoint.js';
 import type { ModelState } from '../../core/model.js';
@@ -37,6 +37,11 @@ export type Happening =
     }
   /** requests retried on another endpoint before any byte reached the client, counted over about a second */
   | { readonly type: 'failover'; readonly model: string; readonly count: number }
+  /**
+   * streams whose engine failed mid-way (--migration-limit), counted over about a second: `migrated` continued on
+   * another endpoint, `ended` ended with the router's error event instead (refused, limit, no endpoint left)
+   */
+  | { readonly type: 'migration'; readonly model: string; readonly migrated: number; readonly ended: number }
   | {
       readonly type: 'wake-alarm';
       readonly model: string;
@@ -77,7 +82,7 @@ export type TimelineEvent = Happening & {
  * What happens in one worker alone (a request's failover, an adapter load or unload it made), which the other workers
  * of the instance add to their timelines; every worker observes state changes and cold starts for itself.
  */
-const SHARED_TYPES: ReadonlySet<string> = new Set<Happening['type']>(['failover', 'adapter-load', 'adapter-unload']);
+const SHARED_TYPES: ReadonlySet<string> = new Set<Happening['type']>(['failover', 'migration', 'adapter-load', 'adapter-unload']);
 
 export function isShared(h: Happening): boolean {
   return SHARED_TYPES.has(h.type);
@@ -89,6 +94,8 @@ export function sharedHappening(value: unknown): Happening | undefined {
   const v = value as Record<string, unknown>;
   if (typeof v.type !== 'string' || !SHARED_TYPES.has(v.type)) return undefined;
   if (v.type === 'failover') return typeof v.model === 'string' && typeof v.count === 'number' ? (value as Happening) : undefined;
+  if (v.type === 'migration')
+    return typeof v.model === 'string' && typeof v.migrated === 'number' && typeof v.ended === 'number' ? (value as Happening) : undefined;
   return typeof v.adapter === 'string' && typeof v.endpoint === 'string' ? (value as Happening) : undefined;
 }
 
