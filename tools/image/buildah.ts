@@ -22,10 +22,15 @@ export class BuildahStore {
     this.global = ['--root', path.join(this.dir, 'root'), '--runroot', path.join(this.dir, 'runroot'), '--storage-driver', 'vfs'];
   }
 
+  /** The command line of `buildah <args>` on this store, and its environment (for a caller that spawns it itself). */
+  command(args: readonly string[]): { readonly argv: readonly string[]; readonly env: Readonly<Record<string, string>> } {
+    return { argv: ['buildah', ...this.global, ...args], env: { BUILDAH_ISOLATION: 'chroot' } };
+  }
+
   /** `buildah <args>` on this store; resolves to its standard output, trimmed. */
   async buildah(args: readonly string[], opts: RunOptions = {}): Promise<string> {
-    const env = { ...process.env, BUILDAH_ISOLATION: 'chroot', ...opts.env };
-    return (await run('buildah', [...this.global, ...args], { ...opts, env })).trim();
+    const { argv, env } = this.command(args);
+    return (await run(argv[0] as string, argv.slice(1), { ...opts, env: { ...process.env, ...env, ...opts.env } })).trim();
   }
 
   /** A working container from an image reference (`scratch`, a local name or `oci-archive:FILE`); its name. */

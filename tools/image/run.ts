@@ -20,6 +20,12 @@ export interface RunOptions {
   readonly input?: string;
 }
 
+/** PATH with /usr/sbin and /sbin, where Debian puts debootstrap, chroot and ldconfig (a root shell may lack them) */
+export function withSbin(PATH = ''): string {
+  const dirs = PATH.split(':').filter(Boolean);
+  return [...dirs, ...['/usr/sbin', '/sbin'].filter((d) => !dirs.includes(d))].join(':');
+}
+
 /** Runs `command args`; resolves to its standard output, rejects with its last lines of error output. */
 export function run(command: string, args: readonly string[], opts: RunOptions = {}): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -28,7 +34,7 @@ export function run(command: string, args: readonly string[], opts: RunOptions =
       [...args],
       {
         cwd: opts.cwd,
-        env: opts.env ?? process.env,
+        env: { ...(opts.env ?? process.env), PATH: withSbin((opts.env ?? process.env).PATH) },
         timeout: opts.timeoutMs ?? 600_000,
         killSignal: 'SIGKILL',
         maxBuffer: 256 * 1024 * 1024,
