@@ -104,6 +104,13 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
     assert.ok(bytes <= MAX_BYTES, `${(bytes / 1e6).toFixed(1)} MB`);
   });
 
+  test("it is named as the chart's default image: llm-router:<package version>", async () => {
+    const index = JSON.parse(await run('tar', ['-xOf', archive, 'index.json'])) as {
+      manifests: { annotations?: Record<string, string> }[];
+    };
+    assert.equal(index.manifests[0]?.annotations?.['org.opencontainers.image.ref.name'], `llm-router:${VERSION}`);
+  });
+
   test('it runs as 65532 with llm-router as its entrypoint (serve by default), labelled with its version', () => {
     assert.equal(config.User, '65532:65532');
     assert.deepEqual(config.Entrypoint, ['/usr/local/bin/llm-router']);
