@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { BuildahStore } from '../../tools/image/buildah.js';
 import { run } from '../../tools/image/run.js';
-import { startProcess, stopAll } from '../support/process.js';
+import { startProcess, stopAll, waitForHttp } from '../support/process.js';
 import { call, chat, FAST_PROBES, startSim } from '../support/router.js';
 import { requireTool } from '../support/tools.js';
 import { until } from '../support/within.js';
@@ -54,6 +54,8 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
   const container = 'llm-router-image-test';
   let rootfs = '';
   let config: ImageConfig = {};
+  /** the router's process in the container (chroot isolation: a process of this machine's PID namespace) */
+  let routerPid = 0;
 
   /** the command line that runs `args` in the container on a read-only root, with the host's network */
   function inImage(args: readonly string[], volumes: readonly string[] = []): { argv: string[]; env: Record<string, string> } {
@@ -95,6 +97,8 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
 
   after(async () => {
     await stopAll();
+    // a router that outlived a buildah killed by stopAll (SIGKILL reaches buildah, not the container's process)
+    if (routerPid > 0 && existsSync(`/proc/${routerPid}`)) process.kill(routerPid, 'SIGKILL');
     await store?.destroy();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -143,29 +147,33 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
       ...FAST_PROBES,
     ]);
     const serve = startProcess(argv[0] as string, argv.slice(1), env);
-    await serve.waitForOutput('llm-router listening', 60_000);
-    const listening =
-      serve
-        .output()
-        .split('\n')
-        .find((l) => l.includes('llm-router listening')) ?? '';
-    const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(listening)?.[1];
-    const pid = Number(/"pid":(\d+)/.exec(listening)?.[1]);
-    assert.ok(url && pid > 0, serve.output());
-    // chroot isolation shares the host's PID namespace: the router's process is visible here
-    assert.match(readFileSync(`/proc/${pid}/status`, 'utf8'), /^Uid:\s+65532\s/m);
+    try {
+      await serve.waitForOutput('llm-router listening', 60_000);
+      const listening =
+        serve
+          .output()
+          .split('\n')
+          .find((l) => l.includes('llm-router listening')) ?? '';
+      const url = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(listening)?.[1];
+      routerPid = Number(/"pid":(\d+)/.exec(listening)?.[1]);
+      assert.ok(url && routerPid > 0, serve.output());
+      // chroot isolation shares the host's PID namespace: the router's process is visible here
+      assert.match(readFileSync(`/proc/${routerPid}/status`, 'utf8'), /^Uid:\s+65532\s/m);
 
-    await until('/ready to answer 200', async () => (await call(`${url}/ready`, { timeoutMs: 5_000 })).status === 200, 30_000, 200);
-    const answer = await call(`${url}/v1/chat/completions`, { body: chat('image-model') });
-    assert.equal(answer.status, 200, answer.text);
-    const body = answer.json<{ model: string; choices: { message: { content: string } }[] }>();
-    assert.equal(body.model, 'image-model');
-    assert.ok((body.choices[0]?.message.content ?? '').length > 0, answer.text);
-    assert.equal(answer.headers['x-sim-engine'], `sim-${sim.port}`);
-
-    await serve.stop();
+      await waitForHttp(`${url}/ready`, { status: 200, timeoutMs: 30_000 });
+      const answer = await call(`${url}/v1/chat/completions`, { body: chat('image-model') });
+      assert.equal(answer.status, 200, answer.text);
+      const body = answer.json<{ model: string; choices: { message: { content: string } }[] }>();
+      assert.equal(body.model, 'image-model');
+      assert.ok((body.choices[0]?.message.content ?? '').length > 0, answer.text);
+      assert.equal(answer.headers['x-sim-engine'], `sim-${sim.port}`);
+    } finally {
+      // SIGTERM to buildah, which ends the container's process
+      await serve.stop();
+      await sim.stop();
+    }
+    const pid = routerPid;
     await until('the router in the container to exit', () => !existsSync(`/proc/${pid}`), 20_000, 100);
-    await sim.stop();
   });
 
   test('sim --help, probe --help, lint and the native add-on (zeromq) work inside', { timeout: 180_000 }, async () => {
