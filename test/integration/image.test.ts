@@ -1,9 +1,11 @@
 // The image (npm run image, tools/image): built as an OCI archive (its cache reused), at most 150 MB, loaded into a
 // private buildah store (vfs, temporary root) and run with `buildah run --isolation chroot --network host` on a
 // read-only root (every directory of the image bound read-only; only its /tmp volume is writable): its entrypoint's
-// `serve` in front of a simulator on the host answers /ready 200 and routes a chat, as user 65532; `sim --help`,
-// `probe --help`, `lint` and the native add-on (zeromq) work inside. Needs root, buildah and debootstrap.
+// `serve` in front of a simulator on the host answers /ready 200 and routes a chat, as user 65532, and stops cleanly on
+// SIGTERM; `sim --help`, `probe --help`, `lint` and the native add-on (zeromq) work inside. Needs root, buildah and
+// debootstrap.
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -14,7 +16,7 @@ import { run } from '../../tools/image/run.js';
 import { startProcess, stopAll, waitForHttp } from '../support/process.js';
 import { call, chat, FAST_PROBES, startSim } from '../support/router.js';
 import { requireTool } from '../support/tools.js';
-import { until } from '../support/within.js';
+import { until, within } from '../support/within.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
@@ -127,7 +129,9 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
       assert.equal(existsSync(path.join(rootfs, gone)), false, gone);
   });
 
-  test('serve, in front of a simulator on the host: /ready 200 and a routed chat, as user 65532', { timeout: 120_000 }, async () => {
+  test('serve, in front of a simulator on the host: /ready 200, a routed chat, user 65532, a clean stop on SIGTERM', {
+    timeout: 120_000,
+  }, async () => {
     const sim = await startSim(['--model', 'image-model']);
     const { argv, env } = inImage([
       ...(config.Entrypoint ?? []),
@@ -167,8 +171,16 @@ describe('the image: built, loaded into buildah and run on a read-only root', { 
       assert.equal(body.model, 'image-model');
       assert.ok((body.choices[0]?.message.content ?? '').length > 0, answer.text);
       assert.equal(answer.headers['x-sim-engine'], `sim-${sim.port}`);
+
+      // the launcher execs node, so the router is the container's process: SIGTERM reaches it and it stops cleanly
+      assert.match(readFileSync(`/proc/${routerPid}/cmdline`, 'utf8'), /^\/usr\/local\/bin\/node\0\/app\/dist\/cli\/main\.js\0serve\0/);
+      const exited = once(serve.child, 'exit');
+      process.kill(routerPid, 'SIGTERM');
+      await serve.waitForOutput('shutting down', 20_000);
+      const [code] = await within(30_000, 'the router in the container to stop on SIGTERM', exited);
+      assert.equal(code, 0, serve.output());
     } finally {
-      // SIGTERM to buildah, which ends the container's process
+      // (after a failure: SIGTERM to buildah, which ends the container's process)
       await serve.stop();
       await sim.stop();
     }
