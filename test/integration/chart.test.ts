@@ -299,6 +299,15 @@ describe('chart with default values', { skip: requireTool('go') }, () => {
     assert.equal(routerConfig(objs).routingLogic, 'roundrobin');
   });
 
+  test('its image is the one `npm run image` builds: llm-router:<package version>, run as 65532 on a read-only root', () => {
+    const { version } = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const router = find(objs, 'Deployment', 'llm-router');
+    const c = container(router, 'router');
+    assert.equal(c.image, `llm-router:${version}`);
+    assert.equal(router.spec.template.spec.securityContext.runAsUser, 65532);
+    assert.equal(c.securityContext.readOnlyRootFilesystem, true);
+  });
+
   test('minimal RBAC: get/list/watch on pods, deployments, statefulsets, leaderworkersets; nothing else', () => {
     const role = find(objs, 'Role', 'llm-router-discovery');
     assert.deepEqual(role.rules, [

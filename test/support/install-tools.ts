@@ -1,9 +1,9 @@
 // `npm run test:tools`: prints the one command that installs the tools some suites need on Debian/Ubuntu (Go and the
-// chart renderer's packaged sources, Prometheus/promtool, Chromium, kubectl); `npm run test:tools -- --install` runs it.
+// chart renderer's packaged sources, Prometheus/promtool, Chromium, kubectl, buildah, debootstrap); `npm run test:tools -- --install` runs it.
 import { spawnSync } from 'node:child_process';
 import { hasTool, installAllCommand, type Tool } from './tools.js';
 
-const tools: Tool[] = ['go', 'prometheus', 'promtool', 'chromium', 'kubectl'];
+const tools: Tool[] = ['go', 'prometheus', 'promtool', 'chromium', 'kubectl', 'buildah', 'debootstrap'];
 const command = installAllCommand();
 console.log(`installed: ${tools.map((t) => `${t} ${hasTool(t) ? 'yes' : 'no'}`).join(', ')}`);
 if (process.argv.includes('--install')) {

@@ -1,4 +1,5 @@
-// The external tools some suites need (Go for tools/chart-render, Prometheus/promtool, Chromium, kubectl). On a
+// The external tools some suites need (Go for tools/chart-render, Prometheus/promtool, Chromium, kubectl, buildah and
+// debootstrap for the image). On a
 // machine with Node.js and npm only, a suite that needs one is skipped with one line naming the tool and the command
 // that installs it; with TEST_TOOLS=required (`.ci/run` sets it) a missing tool is a failure instead, so CI
 // never skips. `npm run test:tools` prints the command that installs them all on Debian/Ubuntu.
@@ -6,7 +7,7 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
 
-export type Tool = 'go' | 'prometheus' | 'promtool' | 'chromium' | 'kubectl' | 'openssl';
+export type Tool = 'go' | 'prometheus' | 'promtool' | 'chromium' | 'kubectl' | 'openssl' | 'buildah' | 'debootstrap';
 
 const PROMETHEUS = 'apt-get install -y prometheus';
 /** the one command per tool (Debian/Ubuntu; Debian's kubectl is in kubernetes-client) */
@@ -17,6 +18,9 @@ export const INSTALL: Readonly<Record<Tool, string>> = {
   chromium: 'apt-get install -y chromium',
   kubectl: 'apt-get install -y kubernetes-client',
   openssl: 'apt-get install -y openssl',
+  // the image (tools/image): built and run without a daemon
+  buildah: 'apt-get install -y buildah',
+  debootstrap: 'apt-get install -y debootstrap',
 };
 
 /** the Go sources tools/chart-render builds against (Debian's packaged GOPATH) */

@@ -1,5 +1,5 @@
-// The skip helper of the suites that need Go, Prometheus/promtool, Chromium or kubectl: with PATH reduced to node's
-// own directory each is skipped with one line naming the tool and its install command; with
+// The skip helper of the suites that need Go, Prometheus/promtool, Chromium, kubectl, buildah or debootstrap: with PATH
+// reduced to node's own directory each is skipped with one line naming the tool and its install command; with
 // TEST_TOOLS=required (CI) the same missing tool fails the run.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -13,8 +13,8 @@ import { loadRouterConfig } from '../../src/router/config/config.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'tools', 'needs-tools.ts');
-const TOOLS: Tool[] = ['go', 'prometheus', 'promtool', 'chromium', 'kubectl'];
-/** a PATH with only node on it (a directory of one symbolic link): no go, prometheus, promtool, chromium or kubectl */
+const TOOLS: Tool[] = ['go', 'prometheus', 'promtool', 'chromium', 'kubectl', 'buildah', 'debootstrap'];
+/** a PATH with only node on it (a directory of one symbolic link): none of the tools */
 const NODE_ONLY = mkdtempSync(path.join(os.tmpdir(), 'node-only-'));
 symlinkSync(process.execPath, path.join(NODE_ONLY, 'node'));
 after(() => rmSync(NODE_ONLY, { recursive: true, force: true }));
@@ -71,6 +71,8 @@ describe('requireTool: a missing tool skips, or fails under CI', { timeout: 130_
       'prometheus',
       'chromium',
       'kubernetes-client',
+      'buildah',
+      'debootstrap',
     ])
       assert.ok(all.includes(` ${pkg}`), pkg);
   });
