@@ -221,6 +221,13 @@ test('why a model is in its state', () => {
   );
   c.setState(c.endpoints()[0]!, 'failed', 'connect ECONNREFUSED');
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), 'every endpoint failed; http://p:8000: connect ECONNREFUSED');
+  c.setServesInstead(c.endpoints()[0]!, ['Org/M']);
+  assert.equal(
+    explainModel(view(), mine(), { held: 0, stalled: false }),
+    'http://p:8000 serves "Org/M", not "m": declare that name or an alias',
+  );
+  assert.deepEqual(view().why, { servesInstead: ['Org/M'] });
+  c.setServesInstead(c.endpoints()[0]!, undefined);
   c.setState(c.endpoints()[0]!, 'ready');
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), '1 of 1 endpoint ready');
   c.setEndpoints('kubernetes', [
