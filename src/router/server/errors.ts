@@ -195,12 +195,13 @@ export const errors = {
     type: 'server_error',
     message: `No engine for model ${JSON.stringify(model)} could be reached.`,
   }),
-  adapterLoadFailed: (model: string, detail: string): RouterError => ({
+  /** `engineStatus`: what the engine answered the load with (undefined: it did not answer); its words stay in the logs */
+  adapterLoadFailed: (model: string, engineStatus: number | undefined): RouterError => ({
     status: 502,
     code: 'adapter_load_failed',
     type: 'server_error',
     param: 'model',
-    message: `The engine could not load the adapter ${JSON.stringify(model)}: ${detail}`,
+    message: `The engine could not load the adapter ${JSON.stringify(model)} (${engineStatus === undefined ? 'it did not answer' : `it answered ${engineStatus}`}); the router's log and its operator's view say why.`,
   }),
   adapterUnavailable: (model: string, detail: string, retryAfterSeconds: number): RouterError => ({
     status: 503,

@@ -531,7 +531,7 @@ async function loadAdapter(
     return undefined;
   }
   if (prepared.kind === 'failed') {
-    r.answer(errors.adapterLoadFailed(requested, prepared.detail));
+    r.answer(errors.adapterLoadFailed(requested, prepared.status));
     return undefined;
   }
   const retryAfter = (): number => deps.scaling.coldStart.retryAfterSeconds(route.base);
