@@ -189,7 +189,7 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
     assert.ok(timeline.some((e) => e.type === 'adapter-load' && e.adapter === 'e3' && e.result === 'loaded'));
   });
 
-  test('a load that fails: 502 adapter_load_failed with the engine message; the next request tries another endpoint', async (t) => {
+  test('a load that fails: 502 adapter_load_failed with the engine status, its words in the log; the next request tries another endpoint', async (t) => {
     // the router places the load on the least loaded engine as it scraped them (sim-a: more free slots): a scrape taken
     // while an earlier test's request ran on sim-a would send it to sim-b. Wait for scrapes taken after they ended
     const done = Date.now();
@@ -206,7 +206,15 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
     assert.equal(failed.status, 502, failed.text);
     const error = failed.json<{ error: { code: string; message: string } }>().error;
     assert.equal(error.code, 'adapter_load_failed');
-    assert.match(error.message, /No adapter found for \/adapters\/bad/);
+    // the engine's words and address are the operator's: the log has them, the client the status
+    assert.match(error.message, /could not load the adapter "bad" \(it answered 404\)/);
+    assert.doesNotMatch(failed.text, /No adapter found|\/adapters\/bad|127\.0\.0\.1/);
+    assert.ok(
+      router.proc
+        .output()
+        .split('\n')
+        .some((l) => l.includes('adapter load failed') && l.includes('No adapter found for /adapters/bad')),
+    );
     const next = await post(router.url, 'bad');
     assert.equal(next.status, 200, next.text);
     assert.equal(next.headers['x-sim-engine'], 'sim-b');

@@ -156,7 +156,7 @@ describe('the operator view of a router behind API keys', { timeout: 90_000 }, (
     // fields present only for some endpoints and models (aliases; P/D roles' probe port, bootstrap port, pair state;
     // adapters; KV-cache event streams and the tokenizer, with kvaware)
     const optional = (k: string): boolean =>
-      !['aliasOf', 'probeUrl', 'bootstrapPort', 'pd', 'adapter', 'kvEvents', 'tokenizer'].includes(k);
+      !['aliasOf', 'probeUrl', 'bootstrapPort', 'pd', 'adapter', 'kvEvents', 'tokenizer', 'unreachable', 'why'].includes(k);
     assert.deepEqual(Object.keys(e).sort(), documentedFields('endpoints[]').filter(optional));
     assert.deepEqual(Object.keys(engines.models[0]!).filter(optional).sort(), documentedFields('models[]').filter(optional));
     assert.deepEqual(Object.keys(e.lastProbe as object).sort(), documentedFields('endpoints[].lastProbe'));

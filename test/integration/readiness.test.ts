@@ -237,15 +237,45 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
     });
   }
 
-  test('vllm: /v1/models is 200 but lists another model = not ready, with the reason in /engines', async () => {
-    const sim = await startSim(['--model', 'other-model']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'wanted-model', ...FAST_PROBES]);
-    const e = await endpointState(router.url, sim.url, 'serving-api');
-    assert.equal(e?.state, 'serving-api');
-    assert.match(String(e?.lastError), /lists \[other-model\], not wanted-model/);
-    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('wanted-model') });
+  test('a name mismatch is said at once: /v1/models lists another model = unavailable, naming it, one WARN line', async () => {
+    const sim = await startSim(['--model', 'Qwen/Qwen3-8B']);
+    // a wait for engines that are not ready changes nothing for a mismatch: the 503 comes at once
+    const router = await startRouter([
+      '--static-backends',
+      sim.url,
+      '--static-models',
+      'qwen3-8b',
+      '--cold-start-wait',
+      '60',
+      ...FAST_PROBES,
+    ]);
+    const e = await endpointState(router.url, sim.url, 'failed');
+    assert.match(String(e?.lastError), /lists \[Qwen\/Qwen3-8B\], not qwen3-8b/);
+    const started = Date.now();
+    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('qwen3-8b') });
+    assert.ok(Date.now() - started < 5_000, 'not held');
     assert.equal(res.status, 503);
-    assert.equal(res.headers['x-llm-router-model-state'], 'loading');
+    assert.equal(res.headers['x-llm-router-model-state'], 'unavailable');
+    assert.ok(Number(res.headers['retry-after']) >= 1);
+    assert.equal((res.json() as { error: { code: string } }).error.code, 'model_unavailable');
+    assert.match(res.text, /no ready engine \(unavailable: the engine serves \\"Qwen\/Qwen3-8B\\"; declare that name or an alias\)/);
+    assert.ok(!res.text.includes(sim.url.replace('http://', '')), 'no engine address');
+    const listed = (await call(`${router.url}/v1/models`)).json() as { data: { id: string; status: string; reason?: string }[] };
+    const model = listed.data.find((m) => m.id === 'qwen3-8b');
+    assert.equal(model?.status, 'unavailable');
+    assert.equal(model?.reason, 'unavailable: the engine serves "Qwen/Qwen3-8B"; declare that name or an alias');
+    // one WARN line for the endpoint and model, however many probes see it
+    await new Promise((r) => setTimeout(r, 1_000));
+    const warns = router.proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('engine serves a different model'));
+    assert.equal(warns.length, 1, warns.join('\n'));
+    assert.match(warns[0] as string, /"level":40/);
+    // "did you mean" compares names without their organisation prefix: the engine's name finds the declared one
+    const missing = await call(`${router.url}/v1/chat/completions`, { body: chat('Qwen/Qwen3-8B') });
+    assert.equal(missing.status, 404);
+    assert.match(missing.text, /Did you mean \\"qwen3-8b\\"/);
   });
 
   test('probes never send inference, and the engine key never reaches the logs', async () => {

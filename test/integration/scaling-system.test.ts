@@ -6,7 +6,7 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { kedaClient } from '../support/keda.js';
 import { addReady } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
-import { call, chat, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
+import { call, chat, firstSnapshot, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
 import { until, within } from '../support/within.js';
 
 interface Demand {
@@ -14,7 +14,14 @@ interface Demand {
   workers: number;
   models: Record<
     string,
-    { held: number; inFlight: number; arrivals: number; lastArrivalAt: number | null; lastHoldTimeoutAt: number | null }
+    {
+      held: number;
+      inFlight: number;
+      arrivals: number;
+      lastMinute?: number;
+      lastArrivalAt: number | null;
+      lastHoldTimeoutAt: number | null;
+    }
   >;
 }
 
@@ -76,7 +83,7 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
     }
   });
 
-  test('--workers 2 with 4 held requests: the metric, /demand and /metrics say 4 whichever worker answers', async () => {
+  test("--workers 2 with 4 held requests: the metric, /demand, the dashboard's demand per minute and /metrics say 4 whichever worker answers", async () => {
     const router = await startRouter([
       '--workers',
       '2',
@@ -108,6 +115,10 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
       assert.equal(d.workers, 2);
       assert.equal(d.models.w?.held, 4);
       assert.equal(d.models.w?.arrivals, 4);
+      assert.equal(d.models.w?.lastMinute, 4);
+      // the dashboard opened after the requests came: its demand per minute is the router's record, every worker's
+      const page = await firstSnapshot<{ state: { models: { id: string; demandPerMinute: number | null }[] } }>(router.adminUrl);
+      assert.equal(page.state.models.find((m) => m.id === 'w')?.demandPerMinute, 4);
       const text = (await call(`${router.adminUrl}/metrics`)).text;
       assert.match(text, /^llm_router_model_requests_held\{model="w"\} 4$/m, 'the scrape sums every worker');
       assert.match(text, /^llm_router_model_demand_total\{model="w"\} 4$/m);

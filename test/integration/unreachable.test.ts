@@ -1,6 +1,7 @@
 // Issue 25: an engine URL nobody listens on is said out loud (a WARN line naming it, a 503 and /v1/models saying
 // unreachable), and an engine that comes up there later turns ready with an INFO line. An engine refusing only in its
-// first seconds (still starting) stays "loading".
+// first seconds (still starting) stays "loading". Issue 32: the client learns "unreachable for N s"; the address and
+// the error are in /engines and the log only.
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { freePort, stopAll } from '../support/process.js';
@@ -29,12 +30,26 @@ describe('an unreachable engine', { timeout: 90_000 }, () => {
     assert.ok(warn.includes(`"endpoint":"${url}"`), warn);
     assert.match(warn, /ECONNREFUSED/);
 
+    // the client learns that it is unreachable and for how long; the address and the error are the operator's
     const res = await call(`${router.url}/v1/chat/completions`, { body: chat('typo') });
     assert.equal(res.status, 503);
     const message = (res.json() as { error: { message: string } }).error.message;
-    assert.match(message, new RegExp(`no ready engine \\(unreachable: ${url.replace(/\./g, '\\.')}: connection refused`));
-    const models = (await call(`${router.url}/v1/models`)).json() as { data: { id: string; reason?: string }[] };
-    assert.match(models.data.find((m) => m.id === 'typo')?.reason ?? '', /^unreachable: http:\/\/127\.0\.0\.1:\d+: connection refused/);
+    assert.match(message, /no ready engine \(unreachable for \d+ s\); retry after \d+ s\.$/);
+    assert.ok(!res.text.includes(`127.0.0.1:${port}`) && !/ECONNREFUSED|refused/.test(res.text), res.text);
+    const listed = await call(`${router.url}/v1/models`);
+    const models = listed.json() as { data: { id: string; reason?: string }[] };
+    assert.match(models.data.find((m) => m.id === 'typo')?.reason ?? '', /^unreachable for \d+ s$/);
+    assert.ok(!listed.text.includes(`127.0.0.1:${port}`), listed.text);
+    const engines = (await call(`${router.url}/engines`)).json() as {
+      endpoints: { url: string; lastError: string | null }[];
+      models: { id: string; unreachable?: string }[];
+    };
+    assert.equal(engines.endpoints[0]?.url, url);
+    assert.match(engines.endpoints[0]?.lastError ?? '', /ECONNREFUSED/);
+    assert.match(
+      engines.models.find((m) => m.id === 'typo')?.unreachable ?? '',
+      new RegExp(`^${url.replace(/\./g, '\\.')}: connection refused \\(/v1/models: ECONNREFUSED\\) for \\d+ s$`),
+    );
     // once, not once per probe
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(router.proc.output().split('engine unreachable').length - 1, 1);

@@ -29,6 +29,7 @@ export function testEndpoint(url: string, fields: Partial<WritableEndpoint> = {}
     lastError: undefined,
     lastErrorAt: undefined,
     unreachable: undefined,
+    servesInstead: undefined,
     inFlight: 0,
     adapters: new Map(),
     adapterSlots: undefined,

@@ -82,14 +82,20 @@ export function simKvEndpoints(sim: Running): { readonly events: string; readonl
 
 /** The first `snapshot` event of the router's `GET /events` (the operator's page's state and timeline), parsed. */
 export async function firstSnapshot<T>(routerUrl: string): Promise<T> {
-  const events = await request(`${routerUrl}/events`);
-  let text = '';
-  for await (const chunk of events.body) {
-    text += chunk.toString();
-    if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
+  // on a connection of its own, closed after: the stream never ends by itself
+  const dispatcher = new Agent({ pipelining: 0 });
+  try {
+    const events = await request(`${routerUrl}/events`, { dispatcher });
+    let text = '';
+    for await (const chunk of events.body) {
+      text += chunk.toString();
+      if (text.includes('event: snapshot\n') && text.endsWith('\n\n')) break;
+    }
+    events.body.destroy();
+    return JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as T;
+  } finally {
+    await dispatcher.destroy();
   }
-  events.body.destroy();
-  return JSON.parse(/event: snapshot\ndata: (.*)\n/.exec(text)?.[1] ?? '{}') as T;
 }
 
 /** `serve` flags routing `model` by kvaware over these simulators (started with --kv-events-port 0), their events followed. */

@@ -83,6 +83,12 @@ test('unknown flags, refused vllm_router flags, k8s discovery and unknown polici
     [['--k8s-service-discovery-type', 'service-name'], /service-name" is not available; only pod-ip/],
     [['--k8s-watcher-timeout-seconds', '30'], /--k8s-watcher-timeout-seconds is not supported/],
     [['--routing-logic', 'lmcache'], /--routing-logic "lmcache" is not available/],
+    // kvaware exists: it reads the engines' own KV-cache events instead of asking an LMCache controller
+    [
+      ['--lmcache-controller-port', '9000'],
+      /--lmcache-controller-port is not supported.*--routing-logic kvaware reads the engines' own KV-cache events/,
+    ],
+    [['--kv-aware-threshold', '2000'], /uses no LMCache controller: --routing-logic kvaware .*--static-backend-kv-events/],
     [['--port', 'eighty'], /--port: expected a number/],
     [['--log-format', 'xml'], /--log-format: must be one of text, json/],
     [['--feature-gates', 'SemanticCache=true'], /--feature-gates/],

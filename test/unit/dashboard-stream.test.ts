@@ -193,4 +193,42 @@ describe('GET /events: the cap holds for connects that arrive together', { timeo
       await new Promise((r) => server.close(r));
     }
   });
+
+  test('stop() also ends a stream still waiting for its first state (under --workers it waits on the other workers)', async () => {
+    let release: (() => void) | undefined;
+    const slow = {
+      state: () =>
+        new Promise<DashboardState>((resolve) => {
+          release = () => void new ChangingState().state().then(resolve);
+        }),
+    };
+    const waiting = new EventStream(slow, new Timeline(), silent, {
+      tickMs: 60_000,
+      heartbeatMs: 60_000,
+      maxClients: 3,
+      maxBufferedBytes: BOUND,
+      snapshotEvents: 10,
+    });
+    waiting.start();
+    const server = http.createServer((req, res) => void waiting.handle(req, res));
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const socket = openStream((server.address() as AddressInfo).port);
+    let text = '';
+    socket.on('data', (b: Buffer) => {
+      text += b.toString('utf8');
+    });
+    try {
+      await until('the state asked for', () => release !== undefined, 10_000);
+      waiting.stop();
+      // the chunked stream's last chunk: the answer is over, the connection free to close
+      await until('the stream ended', () => text.startsWith('HTTP/1.1 200') && text.endsWith('0\r\n\r\n'), 10_000);
+      release?.();
+      assert.doesNotMatch(text, /event: snapshot/);
+    } finally {
+      socket.destroy();
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
+  });
 });

@@ -26,10 +26,10 @@ const silent = createLogger({ level: 'silent', format: 'json' });
 const snap = (instance: string, at: number, models: DemandSnapshot['models']): DemandSnapshot => ({ instance, at, workers: 1, models });
 const m = (over: Partial<typeof EMPTY_MODEL_DEMAND>) => ({ ...EMPTY_MODEL_DEMAND, ...over });
 
-test('workers of one instance add up; the latest times win, and the oldest held request is the earliest', () => {
+test("workers of one instance add up (the last minute's arrivals too); the latest times win, and the oldest held request is the earliest", () => {
   const merged = mergeWorkers('pod-a', 100, [
-    snap('w1', 90, { x: m({ held: 2, arrivals: 3, lastArrivalAt: 50, oldestHeldAt: 45 }), y: m({}) }),
-    snap('w2', 95, { x: m({ inFlight: 1, arrivals: 1, lastArrivalAt: 70, lastEndAt: 60, queued: 2 }) }),
+    snap('w1', 90, { x: m({ held: 2, arrivals: 3, lastMinute: 2, lastArrivalAt: 50, oldestHeldAt: 45 }), y: m({}) }),
+    snap('w2', 95, { x: m({ inFlight: 1, arrivals: 1, lastMinute: 1, lastArrivalAt: 70, lastEndAt: 60, queued: 2 }) }),
     snap('w3', 95, { x: m({ held: 1, arrivals: 1, lastArrivalAt: 30, oldestHeldAt: 30 }) }),
   ]);
   assert.deepEqual(merged, {
@@ -37,7 +37,17 @@ test('workers of one instance add up; the latest times win, and the oldest held 
     at: 100,
     workers: 3,
     models: {
-      x: { held: 3, inFlight: 1, arrivals: 5, lastArrivalAt: 70, lastEndAt: 60, lastHoldTimeoutAt: null, oldestHeldAt: 30, queued: 2 },
+      x: {
+        held: 3,
+        inFlight: 1,
+        arrivals: 5,
+        lastMinute: 3,
+        lastArrivalAt: 70,
+        lastEndAt: 60,
+        lastHoldTimeoutAt: null,
+        oldestHeldAt: 30,
+        queued: 2,
+      },
       y: EMPTY_MODEL_DEMAND,
     },
   });

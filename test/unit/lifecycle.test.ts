@@ -75,3 +75,15 @@ test('probe delay while requests are held for the model: the wake interval for c
   assert.equal(nextProbeDelay('failed', { ...c, backoff: 9 }, cfg, true), 100, 'no backoff while someone waits');
   assert.equal(nextProbeDelay('ready', c, cfg, true), 5000);
 });
+
+test('a name mismatch is no load: an engine that serves other models is failed at its first such answer, and ready once it serves the model', () => {
+  const renamed: ProbeResult = {
+    verdict: 'serving-api',
+    refused: false,
+    detail: '/v1/models lists [Qwen/Qwen3-8B], not qwen3-8b',
+    mismatch: { serves: ['Qwen/Qwen3-8B'], missing: ['qwen3-8b'] },
+  };
+  assert.deepEqual(run([renamed], { state: 'discovered', everReady: false }), ['failed'], 'within the start-up budget too');
+  assert.deepEqual(run([renamed, renamed, ready], { state: 'ready', everReady: true }), ['failed', 'failed', 'ready']);
+  assert.deepEqual(run([loading, renamed], { state: 'discovered', everReady: false }), ['serving-api', 'failed']);
+});

@@ -41,7 +41,7 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     assert.equal(r.code, 1, r.stderr);
     assert.match(
       r.stdout,
-      /health-everywhere\.yaml:\d+: error probe-on-health: Deployment\/vllm-llama3-deployment-vllm in default, container vllm\n {4}why: .+\n {4}fix: .+/,
+      /health-everywhere\.yaml:39:23: error probe-on-health: Deployment\/vllm-llama3-deployment-vllm in default, container vllm\n {4}why: .+\n {4}fix: .+/,
     );
     assert.match(r.stdout, /warning no-startup-probe/);
     assert.match(r.stdout, /4 errors, 1 warning in 3 objects from 1 file\n$/);
@@ -71,6 +71,7 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     const out = JSON.parse(r.stdout) as { findings: Record<string, unknown>[]; summary: Record<string, number> };
     assert.deepEqual(out.summary, { errors: 2, warnings: 0, objects: 1, files: 1 });
     assert.deepEqual(Object.keys(out.findings[0] as object).sort(), [
+      'column',
       'container',
       'file',
       'fix',
@@ -88,7 +89,7 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     const text = await readFile(path.join(FIXTURES, 'no-startup-probe.yaml'), 'utf8');
     const r = await lint(['-', '--expected-load-seconds', '30'], text);
     assert.equal(r.code, 0);
-    assert.match(r.stdout, /<stdin>:\d+: warning no-readiness-probe/);
+    assert.match(r.stdout, /<stdin>:\d+:\d+: warning no-readiness-probe/);
     assert.doesNotMatch(r.stdout, /no-startup-probe/);
   });
 
@@ -102,7 +103,7 @@ describe('llm-router lint (CLI)', { timeout: 60_000 }, () => {
     await copyFile(path.join(FIXTURES, 'unrendered', 'deployment.yaml'), path.join(dir, 'tree', 'chart', 'templates', 'deployment.yaml'));
     const r = await lint([path.join(dir, 'tree')]);
     assert.equal(r.code, 1);
-    assert.match(r.stdout, /port\.yml:\d+: error probe-port-mismatch/);
+    assert.match(r.stdout, /port\.yml:\d+:\d+: error probe-port-mismatch/);
     assert.match(r.stdout, /2 errors, 0 warnings in 7 objects from 2 files/);
     assert.match(r.stderr, /skipped Helm chart .*chart: lint what it renders/);
   });

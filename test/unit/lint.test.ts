@@ -321,6 +321,64 @@ describe('lint rules on fixtures', () => {
     assert.throws(() => parseManifests(template, 'deployment.yaml'), /unrendered Helm template/);
   });
 
+  test('each finding gives the line and column of what it is about, in a multi-document stream and a List', () => {
+    const text = [
+      '# two engines, then a List holding a third',
+      '---',
+      'apiVersion: apps/v1',
+      'kind: Deployment',
+      'metadata: {name: a, namespace: ns}',
+      'spec:',
+      '  template:',
+      '    metadata: {labels: {app: a}}',
+      '    spec:',
+      '      containers:',
+      '        - name: sidecar',
+      '          image: busybox',
+      '        - name: vllm',
+      '          image: vllm/vllm-openai',
+      '          args: ["--model", "/models/a", "--port", "8000"]',
+      '          readinessProbe:',
+      '            httpGet:',
+      '              path: /health',
+      '              port: 8000',
+      '          startupProbe:',
+      '            httpGet: {path: /v1/models, port: 8000}',
+      '            failureThreshold: 3',
+      '---',
+      'apiVersion: v1',
+      'kind: List',
+      'items:',
+      '  - apiVersion: v1',
+      '    kind: Pod',
+      '    metadata: {name: b, annotations: {llm-router/models: b}}',
+      '    spec:',
+      '      containers:',
+      '        - name: tgi',
+      '          image: ghcr.io/huggingface/text-generation-inference',
+      '          readinessProbe: {httpGet: {path: /health, port: 81}}',
+      '',
+    ].join('\n');
+    const findings = lintObjects(parseManifests(text, 'multi.yaml'));
+    assert.deepEqual(
+      findings.map((f) => `${f.line}:${f.column} ${f.rule} ${f.object}`),
+      [
+        '15:11 missing-served-model-name Deployment/a',
+        '18:15 probe-on-health Deployment/a',
+        '22:13 startup-budget-too-short Deployment/a',
+        '34:53 probe-port-mismatch Pod/b',
+      ],
+    );
+    const parsed = parseManifests(text, 'multi.yaml');
+    assert.deepEqual(
+      parsed.map((o) => o.line),
+      [3, 27],
+    );
+    // a path the object does not have gives its nearest ancestor's place
+    assert.deepEqual(parsed[0]?.position(['spec', 'template', 'spec', 'containers', 1, 'livenessProbe']), { line: 13, column: 11 });
+    assert.deepEqual(parsed[1]?.position(['metadata', 'labels']), { line: 29, column: 5 });
+  });
+
   test('non-engine objects and empty documents are ignored', () => {
     const objects = parseManifests('---\n# only a comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n', 'x.yaml');
     assert.equal(objects.length, 1);

@@ -1,16 +1,18 @@
 // The pieces of the operator's view that are pure or in-process: client text made safe for the log, when a last error is past, the browser's Basic credentials, the timeline ring and what feeds
-// it, the demand rate, and the sentence that says why a model is in its state.
+// it, the demand per minute, and the sentence that says why a model is in its state.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
 import { lastErrorIsPast, type Endpoint } from '../../src/router/core/endpoint.js';
 import { presentedKey } from '../../src/router/server/auth.js';
-import { DemandRate } from '../../src/router/server/dashboard/demand-rate.js';
+import { MinuteCount } from '../../src/router/scaling/minute-count.js';
+import { DemandTracker } from '../../src/router/scaling/demand.js';
+import { countersOnly, mergeWorkers } from '../../src/router/scaling/demand-snapshot.js';
 import { explainModel } from '../../src/router/server/dashboard/explain.js';
 import { TimelineRecorder } from '../../src/router/server/dashboard/recorder.js';
 import { sharedHappening, Timeline, type TimelineEvent } from '../../src/router/server/dashboard/timeline.js';
 import { errors } from '../../src/router/server/errors.js';
-import { loggable } from '../../src/router/util/log.js';
+import { createLogger, loggable } from '../../src/router/util/log.js';
 
 test('loggable: cut to 128 characters (a surrogate pair stays whole), then control characters escaped', () => {
   assert.equal(loggable('demo-chta'), 'demo-chta');
@@ -188,27 +190,38 @@ test('under --workers, what happens in one worker alone is shared with the other
     assert.equal(sharedHappening(bad), undefined, JSON.stringify(bad));
 });
 
-test('the demand rate: requests per minute over the samples of the last minute, none before they span two seconds', () => {
-  const rate = new DemandRate();
-  const at = (ms: number, arrivals: Record<string, number>) => ({
-    instance: 'i',
-    at: ms,
-    workers: 1,
-    models: Object.fromEntries(
-      Object.entries(arrivals).map(([m, n]) => [
-        m,
-        { held: 0, inFlight: 0, arrivals: n, lastArrivalAt: null, lastEndAt: null, lastHoldTimeoutAt: null },
-      ]),
-    ),
-  });
-  rate.add(at(0, { a: 10 }));
-  rate.add(at(1_000, { a: 11 }));
-  assert.equal(rate.perMinute('a'), null);
-  rate.add(at(30_000, { a: 40, b: 5 }));
-  assert.equal(rate.perMinute('a'), 60, '30 requests in 30 s');
-  assert.equal(rate.perMinute('b'), 10, 'a model new since the first sample started at 0');
-  for (let s = 31; s <= 120; s++) rate.add(at(s * 1_000, { a: 40 }));
-  assert.equal(rate.perMinute('a'), 0, 'nothing in the last minute');
+test("demand per minute: the router's own record of the last minute, right whenever it is asked, summed over workers", () => {
+  const count = new MinuteCount();
+  const t0 = 1_700_000_000_000;
+  for (let s = 0; s < 30; s++) count.add(t0 + s * 1_000 + 500);
+  assert.equal(count.total(t0 + 29_900), 30, 'asked after the traffic, not sampled while it ran');
+  assert.equal(count.total(t0 + 59_000), 30, 'still within the minute');
+  assert.equal(count.total(t0 + 75_000), 14, 'the first 16 seconds have left the window');
+  assert.equal(count.total(t0 + 200_000), 0, 'nothing in the last minute');
+  count.add(t0 + 200_000);
+  count.add(t0 + 200_999);
+  assert.equal(count.total(t0 + 201_000), 2, 'a bucket reused for a later second starts again');
+
+  let now = t0;
+  const tracker = (): DemandTracker =>
+    new DemandTracker(
+      new ModelCatalog(),
+      { graceMs: 300_000, wakeAlarmMs: 60_000, now: () => now },
+      createLogger({ level: 'silent', format: 'json' }),
+    );
+  const [w1, w2] = [tracker(), tracker()];
+  for (let i = 0; i < 5; i++) w1.arrived('m');
+  for (let i = 0; i < 7; i++) w2.arrived('m');
+  w2.adapterArrived('m-lora');
+  now += 30_000;
+  const merged = mergeWorkers('i', now, [w1.snapshot('i', ['m', 'idle']), w2.snapshot('i', ['m', 'idle'])]);
+  assert.equal(merged.models.m?.lastMinute, 12);
+  assert.equal(merged.models.idle?.lastMinute, 0);
+  assert.equal(merged.models['m-lora']?.lastMinute, 1);
+  now += 61_000;
+  assert.equal(w1.snapshot('i', ['m']).models.m?.lastMinute, 0);
+  assert.equal(w1.snapshot('i', ['m']).models.m?.arrivals, 5, 'the counter since start stays');
+  assert.equal(countersOnly(merged).models.m?.lastMinute, 0, "a silent worker's minute does not stand still");
 });
 
 test('why a model is in its state', () => {
@@ -235,6 +248,13 @@ test('why a model is in its state', () => {
   );
   c.setState(c.endpoints()[0]!, 'failed', 'connect ECONNREFUSED');
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), 'every endpoint failed; http://p:8000: connect ECONNREFUSED');
+  c.setServesInstead(c.endpoints()[0]!, ['Org/M']);
+  assert.equal(
+    explainModel(view(), mine(), { held: 0, stalled: false }),
+    'http://p:8000 serves "Org/M", not "m": declare that name or an alias',
+  );
+  assert.deepEqual(view().why, { servesInstead: ['Org/M'] });
+  c.setServesInstead(c.endpoints()[0]!, undefined);
   c.setState(c.endpoints()[0]!, 'ready');
   assert.equal(explainModel(view(), mine(), { held: 0, stalled: false }), '1 of 1 endpoint ready');
   c.setEndpoints('kubernetes', [

@@ -1,5 +1,6 @@
 // The prober's schedule on a fake clock, with a fake engine check: which interval applies in which state, without
 // real waiting and without a network.
+import { Writable } from 'node:stream';
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { ModelCatalog } from '../../src/router/catalog/catalog.js';
@@ -143,4 +144,54 @@ test('prober: what a probe reads of where the models are loaded from goes on the
   h.answer = { ...READY, roots: new Map([['m', '/models/other']]) };
   await h.clock.advance(15_000);
   assert.deepEqual(events, ['m,Qwen/Qwen3-8B', 'm,/models/other']);
+});
+
+test('prober: an engine serving another model makes its model unavailable at once, naming it, with one WARN line per endpoint and model', async (t) => {
+  const clock = new FakeClock();
+  const catalog = new ModelCatalog({ now: () => clock.now() });
+  catalog.setDeclarations('static', ['qwen3-8b', 'other']);
+  catalog.setEndpoints('static', [{ id: 'e', url: 'http://10.1.2.3:8000', models: ['qwen3-8b', 'other'] }]);
+  let answer: ProbeResult = {
+    verdict: 'serving-api',
+    refused: false,
+    detail: '/v1/models lists [Qwen/Qwen3-8B], not qwen3-8b, other',
+    mismatch: { serves: ['Qwen/Qwen3-8B'], missing: ['qwen3-8b', 'other'] },
+  };
+  const lines: string[] = [];
+  const out = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      lines.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((l) => l !== ''),
+      );
+      done();
+    },
+  });
+  const log = createLogger({ level: 'info', format: 'json', out });
+  const prober = new Prober(
+    catalog,
+    { kind: 'vllm', probe: CFG, apiKey: undefined, passiveFailureThreshold: 3, clock, check: async () => answer },
+    log,
+  );
+  prober.start();
+  t.after(() => prober.stop());
+  await clock.advance(0);
+  const r = catalog.resolve('qwen3-8b');
+  assert.equal(r.kind, 'unavailable');
+  assert.equal(r.kind === 'unavailable' && r.state, 'unavailable');
+  assert.deepEqual(r.kind === 'unavailable' && r.why, { servesInstead: ['Qwen/Qwen3-8B'] });
+  await clock.advance(120_000);
+  const warns = lines.filter((l) => l.includes('engine serves a different model'));
+  assert.equal(warns.length, 2, 'once per model, not per probe');
+  assert.match(warns[0] as string, /"level":40/);
+  assert.match(
+    warns[0] as string,
+    /http:\/\/10\.1\.2\.3:8000 serves \\"Qwen\/Qwen3-8B\\", not \\"qwen3-8b\\"; declare that name or an alias/,
+  );
+  answer = READY;
+  await clock.advance(30_000);
+  assert.equal(catalog.resolve('qwen3-8b').kind, 'routable');
+  assert.equal(catalog.endpoints()[0]?.servesInstead, undefined);
 });

@@ -61,6 +61,24 @@ test('did you mean: a swap, a missing letter and case are close; other names and
   assert.equal(errors.modelNotFound('m').message, 'The model "m" does not exist.');
 });
 
+test('did you mean: names are compared without their organisation prefix too', () => {
+  const known = ['Qwen/Qwen3-8B', 'meta-llama/Llama-3.1-8B-Instruct', 'demo-chat'];
+  assert.deepEqual(similar('Qwen3-8B', known), ['Qwen/Qwen3-8B']);
+  assert.deepEqual(similar('qwen3-8b', known), ['Qwen/Qwen3-8B'], 'whatever the case');
+  assert.deepEqual(similar('qwen3-7b', known), ['Qwen/Qwen3-8B'], 'and a typo of the bare name');
+  assert.deepEqual(similar('llama-3.1-8b-instruct', known), ['meta-llama/Llama-3.1-8B-Instruct']);
+  assert.deepEqual(similar('Qwen/demo-chat', known), ['demo-chat'], 'a prefix the declared name has not');
+  assert.deepEqual(similar('other/Qwen3-8B', known), ['Qwen/Qwen3-8B'], 'another organisation');
+  // the same bare name before a typo of the whole one; a whole-name match as close first
+  assert.deepEqual(similar('qwen3-8b', ['qwen3-8c', 'Qwen/Qwen3-8B']), ['Qwen/Qwen3-8B', 'qwen3-8c']);
+  assert.deepEqual(similar('qwen3-8b', ['Qwen/Qwen3-8B', 'qwen3-8b']), ['qwen3-8b', 'Qwen/Qwen3-8B']);
+  assert.deepEqual(similar('gpt-4o', known), []);
+  assert.equal(
+    errors.modelNotFound('qwen3-8b', similar('qwen3-8b', known)).message,
+    'The model "qwen3-8b" does not exist. Did you mean "Qwen/Qwen3-8B"?',
+  );
+});
+
 /** What `similar` answered before it had an index: every name compared, closest first, ties in the names' order. */
 function scanAll(name: string, names: readonly string[], most = 3): string[] {
   if (name.length === 0 || name.length > 256) return [];

@@ -57,7 +57,7 @@ export class EngineAdmin implements AdapterAdmin {
     let answer: AdminAnswer;
     try {
       const { status, text } = await this.call(e, 'POST', loadPath, { lora_name: name, lora_path: path }, span);
-      answer = this.api.classifyLoad(status, text);
+      answer = { ...this.api.classifyLoad(status, text), status };
     } catch (err) {
       answer = { result: 'failed', detail: `${loadPath}: ${transportError(err)}` };
     }

@@ -6,13 +6,15 @@
 import type { EngineKind } from '../core/engine.js';
 import { VLLM_MISSING, type LoadResult, type MissingAdapterAnswer } from '../core/lora.js';
 
-/** an engine's error text is cut to this many characters before it reaches a log or a client */
+/** an engine's error text is cut to this many characters before it reaches a log or the operator's view */
 const MAX_DETAIL_CHARS = 300;
 
 export interface AdminAnswer {
   readonly result: LoadResult;
-  /** the engine's own words (or the transport error) */
+  /** the engine's own words (or the transport error): for logs and the operator's view, never for a client */
   readonly detail: string;
+  /** the HTTP status the engine answered the call with; absent when it did not answer */
+  readonly status?: number;
 }
 
 export interface AdapterApi {

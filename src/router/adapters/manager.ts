@@ -64,8 +64,11 @@ export function parseAdapterUses(value: unknown): AdapterUses[] {
 export type Prepared =
   /** a ready endpoint holds it now; `waited`: this request waited for a load */
   | { readonly kind: 'ready'; readonly waited: boolean }
-  /** the load failed (the engine's words): 502 adapter_load_failed */
-  | { readonly kind: 'failed'; readonly detail: string }
+  /**
+   * the load failed: 502 adapter_load_failed. `detail`: the engine's words (logs, the operator's view); `status`: the
+   * HTTP status it answered the load with, absent when it did not answer (all a client is told)
+   */
+  | { readonly kind: 'failed'; readonly detail: string; readonly status?: number }
   /** no ready endpoint of its base can load it: 503 */
   | { readonly kind: 'unavailable'; readonly detail: string };
 
@@ -91,7 +94,7 @@ export class AdapterManager {
   /** loads and unloads on one endpoint run one after another, so that slots are counted right */
   private readonly chains = new Map<Endpoint, Promise<unknown>>();
   /** endpoint -> adapter -> until when it is not asked again, and why */
-  private readonly failures = new Map<Endpoint, Map<string, { until: number; detail: string }>>();
+  private readonly failures = new Map<Endpoint, Map<string, { until: number; failed: Extract<Prepared, { kind: 'failed' }> }>>();
   private readonly ledgers = new Map<string, AdapterLedger>();
   /** endpoints asked for their slots (engines that tell them only when asked): once each */
   private readonly slotsAsked = new Set<Endpoint>();
@@ -276,7 +279,7 @@ export class AdapterManager {
     // every endpoint refuses loads at run time, or failed to load it a moment ago (the engine's words, again)
     for (const e of pool) {
       const failure = this.coolingDown(e, name);
-      if (failure) return { kind: 'failed', detail: failure };
+      if (failure) return failure;
     }
     return { kind: 'unsupported', detail: 'no endpoint loads adapters at run time' };
   }
@@ -329,8 +332,13 @@ export class AdapterManager {
               byAdapter = new Map();
               this.failures.set(e, byAdapter);
             }
-            byAdapter.set(name, { until: this.now() + this.opts.cooldownMs, detail: answer.detail });
-            return { kind: 'failed', detail: answer.detail };
+            const failed = {
+              kind: 'failed',
+              detail: answer.detail,
+              ...(answer.status !== undefined ? { status: answer.status } : {}),
+            } as const;
+            byAdapter.set(name, { until: this.now() + this.opts.cooldownMs, failed });
+            return failed;
           }
         }
       } catch (err) {
@@ -396,11 +404,11 @@ export class AdapterManager {
     return chooseVictim(uses);
   }
 
-  /** The engine's words of a failed load of `name` on `e` within the cooldown; undefined when it may be asked. */
-  private coolingDown(e: Endpoint, name: string): string | undefined {
+  /** A failed load of `name` on `e` within the cooldown; undefined when it may be asked. */
+  private coolingDown(e: Endpoint, name: string): Extract<Prepared, { kind: 'failed' }> | undefined {
     const f = this.failures.get(e)?.get(name);
     if (!f) return undefined;
-    if (f.until > this.now()) return f.detail;
+    if (f.until > this.now()) return f.failed;
     this.failures.get(e)?.delete(name);
     return undefined;
   }

@@ -413,8 +413,11 @@ export class RouterApp {
     const front = this.fastLane ?? this.server;
     const connections = [front, ...(this.adminServer ? [this.adminServer] : [])];
     for (const s of connections) s.closeIdleConnections();
-    // keep-alive connections that finish a response now are closed instead of kept
-    const idle = setInterval(() => front.closeIdleConnections(), 100);
+    // keep-alive connections that finish a response now are closed instead of kept (the admin port's too: a dashboard's
+    // stream ended just above leaves its connection idle a moment later)
+    const idle = setInterval(() => {
+      for (const s of connections) s.closeIdleConnections();
+    }, 100);
     const timer = setTimeout(() => {
       this.log.warn({ inFlight: this.concurrency.inFlight }, 'shutdown timeout: closing the connections still open');
       for (const s of connections) s.closeAllConnections();

@@ -8,10 +8,11 @@ import type {
   EngineLoad,
   KvEventsSource,
   ProbeRecord,
+  Unreachable,
 } from '../core/endpoint.js';
 import type { InFlightLedger } from '../core/forward.js';
 import type { AdapterDeclaration } from '../core/lora.js';
-import type { AdapterRoute, AdapterView, ModelState, ModelView, PdRoute, PdView, Resolution } from '../core/model.js';
+import type { AdapterRoute, AdapterView, ModelState, ModelView, PdRoute, PdView, Resolution, UnavailableWhy } from '../core/model.js';
 import { allowsDecodeOnly, type EndpointRole, type PdProtocol, type PdRole } from '../core/pd.js';
 import { adapterAnswer } from './adapters.js';
 
@@ -349,6 +350,7 @@ export class ModelCatalog implements InFlightLedger {
         lastError: undefined,
         lastErrorAt: undefined,
         unreachable: undefined,
+        servesInstead: undefined,
         inFlight: 0,
         adapters: new Map(),
         adapterSlots: undefined,
@@ -390,14 +392,23 @@ export class ModelCatalog implements InFlightLedger {
     this.emit({ type: 'endpoint-state', endpoint, from });
   }
 
-  /** The prober's last look at an endpoint (shown in /engines; it does not move the state: setState does). */
   /** The prober's verdict that an endpoint answers nothing at all (or undefined: it answers again). */
-  setUnreachable(e: Endpoint, why: string | undefined): void {
-    if (!this.contains(e) || e.unreachable === why) return;
-    own(e).unreachable = why;
+  setUnreachable(e: Endpoint, unreachable: Unreachable | undefined): void {
+    const was = e.unreachable;
+    if (!this.contains(e) || (was?.why === unreachable?.why && was?.seconds === unreachable?.seconds)) return;
+    own(e).unreachable = unreachable;
     this.rebuild();
   }
 
+  /** What a probe found the engine serves instead of its expected models (a name mismatch), or undefined: no mismatch. */
+  setServesInstead(e: Endpoint, names: readonly string[] | undefined): void {
+    const was = e.servesInstead;
+    if (!this.contains(e) || (was?.length === names?.length && (names ?? []).every((n, i) => was?.[i] === n))) return;
+    own(e).servesInstead = names === undefined ? undefined : [...names];
+    this.rebuild();
+  }
+
+  /** The prober's last look at an endpoint (shown in /engines; it does not move the state: setState does). */
   recordProbe(endpoint: Endpoint, record: ProbeRecord): void {
     if (!this.contains(endpoint)) return;
     const owned = own(endpoint);
@@ -555,8 +566,18 @@ export class ModelCatalog implements InFlightLedger {
   private answer(e: ModelEntry): ModelAnswer {
     const answer = this.answerOf(e);
     if (answer.state === 'ready') return answer;
-    const gone = e.endpoints.find((x) => !x.draining && x.unreachable !== undefined);
-    return gone ? { ...answer, unreachable: `${gone.url}: ${gone.unreachable}` } : answer;
+    const live = e.endpoints.filter((x) => !x.draining);
+    // unavailable because every engine of it serves other models: the names, said at once (a wait changes nothing)
+    const renamed = answer.state === 'unavailable' ? live.find((x) => x.servesInstead !== undefined) : undefined;
+    if (renamed?.servesInstead) return { ...answer, why: { servesInstead: renamed.servesInstead } };
+    const gone = live.find((x) => x.unreachable !== undefined);
+    const u = gone?.unreachable;
+    if (u === undefined) return answer;
+    return {
+      ...answer,
+      unreachable: `${gone?.url}: ${u.why}${u.seconds > 0 ? ` for ${u.seconds} s` : ''}`,
+      why: { unreachableFor: u.seconds },
+    };
   }
 
   private answerOf(e: ModelEntry): ModelAnswer {
@@ -611,6 +632,7 @@ function viewOf(id: string, a: ModelAnswer, declaredBy: readonly string[], alias
     ...(a.pd ? { pd: a.pd } : {}),
     ...(a.view ? { adapter: a.view } : {}),
     ...(a.unreachable ? { unreachable: a.unreachable } : {}),
+    ...(a.why ? { why: a.why } : {}),
   };
 }
 
@@ -625,8 +647,10 @@ interface ModelAnswer {
   /** an adapter: how it is served, and what /v1/models and /engines show of it */
   readonly adapter?: AdapterRoute;
   readonly view?: AdapterView;
-  /** not ready and an endpoint answers nothing at all: "URL: why" */
+  /** not ready and an endpoint answers nothing at all: "URL: why for N s" (operators only) */
   readonly unreachable?: string;
+  /** not ready: why, as clients may learn it */
+  readonly why?: UnavailableWhy;
 }
 
 function toResolution(requested: string, model: string, aliased: boolean, a: ModelAnswer): Resolution {
@@ -648,7 +672,7 @@ function toResolution(requested: string, model: string, aliased: boolean, a: Mod
     model,
     state: a.state,
     ...(a.missing ? { missing: a.missing } : {}),
-    ...(a.unreachable ? { unreachable: a.unreachable } : {}),
+    ...(a.why ? { why: a.why } : {}),
     ...base,
   };
 }

@@ -761,6 +761,9 @@ export const ROUTER_FLAGS = [
 export type RouterFlagValues = FlagValues<typeof ROUTER_FLAGS>;
 
 const NOT_SUPPORTED = 'remove it from the command line';
+/** vllm_router's kvaware asks an LMCache controller; llm-router's kvaware reads the engines' own KV-cache events */
+const KV_EVENTS_INSTEAD =
+  "its kvaware uses no LMCache controller: --routing-logic kvaware reads the engines' own KV-cache events (--static-backend-kv-events, or --kv-events-port on Kubernetes); remove it from the command line";
 /** vllm_router marks P/D backends with model labels; llm-router reads roles instead */
 const PD_BY_ROLE =
   'P/D endpoints are not found by model labels here: give each static backend its role with --static-backend-roles (prefill, decode, both), or label pods llm-d.ai/role';
@@ -775,10 +778,10 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['static-model-labels', PD_BY_ROLE],
   ['prefill-model-labels', PD_BY_ROLE],
   ['decode-model-labels', PD_BY_ROLE],
-  ['kv-aware-threshold', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
-  ['lmcache-controller-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
-  ['lmcache-health-check-interval', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
-  ['lmcache-worker-timeout', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
+  ['kv-aware-threshold', KV_EVENTS_INSTEAD],
+  ['lmcache-controller-port', KV_EVENTS_INSTEAD],
+  ['lmcache-health-check-interval', KV_EVENTS_INSTEAD],
+  ['lmcache-worker-timeout', KV_EVENTS_INSTEAD],
   ['sentry-dsn', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
   ['sentry-traces-sample-rate', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
   ['sentry-profile-session-sample-rate', `Sentry reporting is not implemented; ${NOT_SUPPORTED}`],
@@ -786,8 +789,8 @@ export const REFUSED_FLAGS: ReadonlyMap<string, string> = new Map([
   ['semantic-cache-dir', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['semantic-cache-threshold', `the semantic cache is not implemented; ${NOT_SUPPORTED}`],
   ['external-providers-config', `routing to hosted providers (OpenAI and the like) is not implemented; ${NOT_SUPPORTED}`],
-  ['lmcache-controller-heartbeat-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
-  ['lmcache-controller-reply-port', `kvaware routing (LMCache controller) is not implemented; ${NOT_SUPPORTED}`],
+  ['lmcache-controller-heartbeat-port', KV_EVENTS_INSTEAD],
+  ['lmcache-controller-reply-port', KV_EVENTS_INSTEAD],
   ['root-path', 'llm-router serves at /; strip a path prefix in the ingress in front of it'],
   [
     'prefix-min-match-length',

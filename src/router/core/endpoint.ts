@@ -86,9 +86,14 @@ export interface Endpoint {
   readonly lastError: string | undefined;
   /**
    * set while its probes get no HTTP answer at all (connection refused, timed out, a TLS failure) past its start-up
-   * grace (src/router/health/prober.ts): what failed, e.g. "connection refused (/v1/models: ECONNREFUSED) for 12 s"
+   * grace (src/router/health/prober.ts)
    */
-  readonly unreachable: string | undefined;
+  readonly unreachable: Unreachable | undefined;
+  /**
+   * set while its engine answers and serves other models than (some of) `models` (a name mismatch, not a load): the
+   * names it serves, as its last probe read them
+   */
+  readonly servesInstead: readonly string[] | undefined;
   /** ms since epoch when lastError was last recorded */
   readonly lastErrorAt: number | undefined;
   /** requests this router is forwarding to it right now */
@@ -103,6 +108,14 @@ export interface Endpoint {
   readonly cacheConfig: EngineCacheConfig | undefined;
   /** it loads adapters at run time: undefined until a load call told (an engine answering 404 on the load path cannot) */
   readonly canLoadAdapters: boolean | undefined;
+}
+
+/** An endpoint none of whose probes gets an HTTP answer: what fails, for operators, and for how long. */
+export interface Unreachable {
+  /** e.g. "connection refused (/v1/models: ECONNREFUSED)": the engine's address and errors, never shown to clients */
+  readonly why: string;
+  /** whole seconds nothing has answered, at its last probe */
+  readonly seconds: number;
 }
 
 /** What an engine says of its KV cache: tokens per block and how many blocks fit on its GPUs. */

@@ -37,8 +37,8 @@ export type Resolution =
       readonly missing?: readonly PdRole[];
       /** an adapter: its base model, where demand, holds and cold starts count (its engines are what scales) */
       readonly base?: string;
-      /** no endpoint answers at all: the first unreachable one, "URL: why" */
-      readonly unreachable?: string;
+      /** why, in words a client may read (no addresses, no engine errors) */
+      readonly why?: UnavailableWhy;
     }
   | {
       readonly kind: 'routable';
@@ -84,8 +84,24 @@ export interface ModelView {
   readonly pd?: PdView;
   /** set only for a LoRA adapter (`endpoints` and `readyEndpoints` then count the endpoints that list it) */
   readonly adapter?: AdapterView;
-  /** not ready, and an endpoint of it answers nothing at all: "URL: why" (connection refused, timed out, TLS error) */
+  /**
+   * not ready, and an endpoint of it answers nothing at all: "URL: why for N s" (connection refused, timed out, TLS
+   * error); for operators (/engines, the dashboard) only
+   */
   readonly unreachable?: string;
+  /** not ready: why, in words a client may read (/v1/models `reason`, the 503's message) */
+  readonly why?: UnavailableWhy;
+}
+
+/**
+ * Why a model that is not ready is in its state, as clients may learn it: facts about the model, never an engine's
+ * address or its errors (SECURITY.md, "What clients can learn").
+ */
+export interface UnavailableWhy {
+  /** an engine of it answers nothing at all (connection refused, timed out, TLS error): for this many seconds */
+  readonly unreachableFor?: number;
+  /** every engine of it serves other models (a name mismatch): the names one of them serves */
+  readonly servesInstead?: readonly string[];
 }
 
 export interface AdapterView {

@@ -41,6 +41,11 @@ export function afterProbe(e: EndpointFacts, c: ProbeCounters, r: ProbeResult, c
   }
   c.successes = 0;
   c.failures++;
+  // a name mismatch is no load: the engine serves other models, and no wait will change that
+  if (r.mismatch !== undefined) {
+    c.backoff = e.state === 'failed' ? c.backoff + 1 : 1;
+    return { state: 'failed', error: r.detail };
+  }
   if (!e.everReady) {
     // an engine that has never been ready is starting, not failing — until the startup budget is spent
     if (now - e.discoveredAt > cfg.startupTimeoutMs) {

@@ -27,6 +27,8 @@ interface Tracked extends ProbeCounters {
   unansweredSince: number;
   /** when the last WARN about the endpoint being unreachable was logged (0: not logged in this spell) */
   warnedAt: number;
+  /** its models a WARN said the engine does not serve (a name mismatch), until it serves them */
+  mismatchWarned: Set<string>;
 }
 
 /**
@@ -180,6 +182,7 @@ export class Prober implements ForwardObserver {
       unanswered: 0,
       unansweredSince: 0,
       warnedAt: 0,
+      mismatchWarned: new Set(),
     };
     this.tracked.set(endpoint, t);
     t.timer = this.clock.setTimeout(() => void this.run(endpoint), 0);
@@ -217,6 +220,7 @@ export class Prober implements ForwardObserver {
       }
       this.catalog.recordProbe(endpoint, { at: this.clock.now(), ok: result.verdict === 'ready', detail: result.detail });
       this.noteReachability(endpoint, t, result);
+      this.noteMismatch(endpoint, t, result);
       if (t.suspect) {
         t.suspect = false;
         if (result.verdict !== 'ready' && endpoint.state === 'ready') {
@@ -261,12 +265,34 @@ export class Prober implements ForwardObserver {
     if (!endpoint.everReady && !graceOver) return;
     const kind = unreachableKind(result.refused, result.detail);
     const seconds = Math.round((now - t.unansweredSince) / 1000);
-    this.catalog.setUnreachable(endpoint, `${kind} (${result.detail})${seconds > 0 ? ` for ${seconds} s` : ''}`);
+    this.catalog.setUnreachable(endpoint, { why: `${kind} (${result.detail})`, seconds });
     if (t.warnedAt === 0 || now - t.warnedAt >= UNREACHABLE_WARN_EVERY_MS) {
       t.warnedAt = now;
       this.log.warn(
         { endpoint: endpoint.url, models: endpoint.models, error: result.detail, unreachableForMs: now - t.unansweredSince },
         `engine unreachable: ${endpoint.url} (${kind}: ${result.detail})`,
+      );
+    }
+  }
+
+  /**
+   * Says at once, in a WARN line per endpoint and model, that the engine serves other models than the one declared (a
+   * name mismatch is no load: nothing changes by waiting); the catalog answers its model unavailable, naming them.
+   */
+  private noteMismatch(endpoint: Endpoint, t: Tracked, result: ProbeResult): void {
+    const mismatch = result.mismatch;
+    this.catalog.setServesInstead(endpoint, mismatch?.serves);
+    if (mismatch === undefined) {
+      if (result.verdict === 'ready') t.mismatchWarned.clear();
+      return;
+    }
+    const serves = mismatch.serves.map((n) => JSON.stringify(n)).join(', ');
+    for (const model of mismatch.missing) {
+      if (t.mismatchWarned.has(model)) continue;
+      t.mismatchWarned.add(model);
+      this.log.warn(
+        { endpoint: endpoint.url, model, serves: mismatch.serves },
+        `engine serves a different model: ${endpoint.url} serves ${serves}, not ${JSON.stringify(model)}; declare that name or an alias`,
       );
     }
   }

@@ -34,6 +34,15 @@ export interface ProbeResult {
    * SGLang's /get_model_info `tokenizer_path` (else `model_path`); absent when nothing was read
    */
   readonly roots?: ReadonlyMap<string, string>;
+  /** a name mismatch, not a load: the engine answers and serves other models, without (some of) the expected ones */
+  readonly mismatch?: NameMismatch;
+}
+
+export interface NameMismatch {
+  /** the names it serves (its /v1/models ids that are not adapters, SGLang's model path, TGI's model id) */
+  readonly serves: readonly string[];
+  /** the expected models it does not serve */
+  readonly missing: readonly string[];
 }
 
 interface Answer {
@@ -84,6 +93,21 @@ function listedModels(json: unknown): string[] {
   const data = (json as { data?: unknown } | undefined)?.data;
   if (!Array.isArray(data)) return [];
   return data.flatMap((m: unknown) => (typeof (m as { id?: unknown })?.id === 'string' ? [(m as { id: string }).id] : []));
+}
+
+/** The base models (not LoRA adapters: those have a `parent`) an OpenAI-compatible /v1/models answer lists. */
+export function listedBaseModels(json: unknown): string[] {
+  const data = (json as { data?: unknown } | undefined)?.data;
+  if (!Array.isArray(data)) return [];
+  return data.flatMap((m: { id?: unknown; parent?: unknown } | null) =>
+    typeof m?.id === 'string' && !(typeof m.parent === 'string' && m.parent !== '') ? [m.id] : [],
+  );
+}
+
+/** A result that misses expected models: a name mismatch when the engine names what it serves instead. */
+function mismatchOf(served: readonly string[], missing: readonly string[]): { mismatch?: NameMismatch } {
+  const serves = [...new Set(served.filter((n) => n.trim() !== ''))];
+  return serves.length > 0 ? { mismatch: { serves, missing } } : {};
 }
 
 /**
@@ -151,6 +175,7 @@ async function probeOpenAI(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
       detail: `/v1/models lists [${listed.join(', ')}], not ${absent.join(', ')}`,
       adapters,
       roots,
+      ...mismatchOf(listedBaseModels(models.json), absent),
     };
   }
   return { verdict: 'ready', refused: false, detail: `/v1/models lists ${target.models.join(', ')}`, adapters, roots };
@@ -172,14 +197,17 @@ async function probeSGLang(target: ProbeTarget, opts: ProbeOptions): Promise<Pro
     target.models.filter((m) => !names.includes(m)),
     listedModels(listing),
   );
-  if (absent.length > 0)
+  if (absent.length > 0) {
+    const served = listedBaseModels(listing);
     return {
       verdict: 'serving-api',
       refused: false,
       detail: `engine serves ${modelPath || 'an unnamed model'}, not ${absent.join(', ')}`,
       ...(adapters ? { adapters } : {}),
       roots,
+      ...mismatchOf(served.length > 0 ? served : [modelPath], absent),
     };
+  }
   return {
     verdict: 'ready',
     refused: false,
@@ -197,7 +225,12 @@ async function probeTGI(target: ProbeTarget, opts: ProbeOptions): Promise<ProbeR
   const modelId = String((info.json as { model_id?: unknown } | undefined)?.model_id ?? '');
   const absent = target.models.filter((m) => m !== modelId && baseName(m) !== baseName(modelId));
   if (absent.length > 0)
-    return { verdict: 'serving-api', refused: false, detail: `TGI serves ${modelId || 'an unnamed model'}, not ${absent.join(', ')}` };
+    return {
+      verdict: 'serving-api',
+      refused: false,
+      detail: `TGI serves ${modelId || 'an unnamed model'}, not ${absent.join(', ')}`,
+      ...mismatchOf([modelId], absent),
+    };
   return { verdict: 'ready', refused: false, detail: `/health 200, /info ${modelId}` };
 }
 

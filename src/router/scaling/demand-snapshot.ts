@@ -10,6 +10,8 @@ export interface ModelDemandSnapshot {
   readonly inFlight: number;
   /** requests that arrived since the process started (a counter) */
   readonly arrivals: number;
+  /** requests that arrived in the last minute (60 one-second buckets); absent from routers that predate it */
+  readonly lastMinute?: number;
   readonly lastArrivalAt: number | null;
   readonly lastEndAt: number | null;
   /** the last time a held request gave up waiting (demand happened, even though nothing was served) */
@@ -57,6 +59,7 @@ export const EMPTY_MODEL_DEMAND: ModelDemandSnapshot = {
   held: 0,
   inFlight: 0,
   arrivals: 0,
+  lastMinute: 0,
   lastArrivalAt: null,
   lastEndAt: null,
   lastHoldTimeoutAt: null,
@@ -70,6 +73,7 @@ const modelSchema = z.object({
   held: count,
   inFlight: count,
   arrivals: count,
+  lastMinute: count.optional(),
   lastArrivalAt: time,
   lastEndAt: time,
   lastHoldTimeoutAt: time,
@@ -105,6 +109,7 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
         held: m.held + d.held,
         inFlight: m.inFlight + d.inFlight,
         arrivals: m.arrivals + d.arrivals,
+        lastMinute: (m.lastMinute ?? 0) + (d.lastMinute ?? 0),
         lastArrivalAt: later(m.lastArrivalAt, d.lastArrivalAt),
         lastEndAt: later(m.lastEndAt, d.lastEndAt),
         lastHoldTimeoutAt: later(m.lastHoldTimeoutAt, d.lastHoldTimeoutAt),
@@ -118,11 +123,13 @@ export function mergeWorkers(instance: string, at: number, snapshots: readonly D
 
 /**
  * A snapshot's counters without its gauges: what a process that is gone (or has not answered for the grace period)
- * still contributes, so that arrivals never go backwards while its held and in-flight requests stop counting.
+ * still contributes, so that arrivals never go backwards while its held and in-flight requests stop counting (and its
+ * last minute's arrivals, which would not age, do too).
  */
 export function countersOnly(s: DemandSnapshot): DemandSnapshot {
   const models: Record<string, ModelDemandSnapshot> = {};
-  for (const [model, d] of Object.entries(s.models)) models[model] = { ...d, held: 0, inFlight: 0, oldestHeldAt: null, queued: 0 };
+  for (const [model, d] of Object.entries(s.models))
+    models[model] = { ...d, held: 0, inFlight: 0, oldestHeldAt: null, queued: 0, lastMinute: 0 };
   return { instance: s.instance, at: s.at, workers: s.workers, models };
 }
 

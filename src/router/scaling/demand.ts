@@ -4,9 +4,12 @@
 import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Logger } from '../util/log.js';
 import { EMPTY_MODEL_DEMAND, type DemandSnapshot, type ModelDemandSnapshot } from './demand-snapshot.js';
+import { MinuteCount } from './minute-count.js';
 
 interface ModelDemand {
   arrivals: number;
+  /** arrivals over the last minute */
+  readonly lastMinute: MinuteCount;
   inFlight: number;
   lastArrivalAt: number | null;
   lastEndAt: number | null;
@@ -40,7 +43,7 @@ export class DemandTracker {
    * Requests for LoRA adapters, under the adapter's own name: shown in /demand only. What scales is the base's engines,
    * so the base counts them too (arrived()), and an adapter opens no stuck-wake episode of its own.
    */
-  private readonly adapters = new Map<string, { arrivals: number; lastArrivalAt: number }>();
+  private readonly adapters = new Map<string, { arrivals: number; lastArrivalAt: number; readonly lastMinute: MinuteCount }>();
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
 
@@ -73,6 +76,7 @@ export class DemandTracker {
     if (!d) {
       d = {
         arrivals: 0,
+        lastMinute: new MinuteCount(),
         inFlight: 0,
         lastArrivalAt: null,
         lastEndAt: null,
@@ -90,6 +94,7 @@ export class DemandTracker {
     const d = this.entry(model);
     const now = this.now();
     d.arrivals++;
+    d.lastMinute.add(now);
     d.lastArrivalAt = now;
     if (d.episodeStart === undefined && !this.hasEndpoint(model)) d.episodeStart = now;
   }
@@ -97,11 +102,14 @@ export class DemandTracker {
   /** A request arrived for a LoRA adapter (its base's arrived() is called too). */
   adapterArrived(adapter: string): void {
     const now = this.now();
-    const a = this.adapters.get(adapter);
-    if (a) {
-      a.arrivals++;
-      a.lastArrivalAt = now;
-    } else this.adapters.set(adapter, { arrivals: 1, lastArrivalAt: now });
+    let a = this.adapters.get(adapter);
+    if (!a) {
+      a = { arrivals: 0, lastArrivalAt: now, lastMinute: new MinuteCount() };
+      this.adapters.set(adapter, a);
+    }
+    a.arrivals++;
+    a.lastArrivalAt = now;
+    a.lastMinute.add(now);
   }
 
   begin(model: string): void {
@@ -142,6 +150,7 @@ export class DemandTracker {
    */
   snapshot(instance: string, models: Iterable<string>): DemandSnapshot {
     const out: Record<string, ModelDemandSnapshot> = {};
+    const now = this.now();
     for (const m of models) out[m] = EMPTY_MODEL_DEMAND;
     // a held request has always arrived first, so every model with held requests has an entry here
     for (const [m, d] of this.models) {
@@ -149,6 +158,7 @@ export class DemandTracker {
         held: this.held(m),
         inFlight: d.inFlight,
         arrivals: d.arrivals,
+        lastMinute: d.lastMinute.total(now),
         lastArrivalAt: d.lastArrivalAt,
         lastEndAt: d.lastEndAt,
         lastHoldTimeoutAt: d.lastHoldTimeoutAt,
@@ -157,9 +167,10 @@ export class DemandTracker {
       };
     }
     for (const [a, x] of this.adapters) {
-      if (!this.models.has(a)) out[a] = { ...EMPTY_MODEL_DEMAND, arrivals: x.arrivals, lastArrivalAt: x.lastArrivalAt };
+      if (!this.models.has(a))
+        out[a] = { ...EMPTY_MODEL_DEMAND, arrivals: x.arrivals, lastMinute: x.lastMinute.total(now), lastArrivalAt: x.lastArrivalAt };
     }
-    return { instance, at: this.now(), workers: 1, models: out };
+    return { instance, at: now, workers: 1, models: out };
   }
 
   /** Forgets models that are neither declared nor served any more and have nothing in flight or held. */

@@ -4,6 +4,7 @@ import type { ModelCatalog } from '../catalog/catalog.js';
 import type { Endpoint, EndpointState, EngineLoad } from '../core/endpoint.js';
 import { isFresh, lastErrorIsPast } from '../core/endpoint.js';
 import type { RouterMetrics } from '../metrics/metrics.js';
+import { stateWords } from './errors.js';
 import type { EndpointRole } from '../core/pd.js';
 import type { KvEndpointStatus, KvJoinReplay } from '../kv/subscriber.js';
 import type { TokenizerStatus } from '../kv/tokenizer-source.js';
@@ -202,8 +203,9 @@ export function listModels(res: ServerResponse, catalog: ModelCatalog, startedAt
       // an adapter: its base model, as vLLM lists it, and on how many endpoints it is loaded now
       ...(m.adapter ? { parent: m.adapter.parent, loaded_endpoints: m.adapter.loadedEndpoints } : {}),
       status: m.status,
-      // not ready and an engine of it answers nothing at all (connection refused, timed out, TLS error): which, and why
-      ...(m.unreachable ? { reason: `unreachable: ${m.unreachable}` } : {}),
+      // not ready, and why in words a client may read: an engine that answers nothing at all (for how long), or one
+      // that serves other models (which); the addresses and errors are /engines' (SECURITY.md)
+      ...(m.why ? { reason: stateWords(m.status, m.why) } : {}),
       // a P/D model: its protocol and the roles with no ready endpoint
       ...(m.pd ? { pd: { protocol: m.pd.protocol, missing_roles: m.pd.missing } } : {}),
       ...tokenizerField(kv, m.id),

@@ -1,6 +1,7 @@
 // OpenAI-shaped error bodies with stable codes. Every error a client sees from the router itself comes from here.
 import type { ResponseSink } from '../core/exchange.js';
 import { PRIORITY_MAX, PRIORITY_MIN, TENANT_MAX_CHARS } from '../core/flow.js';
+import type { UnavailableWhy } from '../core/model.js';
 
 export type ErrorType = 'invalid_request_error' | 'authentication_error' | 'rate_limit_error' | 'server_error' | 'service_unavailable';
 
@@ -26,6 +27,17 @@ export function sendError(res: ResponseSink, err: RouterError, extraHeaders?: Re
   if (err.headers) for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
   if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
   res.end(body);
+}
+
+/**
+ * A model's state and why, in words a client may read: "unavailable: the engine serves \"X\"; declare that name or an
+ * alias", "unreachable for 14 s", or the state. Never an engine's address or its errors (SECURITY.md).
+ */
+export function stateWords(state: string, why: UnavailableWhy | undefined): string {
+  if (why?.servesInstead?.length)
+    return `${state}: the engine serves ${why.servesInstead.map((n) => JSON.stringify(n)).join(', ')}; declare that name or an alias`;
+  if (why?.unreachableFor !== undefined) return why.unreachableFor > 0 ? `unreachable for ${why.unreachableFor} s` : 'unreachable';
+  return state;
 }
 
 /** "a", "a" or "b", "a", "b" or "c" */
@@ -78,16 +90,16 @@ export const errors = {
     state: string,
     retryAfterSeconds: number,
     missingRoles?: readonly string[],
-    /** an endpoint that answers nothing at all, "URL: why": said instead of the state */
-    unreachable?: string,
+    /** why, as clients may learn it: said instead of the bare state */
+    why?: UnavailableWhy,
   ): RouterError => ({
     status: 503,
     code: 'model_unavailable',
     type: 'service_unavailable',
     param: 'model',
     message: missingRoles?.length
-      ? `The model ${JSON.stringify(model)} is served P/D and has no ready ${missingRoles.join(' or ')} engine (${unreachable ? `unreachable: ${unreachable}` : state}); retry after ${retryAfterSeconds} s.`
-      : `The model ${JSON.stringify(model)} exists but has no ready engine (${unreachable ? `unreachable: ${unreachable}` : state}); retry after ${retryAfterSeconds} s.`,
+      ? `The model ${JSON.stringify(model)} is served P/D and has no ready ${missingRoles.join(' or ')} engine (${stateWords(state, why)}); retry after ${retryAfterSeconds} s.`
+      : `The model ${JSON.stringify(model)} exists but has no ready engine (${stateWords(state, why)}); retry after ${retryAfterSeconds} s.`,
     headers: { 'retry-after': String(retryAfterSeconds), 'x-llm-router-model-state': state },
   }),
   queueFull: (model: string, retryAfterSeconds: number): RouterError => ({
@@ -181,12 +193,13 @@ export const errors = {
     type: 'server_error',
     message: `No engine for model ${JSON.stringify(model)} could be reached.`,
   }),
-  adapterLoadFailed: (model: string, detail: string): RouterError => ({
+  /** `engineStatus`: what the engine answered the load with (undefined: it did not answer); its words stay in the logs */
+  adapterLoadFailed: (model: string, engineStatus: number | undefined): RouterError => ({
     status: 502,
     code: 'adapter_load_failed',
     type: 'server_error',
     param: 'model',
-    message: `The engine could not load the adapter ${JSON.stringify(model)}: ${detail}`,
+    message: `The engine could not load the adapter ${JSON.stringify(model)} (${engineStatus === undefined ? 'it did not answer' : `it answered ${engineStatus}`}); the router's log and its operator's view say why.`,
   }),
   adapterUnavailable: (model: string, detail: string, retryAfterSeconds: number): RouterError => ({
     status: 503,

@@ -150,7 +150,7 @@ export function parseInference(raw: Buffer): Parsed {
 function unresolvedError(r: Exclude<Resolution, { kind: 'routable' }>, retryAfter: number): RouterError {
   return r.kind === 'unknown'
     ? errors.modelNotFound(r.requested)
-    : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing, r.unreachable);
+    : errors.modelUnavailable(r.requested, r.state, retryAfter, r.missing, r.why);
 }
 
 type Routable = Extract<Resolution, { kind: 'routable' }>;
@@ -418,7 +418,9 @@ async function holdUntilRoutable(r: InferenceRecord, resolution: Known, requeste
     r.finish(499);
     return undefined;
   }
-  if ((current.kind === 'unavailable' || scaling.hold.hasWaiters(model)) && scaling.hold.waitMs(model) > 0) {
+  // an engine that serves other models (a name mismatch) is no cold start: said at once, never waited for
+  const renamed = current.kind === 'unavailable' && current.why?.servesInstead !== undefined;
+  if (!renamed && (current.kind === 'unavailable' || scaling.hold.hasWaiters(model)) && scaling.hold.waitMs(model) > 0) {
     let held: ReturnType<typeof scaling.hold.hold>;
     try {
       held = scaling.hold.hold(model);
@@ -542,7 +544,7 @@ async function loadAdapter(
     return undefined;
   }
   if (prepared.kind === 'failed') {
-    r.answer(errors.adapterLoadFailed(requested, prepared.detail));
+    r.answer(errors.adapterLoadFailed(requested, prepared.status));
     return undefined;
   }
   const retryAfter = (): number => deps.scaling.coldStart.retryAfterSeconds(route.base);

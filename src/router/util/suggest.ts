@@ -85,12 +85,15 @@ export class NameIndex {
   private readonly exact = new Map<string, number[]>();
   /** hash of a name or of a one-deletion of it -> the index of the one name with it, or of those names, ascending */
   private readonly keys = new Map<number, number | number[]>();
+  /** the names without their organisation prefix, in the same order: when some name has one */
+  private readonly bare: NameIndex | undefined;
 
-  constructor(names: Iterable<string>) {
+  constructor(names: Iterable<string>, withBare = true) {
     for (const name of names) {
       this.names.push(name);
       this.lower.push(name.toLowerCase());
     }
+    this.bare = withBare && this.names.some((n) => withoutOrg(n) !== n) ? new NameIndex(this.names.map(withoutOrg), false) : undefined;
     const n = this.names.length;
     this.lengths = new Int32Array(n);
     this.masks = new Int32Array(n);
@@ -115,8 +118,29 @@ export class NameIndex {
     return this.names;
   }
 
+  /**
+   * The names within a typo of `name`, closest first (ties in the names' order), at most `most`. Names are compared
+   * whole and without their organisation prefix too (`Qwen3-8B` finds `Qwen/Qwen3-8B`, and `Org/m` finds `m`); a match
+   * without the prefixes comes after a whole-name match as close.
+   */
   similar(name: string, most = 3): string[] {
     if (name.length === 0 || name.length > MAX_NAME_CHARS || most <= 0) return [];
+    const found = new Map(this.nearest(name, most));
+    const wanted = withoutOrg(name);
+    const bare = this.bare ?? (wanted !== name ? this : undefined);
+    for (const [i, d] of bare?.nearest(wanted, most) ?? []) {
+      const had = found.get(i);
+      if (had === undefined || d + 0.5 < had) found.set(i, d + 0.5);
+    }
+    return [...found]
+      .sort((x, y) => x[1] - y[1] || x[0] - y[0])
+      .slice(0, most)
+      .map(([i]) => this.names[i] as string);
+  }
+
+  /** The indexes of the names within a typo of `name` and their distances, closest first, at most `most`. */
+  private nearest(name: string, most: number): Array<[number, number]> {
+    if (name.length === 0 || name.length > MAX_NAME_CHARS) return [];
     const wanted = name.toLowerCase();
     const limit = typoLimit(wanted.length);
     const found = new Map<number, number>();
@@ -170,8 +194,14 @@ export class NameIndex {
       }
       near = best();
     }
-    return near.map(([i]) => this.names[i] as string);
+    return near;
   }
+}
+
+/** A name without its organisation prefix (`Qwen/Qwen3-8B` -> `Qwen3-8B`); a name with none as it is. */
+function withoutOrg(name: string): string {
+  const bare = name.slice(name.lastIndexOf('/') + 1);
+  return bare === '' ? name : bare;
 }
 
 /** The distance of two names without the prefix and suffix they share (the part of the table that costs nothing). */

@@ -8,8 +8,8 @@ import { KV_EVENTS_PORT_ANNOTATION } from '../../router/discovery/kubernetes/des
 import { containerWords, flagValues } from '../../router/discovery/kubernetes/model-names.js';
 import { portAnnotation } from '../../router/discovery/kubernetes/pd-labels.js';
 import type { KubeObject, LoadedObject } from './load.js';
-import type { Report } from './pd-rules.js';
-import { podTemplates, type ContainerSpec, type ManifestEngineKind, type PodTemplate } from './pods.js';
+import { annotationPath, type Place, type Report } from './pd-rules.js';
+import { argsKey, podTemplates, type ContainerSpec, type ManifestEngineKind, type PodTemplate } from './pods.js';
 
 /** the router's --kv-events-port default */
 export const DEFAULT_KV_EVENTS_PORT = 5557;
@@ -90,6 +90,7 @@ export function checkKvEngine(
     return;
   }
   const kv = kvEvents(engine);
+  const args: Place = { of: 'engine', path: [argsKey(engine)] };
   const runs = kv.text === undefined ? `without ${KV_EVENTS_FLAG}` : `with ${KV_EVENTS_FLAG} ${kv.text}`;
   const example = `${KV_EVENTS_FLAG} '{"enable_kv_cache_events":true,"publisher":"zmq","endpoint":"tcp://*:${routerPort}","replay_endpoint":"tcp://*:${routerPort + 1}","topic":""}'`;
   if (!kv.enabled || (kv.publisher !== undefined && kv.publisher !== 'zmq')) {
@@ -97,6 +98,7 @@ export function checkKvEngine(
       'kvaware-no-kv-events',
       `the router routes with --routing-logic kvaware on the engines' KV-cache events, but this engine runs ${runs}${kv.enabled ? ` (publisher ${JSON.stringify(kv.publisher)}, not zmq)` : kv.text === undefined ? '' : ' (enable_kv_cache_events is not true)'}: it publishes nothing, so the router sees it as holding no prefix`,
       `start the engine with ${example}`,
+      args,
     );
   } else if (kv.port !== undefined && kv.port !== routerPort) {
     const annotated = portAnnotation(template.metadata?.annotations, KV_EVENTS_PORT_ANNOTATION);
@@ -104,6 +106,7 @@ export function checkKvEngine(
       'kvaware-no-kv-events',
       `the engine publishes its KV-cache events on port ${kv.port}, but the router subscribes at ${routerPort} (${annotated !== undefined ? `annotation ${KV_EVENTS_PORT_ANNOTATION}` : `no ${KV_EVENTS_PORT_ANNOTATION} annotation: the router's --kv-events-port`}): it receives none of them`,
       `annotate the pod template ${KV_EVENTS_PORT_ANNOTATION}: "${kv.port}"`,
+      annotated !== undefined ? { of: 'template', path: annotationPath(KV_EVENTS_PORT_ANNOTATION) } : args,
     );
   }
   const off = prefixCachingOff(engine, kind);
@@ -112,6 +115,7 @@ export function checkKvEngine(
       'kvaware-prefix-caching-off',
       `the router routes with --routing-logic kvaware to the engine that has cached the longest prefix of a prompt, but this engine runs with ${off}: it caches no prefix, so no request is sped up by being sent to it`,
       kind === 'vllm' ? 'remove --no-enable-prefix-caching (vLLM caches prefixes by default)' : 'remove --disable-radix-cache',
+      args,
     );
   }
 }

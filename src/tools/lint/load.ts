@@ -2,7 +2,7 @@
 // multi-document streams and `kind: List`; each object keeps its file and line for the report.
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { LineCounter, parseAllDocuments } from 'yaml';
+import { type Document, isMap, isScalar, isSeq, LineCounter, parseAllDocuments } from 'yaml';
 
 export interface KubeObject {
   readonly apiVersion?: string;
@@ -18,10 +18,22 @@ export interface KubeObject {
   readonly items?: unknown[];
 }
 
+/** A node's place in an object, as keys and indexes from its root: ['spec', 'template', 'spec', 'containers', 0]. */
+export type NodePath = readonly (string | number)[];
+
+/** 1-based, as editors count */
+export interface Position {
+  readonly line: number;
+  readonly column: number;
+}
+
 export interface LoadedObject {
   readonly file: string;
+  /** where the object starts */
   readonly line: number;
   readonly object: KubeObject;
+  /** Where the node at `path` in the object is written: its key's place (a list item's own), else its nearest ancestor's. */
+  position(path: NodePath): Position;
 }
 
 /** Input that cannot be linted: unreadable, or not YAML. The message names the file and line. */
@@ -69,14 +81,49 @@ export function parseManifests(text: string, file: string): LoadedObject[] {
       throw new LintInputError(`${file}:${at.line}:${at.col}: not valid YAML: ${error.message.split('\n')[0]}${template}`);
     }
     const value: unknown = doc.toJS({ maxAliasCount: 1000 });
-    const start = doc.contents?.range?.[0] ?? 0;
-    const line = lineCounter.linePos(start).line;
     if (!isObject(value)) continue;
+    const loaded = (object: KubeObject, root: NodePath): LoadedObject => {
+      const position = (path: NodePath): Position => positionOf(doc, lineCounter, root, path);
+      return { file, line: position([]).line, object, position };
+    };
     if (value.kind === 'List' || (typeof value.kind === 'string' && value.kind.endsWith('List') && Array.isArray(value.items))) {
-      for (const item of value.items ?? []) if (isObject(item)) out.push({ file, line, object: item });
-    } else out.push({ file, line, object: value });
+      (value.items ?? []).forEach((item, i) => {
+        if (isObject(item)) out.push(loaded(item, ['items', i]));
+      });
+    } else out.push(loaded(value, []));
   }
   return out;
+}
+
+/**
+ * Where `path` (under `root`, the object's place in its document) is written: the key of a map entry, the start of a
+ * list item; a node the path does not reach (a field the object lacks) gives its nearest ancestor's place.
+ */
+function positionOf(doc: Document.Parsed, lines: LineCounter, root: NodePath, path: NodePath): Position {
+  const full = [...root, ...path];
+  for (let n = full.length; n >= 0; n--) {
+    const offset = offsetOf(doc, full.slice(0, n));
+    if (offset !== undefined) {
+      const { line, col } = lines.linePos(offset);
+      return { line, column: col };
+    }
+  }
+  return { line: 1, column: 1 };
+}
+
+function offsetOf(doc: Document.Parsed, path: NodePath): number | undefined {
+  if (path.length === 0) return doc.contents?.range?.[0];
+  const parent = path.length === 1 ? doc.contents : doc.getIn(path.slice(0, -1), true);
+  const last = path[path.length - 1];
+  if (isMap(parent)) {
+    const pair = parent.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === last);
+    return isScalar(pair?.key) ? pair.key.range?.[0] : undefined;
+  }
+  if (isSeq(parent) && typeof last === 'number') {
+    const item = parent.items[last] as { range?: [number, number, number] } | null | undefined;
+    return item?.range?.[0];
+  }
+  return undefined;
 }
 
 /** Loads every manifest named by the arguments; `-` is stdin (its text is passed in). */

@@ -7,8 +7,8 @@ import type { AdapterDeclaration } from '../../router/core/lora.js';
 import { LORA_ADAPTERS_ANNOTATION, workloadAdapters, type WorkloadLike } from '../../router/discovery/kubernetes/desired.js';
 import { containerWords, flagValues } from '../../router/discovery/kubernetes/model-names.js';
 import type { KubeObject } from './load.js';
-import type { Report } from './pd-rules.js';
-import type { ContainerSpec, ManifestEngineKind } from './pods.js';
+import { annotationPath, type Place, type Report } from './pd-rules.js';
+import { argsKey, type ContainerSpec, type ManifestEngineKind } from './pods.js';
 
 const RUNTIME_ENV = 'VLLM_ALLOW_RUNTIME_LORA_UPDATING';
 
@@ -16,6 +16,14 @@ const RUNTIME_ENV = 'VLLM_ALLOW_RUNTIME_LORA_UPDATING';
 export interface LoraWorkload {
   readonly adapters: readonly AdapterDeclaration[];
   readonly report: Report;
+  /** where its llm-router/lora-adapters annotation is written */
+  readonly annotation: Place;
+}
+
+/** The annotation's place: on the workload, as the router reads it first, else on its pod template. */
+function annotationPlace(object: KubeObject): Place {
+  const onObject = object.metadata?.annotations?.[LORA_ADAPTERS_ANNOTATION] !== undefined;
+  return { of: onObject ? 'object' : 'template', path: annotationPath(LORA_ADAPTERS_ANNOTATION) };
 }
 
 const listOf = (adapters: readonly { name: string }[]): string => adapters.map((a) => JSON.stringify(a.name)).join(', ');
@@ -68,26 +76,30 @@ export function checkLoraEngine(
 ): LoraWorkload | undefined {
   const declared = workloadAdapters(object as WorkloadLike, models);
   if (!declared) return undefined;
+  const annotation = annotationPlace(object);
   for (const why of declared.invalid)
     report(
       'lora-annotation-invalid',
       `${LORA_ADAPTERS_ANNOTATION}: ${why}: the router ignores that entry, so no adapter is declared by it`,
       `write the annotation as NAME=PATH,NAME2=PATH2 (names without blanks, commas, = or @)`,
+      annotation,
     );
   const { adapters } = declared;
   if (adapters.length === 0) return undefined;
   const name = engine.name ?? '(unnamed)';
+  const args: Place = { of: 'engine', path: [argsKey(engine)] };
   if (kind === 'sglang') {
-    checkSglang(engine, adapters, report);
-    return { adapters, report };
+    checkSglang(engine, adapters, report, args);
+    return { adapters, report, annotation };
   }
   if (kind !== 'vllm') {
     report(
       'lora-runtime-loading-off',
       `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but llm-router loads adapters only through vLLM's and SGLang's runtime endpoints and this engine is ${kind}: its load calls answer 404 and the adapters 503`,
       `serve the adapters' base model ${JSON.stringify(adapters[0]?.base)} with vLLM or SGLang, or remove the annotation`,
+      annotation,
     );
-    return { adapters, report };
+    return { adapters, report, annotation };
   }
   const words = containerWords(engine);
   if (words.filter((w) => w === '--enable-lora' || w === '--no-enable-lora').at(-1) !== '--enable-lora') {
@@ -95,6 +107,7 @@ export function checkLoraEngine(
       'lora-not-enabled',
       `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but the engine runs without --enable-lora: vLLM serves no adapter, and every load the router makes fails`,
       `add --enable-lora to the engine's arguments, with --max-loras N (adapters at once) and --max-lora-rank covering the adapters`,
+      args,
     );
   }
   const started = startedAdapters(engine, words);
@@ -113,9 +126,10 @@ export function checkLoraEngine(
       'lora-runtime-loading-off',
       `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but ${state}: vLLM then has no /v1/load_lora_adapter, so every load the router makes answers 404 and ${lost}`,
       `set env ${RUNTIME_ENV}: "true" on container ${name}, or start the engine with the adapters (--lora-modules NAME=PATH)`,
+      { of: 'engine', path: engine.env === undefined ? [argsKey(engine)] : ['env'] },
     );
   }
-  return { adapters, report };
+  return { adapters, report, annotation };
 }
 
 /** Names of the adapters SGLang loads at start: --lora-paths NAME=PATH, PATH (named by its path) or JSON with lora_name. */
@@ -133,7 +147,7 @@ function sglangStartedAdapters(words: readonly string[]): Set<string> {
 }
 
 /** SGLang loads adapters at run time only with LoRA on and one data-parallel rank. */
-function checkSglang(engine: ContainerSpec, adapters: readonly AdapterDeclaration[], report: Report): void {
+function checkSglang(engine: ContainerSpec, adapters: readonly AdapterDeclaration[], report: Report, args: Place): void {
   const words = containerWords(engine);
   const started = sglangStartedAdapters(words);
   if (!words.includes('--enable-lora') && started.size === 0) {
@@ -141,6 +155,7 @@ function checkSglang(engine: ContainerSpec, adapters: readonly AdapterDeclaratio
       'lora-not-enabled',
       `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but the engine runs without --enable-lora (or --lora-paths): SGLang answers every load the router makes "LoRA is not enabled"`,
       `add --enable-lora to the engine's arguments, with --max-loras-per-batch N, --max-lora-rank and --lora-target-modules covering the adapters`,
+      args,
     );
     return;
   }
@@ -151,6 +166,7 @@ function checkSglang(engine: ContainerSpec, adapters: readonly AdapterDeclaratio
       'lora-runtime-loading-off',
       `${LORA_ADAPTERS_ANNOTATION} declares ${listOf(adapters)}, but the engine runs with --dp-size ${dp}: SGLang loads adapters at run time only with one data-parallel rank, so ${listOf(notStarted)} ${notStarted.length === 1 ? 'is' : 'are'} served nowhere`,
       `run container ${engine.name ?? '(unnamed)'} with --dp-size 1 (more replicas instead), or start it with the adapters (--lora-paths NAME=PATH)`,
+      args,
     );
 }
 
@@ -162,5 +178,6 @@ export function checkLoraNames(workloads: readonly LoraWorkload[], models: Reado
         'lora-annotation-invalid',
         `${LORA_ADAPTERS_ANNOTATION} declares adapter ${JSON.stringify(a.name)}, which is also a model's name: the router routes requests for ${JSON.stringify(a.name)} to that model, never to the adapter`,
         `give the adapter a name no model has`,
+        w.annotation,
       );
 }

@@ -11,13 +11,29 @@ import {
   roleOf,
 } from '../../router/discovery/kubernetes/pd-labels.js';
 import type { EndpointRole } from '../../router/core/pd.js';
-import type { KubeObject } from './load.js';
+import type { KubeObject, NodePath } from './load.js';
 import { listeningPorts, podRole, type ContainerSpec, type PodTemplate } from './pods.js';
+
+/** An annotation's place in metadata (the object's or the pod template's). */
+export function annotationPath(key: string): NodePath {
+  return ['metadata', 'annotations', key];
+}
+
+const TEMPLATE_LABELS: Place = { of: 'template', path: ['metadata', 'labels'] };
 
 /** the router's default --k8s-port: where it sends traffic to a pod without llm-router/port */
 const ROUTER_DEFAULT_PORT = 8000;
 
-export type Report = (rule: string, why: string, fix: string) => void;
+/**
+ * Where a finding points: a node of the object itself, of the pod template, or of the engine container (paths as in
+ * load.ts' NodePath, from that node); the engine container when not said.
+ */
+export interface Place {
+  readonly of: 'object' | 'template' | 'engine';
+  readonly path: NodePath;
+}
+
+export type Report = (rule: string, why: string, fix: string, at?: Place) => void;
 
 /** One engine workload (or bare Pod) as the router sees it: its models and its role. */
 export interface PdWorkload {
@@ -41,13 +57,17 @@ export function checkPdEngine(
 ): PdWorkload | undefined {
   const labels = template.metadata?.labels;
   const annotations = { ...object.metadata?.annotations, ...template.metadata?.annotations };
-  for (const a of [object.metadata?.annotations, template.metadata?.annotations]) {
+  for (const [of, a] of [
+    ['object', object.metadata?.annotations],
+    ['template', template.metadata?.annotations],
+  ] as const) {
     const invalid = pdProtocolOf(a).invalid;
     if (invalid !== undefined)
       report(
         'pd-protocol-invalid',
         `${PD_PROTOCOL_ANNOTATION}: ${JSON.stringify(invalid)} is no protocol the router speaks; it is ignored and --pd-protocol applies`,
         `set ${PD_PROTOCOL_ANNOTATION} to vllm-nixl, llm-d-sidecar or sglang`,
+        { of, path: annotationPath(PD_PROTOCOL_ANNOTATION) },
       );
   }
   const role = roleOf(labels);
@@ -58,6 +78,7 @@ export function checkPdEngine(
       'pd-role-missing',
       `this engine is a ${inferred} engine (by its labels or arguments), but the router reads roles from ${ROLE_LABEL} only: it counts this one as serving whole requests and sends them to it`,
       `label the pod template ${ROLE_LABEL}: ${inferred}`,
+      TEMPLATE_LABELS,
     );
   }
   if (role === 'decode' || (role === 'both' && inferred === 'decode')) {
@@ -69,12 +90,17 @@ export function checkPdEngine(
         'pd-decode-probed-through-sidecar',
         `the router sends this decode pod's traffic to sidecar ${sidecar.name ?? '(unnamed)'} on port ${traffic}, and probes it there too: it sees the sidecar, not whether the engine on ${enginePort} has loaded the model`,
         `annotate the pod template ${PROBE_PORT_ANNOTATION}: "${enginePort}" so the router probes the engine itself`,
+        { of: 'template', path: ['metadata', 'annotations'] },
       );
     } else if (probePort !== undefined && probePort !== enginePort) {
       report(
         'probe-port-mismatch',
         `${PROBE_PORT_ANNOTATION} is ${probePort}, but the engine listens on ${enginePort}: the router probes the wrong port`,
         `set ${PROBE_PORT_ANNOTATION} to "${enginePort}"`,
+        {
+          of: template.metadata?.annotations?.[PROBE_PORT_ANNOTATION] !== undefined ? 'template' : 'object',
+          path: annotationPath(PROBE_PORT_ANNOTATION),
+        },
       );
     }
   }
@@ -96,6 +122,7 @@ export function checkPdModels(workloads: readonly PdWorkload[]): void {
         'pd-role-missing',
         `another workload of ${JSON.stringify(model)} is labelled ${ROLE_LABEL}: ${pd[0]?.role}; this one has no role, so the router counts it as serving whole requests`,
         `label its pod template ${ROLE_LABEL} (prefill, decode, or prefill-decode if it is meant to serve whole requests)`,
+        TEMPLATE_LABELS,
       );
     }
     if (ws.some((w) => w.role === 'decode' || w.role === 'both')) continue;
@@ -104,6 +131,7 @@ export function checkPdModels(workloads: readonly PdWorkload[]): void {
         'pd-prefill-without-decode',
         `${JSON.stringify(model)} has this prefill workload and no decode workload: the router can serve none of its requests (a prefill engine does not decode)`,
         `add a workload of ${JSON.stringify(model)} labelled ${ROLE_LABEL}: decode (or lint it together with this one)`,
+        TEMPLATE_LABELS,
       );
     }
   }

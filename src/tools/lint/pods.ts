@@ -1,7 +1,7 @@
 // What the linter knows about a pod (template): which container runs the inference engine, which is the
 // `llm-router probe` sidecar, which are other sidecars (a P/D routing proxy), and on which ports each listens.
 import { containerWords, portFromArgs, type ContainerLike } from '../../router/discovery/kubernetes/model-names.js';
-import type { KubeObject } from './load.js';
+import type { KubeObject, NodePath } from './load.js';
 import type { EngineKind } from '../../router/core/engine.js';
 
 /** The engines lint knows the command lines and ports of (an OpenAI-compatible service has no known shape). */
@@ -35,32 +35,49 @@ export interface PodTemplate {
   readonly spec?: { readonly containers?: readonly ContainerSpec[]; readonly initContainers?: readonly ContainerSpec[] };
 }
 
-/** The pod templates of an object: a Pod itself, a workload's template, both templates of a LeaderWorkerSet. */
-export function podTemplates(object: KubeObject): { where: string; template: PodTemplate }[] {
+/**
+ * The pod templates of an object: a Pod itself, a workload's template, both templates of a LeaderWorkerSet; `path`:
+ * where the template is in the object.
+ */
+export function podTemplates(object: KubeObject): { where: string; template: PodTemplate; path: NodePath }[] {
   const spec = (object.spec ?? {}) as Record<string, unknown>;
   switch (object.kind) {
     case 'Pod':
-      return [{ where: '', template: object as PodTemplate }];
+      return [{ where: '', template: object as PodTemplate, path: [] }];
     case 'Deployment':
     case 'StatefulSet':
     case 'ReplicaSet':
     case 'DaemonSet':
     case 'Job':
-      return spec.template ? [{ where: '', template: spec.template as PodTemplate }] : [];
+      return spec.template ? [{ where: '', template: spec.template as PodTemplate, path: ['spec', 'template'] }] : [];
     case 'CronJob': {
       const job = (spec.jobTemplate as { spec?: { template?: PodTemplate } } | undefined)?.spec?.template;
-      return job ? [{ where: '', template: job }] : [];
+      return job ? [{ where: '', template: job, path: ['spec', 'jobTemplate', 'spec', 'template'] }] : [];
     }
     case 'LeaderWorkerSet': {
       const lwt = (spec.leaderWorkerTemplate ?? {}) as { leaderTemplate?: PodTemplate; workerTemplate?: PodTemplate };
-      const out: { where: string; template: PodTemplate }[] = [];
-      if (lwt.leaderTemplate) out.push({ where: 'leader', template: lwt.leaderTemplate });
-      if (lwt.workerTemplate) out.push({ where: lwt.leaderTemplate ? 'worker' : '', template: lwt.workerTemplate });
+      const out: { where: string; template: PodTemplate; path: NodePath }[] = [];
+      const at = (key: string): NodePath => ['spec', 'leaderWorkerTemplate', key];
+      if (lwt.leaderTemplate) out.push({ where: 'leader', template: lwt.leaderTemplate, path: at('leaderTemplate') });
+      if (lwt.workerTemplate)
+        out.push({ where: lwt.leaderTemplate ? 'worker' : '', template: lwt.workerTemplate, path: at('workerTemplate') });
       return out;
     }
     default:
       return [];
   }
+}
+
+/** Where a container is in its pod template: spec.containers[i], or spec.initContainers[i] (a native sidecar). */
+export function containerPath(template: PodTemplate, c: ContainerSpec): NodePath {
+  const i = template.spec?.containers?.indexOf(c) ?? -1;
+  if (i >= 0) return ['spec', 'containers', i];
+  return ['spec', 'initContainers', template.spec?.initContainers?.indexOf(c) ?? 0];
+}
+
+/** The key of a container's arguments as written: `args`, else `command` (a shell line), else `args` (absent). */
+export function argsKey(c: ContainerSpec): 'args' | 'command' {
+  return c.args === undefined && c.command !== undefined ? 'command' : 'args';
 }
 
 export const WORKLOAD_KINDS = new Set(['Deployment', 'StatefulSet', 'LeaderWorkerSet']);

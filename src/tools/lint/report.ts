@@ -23,7 +23,7 @@ export function formatText(findings: readonly Finding[], summary: Summary): stri
   const lines: string[] = [];
   for (const f of findings) {
     lines.push(
-      `${f.file}:${f.line}: ${f.severity} ${f.rule}: ${f.object}${f.namespace ? ` in ${f.namespace}` : ''}, container ${f.container}`,
+      `${f.file}:${f.line}:${f.column}: ${f.severity} ${f.rule}: ${f.object}${f.namespace ? ` in ${f.namespace}` : ''}, container ${f.container}`,
     );
     lines.push(`    why: ${f.why}`);
     lines.push(`    fix: ${f.fix}`);

@@ -2,8 +2,10 @@
 // loads, probes the wrong process, hides the model from the router, or keeps the router from loading its LoRA
 // adapters. Pure: objects in, findings out.
 import { containerWords, declaredModelNames, namesFromArgs, MODELS_ANNOTATION } from '../../router/discovery/kubernetes/model-names.js';
-import type { KubeObject, LoadedObject } from './load.js';
+import type { KubeObject, LoadedObject, NodePath } from './load.js';
 import {
+  argsKey,
+  containerPath,
   describeProbe,
   engineKind,
   enginePort,
@@ -20,7 +22,7 @@ import {
   type ProbeSpec,
 } from './pods.js';
 import { matches, parseSelector, type Requirement } from './selector.js';
-import { checkPdEngine, checkPdModels, type PdWorkload, type Report } from './pd-rules.js';
+import { checkPdEngine, checkPdModels, type PdWorkload, type Place, type Report } from './pd-rules.js';
 import { checkLoraEngine, checkLoraNames, type LoraWorkload } from './lora-rules.js';
 import { checkKvEngine, DEFAULT_KV_EVENTS_PORT, routerContainers, routerSetting, subscribedPort } from './kv-rules.js';
 
@@ -129,7 +131,9 @@ const SEVERITY = new Map(RULES.map((r) => [r.id, r.severity]));
 
 export interface Finding {
   readonly file: string;
+  /** where the node the finding is about is written (a probe, its port, a label, the arguments), 1-based */
   readonly line: number;
+  readonly column: number;
   /** Kind/name, e.g. Deployment/llama */
   readonly object: string;
   readonly namespace?: string;
@@ -235,14 +239,36 @@ interface Context {
   readonly object: KubeObject;
   readonly objectName: string;
   readonly template: PodTemplate;
+  /** where the pod template is in the object */
+  readonly templatePath: NodePath;
   readonly opts: LintOptions;
   readonly findings: Finding[];
 }
 
-function report(ctx: Context, container: string, rule: string, why: string, fix: string): void {
+/** A node of container `c` of the context's pod template, as a path from the object's root. */
+function inContainer(ctx: Context, c: ContainerSpec, ...rest: NodePath): NodePath {
+  return [...ctx.templatePath, ...containerPath(ctx.template, c), ...rest];
+}
+
+/** A place a P/D, LoRA or KV rule names, as a path from the object's root. */
+function placed(ctx: Context, engine: ContainerSpec, at: Place | undefined): NodePath {
+  if (at === undefined || at.of === 'engine') return inContainer(ctx, engine, ...(at?.path ?? []));
+  return at.of === 'template' ? [...ctx.templatePath, ...at.path] : at.path;
+}
+
+/** Where a probe's field is: the port (httpGet, tcpSocket or grpc) or the path (httpGet), else the probe itself. */
+function probeField(probe: ProbeSpec, which: ProbeName, field: 'port' | 'path'): NodePath {
+  if (field === 'path' && probe.httpGet) return [which, 'httpGet', 'path'];
+  for (const handler of ['httpGet', 'tcpSocket', 'grpc'] as const) if (probe[handler]) return [which, handler, field];
+  return probe.exec ? [which, 'exec', 'command'] : [which];
+}
+
+function report(ctx: Context, container: string, rule: string, why: string, fix: string, at: NodePath): void {
+  const { line, column } = ctx.loaded.position(at);
   ctx.findings.push({
     file: ctx.loaded.file,
-    line: ctx.loaded.line,
+    line,
+    column,
     object: ctx.objectName,
     ...(ctx.object.metadata?.namespace ? { namespace: ctx.object.metadata.namespace } : {}),
     container,
@@ -287,6 +313,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
         'probe-port-mismatch',
         `${which} uses the port name ${JSON.stringify(named)}, which this container does not declare; the kubelet cannot resolve it`,
         `use port ${listen.port} (the engine's port, from ${listen.from}) or declare the named port on the container`,
+        inContainer(ctx, engine, ...probeField(probe, which, 'port')),
       );
       continue;
     }
@@ -298,6 +325,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
           'probe-on-health',
           `${what} asks vLLM's /health, which answers 200 before the model is served`,
           modelAwareFix(which, kind, listen.port, probeSidecars.length > 0),
+          inContainer(ctx, engine, which, 'exec', 'command'),
         );
       }
       continue;
@@ -312,6 +340,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
           'probe-on-health',
           `${what} asks the probe sidecar's /live, which is 200 while the engine answers at all, loaded or not`,
           `use path /ready on port ${port}: it is 200 only when the engine lists the model`,
+          inContainer(ctx, engine, ...probeField(probe, which, 'path')),
         );
       }
       const target = probeSidecarEnginePort(viaProbeSidecar);
@@ -322,6 +351,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
           'probe-port-mismatch',
           `the llm-router probe sidecar checks port ${target ?? '(unparsable --engine-url)'}, but engine ${name} listens on ${listen.port} (from ${listen.from})`,
           `set --engine-url http://127.0.0.1:${listen.port} on the probe sidecar`,
+          inContainer(ctx, viaProbeSidecar, argsKey(viaProbeSidecar)),
         );
       }
       continue;
@@ -335,6 +365,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
           'probe-on-sidecar-port',
           `${what} reaches sidecar ${sidecar.name ?? '(unnamed)'}, not the engine: a routing proxy answers /health 200 whether or not the engine behind it has loaded (or never becomes ready at all)`,
           `probe the engine's own port ${listen.port} (from ${listen.from}) with a model-aware check`,
+          inContainer(ctx, engine, ...probeField(probe, which, 'port')),
         );
       } else {
         report(
@@ -343,6 +374,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
           'probe-port-mismatch',
           `${what} goes to port ${port}${sidecar ? ` (sidecar ${sidecar.name ?? '(unnamed)'})` : ''}, but the engine listens on ${listen.port} (from ${listen.from})`,
           `set the ${which} port to ${listen.port}`,
+          inContainer(ctx, engine, ...probeField(probe, which, 'port')),
         );
       }
       continue;
@@ -360,6 +392,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
         'probe-on-health',
         `${what} is answered by vLLM's HTTP server whether or not the model is listed, ${harm}`,
         modelAwareFix(which, kind, listen.port, probeSidecars.length > 0),
+        inContainer(ctx, engine, ...(probe.tcpSocket ? [which, 'tcpSocket'] : probeField(probe, which, 'path'))),
       );
     }
   }
@@ -375,6 +408,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
         'startup-budget-too-short',
         `startupProbe allows ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the kubelet restarts the container before the model has loaded, in a loop`,
         `set startupProbe.failureThreshold to ${failuresFor(load.seconds, startup)} (2 x ${load.seconds} s at periodSeconds ${startup.periodSeconds ?? PROBE_DEFAULTS.periodSeconds})`,
+        inContainer(ctx, engine, 'startupProbe', 'failureThreshold'),
       );
     }
   } else if (liveness) {
@@ -386,6 +420,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
         'no-startup-probe',
         `no startupProbe, and livenessProbe gives up after ${b.text}, less than the expected load time of ${load.seconds} s (${load.from}): the pod is killed while it loads`,
         `add a startupProbe on the model-aware endpoint with failureThreshold x periodSeconds >= ${2 * load.seconds} s; keep liveness on /health`,
+        inContainer(ctx, engine, 'livenessProbe'),
       );
     }
   }
@@ -396,6 +431,7 @@ function checkEngine(ctx: Context, engine: ContainerSpec, kind: ManifestEngineKi
       'no-readiness-probe',
       'no readinessProbe: the pod counts as Ready (and receives Service traffic) as soon as the container starts, long before the model is loaded',
       modelAwareFix('readinessProbe', kind, listen.port, probeSidecars.length > 0),
+      inContainer(ctx, engine),
     );
   }
 }
@@ -423,6 +459,7 @@ function checkModelName(ctx: Context, engine: ContainerSpec): void {
       'missing-served-model-name',
       `the router names this model ${JSON.stringify(fromArgs[0])}, the path the engine loads: clients must send exactly that, and moving the weights renames the model`,
       `add --served-model-name <name> to the engine's arguments, or annotate the workload ${MODELS_ANNOTATION}: <name>`,
+      inContainer(ctx, engine, argsKey(engine)),
     );
   } else {
     report(
@@ -431,6 +468,7 @@ function checkModelName(ctx: Context, engine: ContainerSpec): void {
       'missing-served-model-name',
       'the router cannot tell which model this engine serves: no annotation, no model label, no model in the arguments',
       `annotate the workload ${MODELS_ANNOTATION}: <name>, or pass --served-model-name <name> to the engine`,
+      inContainer(ctx, engine),
     );
   }
 }
@@ -446,6 +484,7 @@ function checkSelector(ctx: Context, engine: ContainerSpec, router: RouterView):
       'selector-mismatch',
       `the router watches namespace ${router.namespace}; this workload is in ${ns}, so its model is unknown there (404)`,
       `run a router in ${ns}, or set its --k8s-namespace ${ns}`,
+      ['metadata', 'namespace'],
     );
     return;
   }
@@ -458,6 +497,7 @@ function checkSelector(ctx: Context, engine: ContainerSpec, router: RouterView):
       'selector-mismatch',
       `the ${kind}'s own labels do not match the router's selector ${JSON.stringify(router.selectorText)}: at zero replicas its model is unknown (404) instead of scaled-to-zero (503)`,
       `add labels matching ${JSON.stringify(router.selectorText)} to the ${kind}'s metadata.labels`,
+      ['metadata', 'labels'],
     );
   }
   if (!matches(router.selector, podLabels)) {
@@ -467,11 +507,12 @@ function checkSelector(ctx: Context, engine: ContainerSpec, router: RouterView):
       'selector-mismatch',
       `the pod labels do not match the router's selector ${JSON.stringify(router.selectorText)}: its pods never become endpoints`,
       `add labels matching ${JSON.stringify(router.selectorText)} to the pod template`,
+      [...ctx.templatePath, 'metadata', 'labels'],
     );
   }
 }
 
-/** Lints every object; findings are in input order. */
+/** Lints every object; findings are in the order they are written (file, line, column). */
 export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions = {}): Finding[] {
   const findings: Finding[] = [];
   const router = routerView(objects, opts);
@@ -481,9 +522,9 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
     const { object } = loaded;
     // the model name and the selector belong to the workload: checked once, on its first engine container
     let first = true;
-    for (const { where, template } of podTemplates(object)) {
+    for (const { where, template, path: templatePath } of podTemplates(object)) {
       const objectName = `${object.kind}/${object.metadata?.name ?? '(unnamed)'}${where ? ` (${where})` : ''}`;
-      const ctx: Context = { loaded, object, objectName, template, opts, findings };
+      const ctx: Context = { loaded, object, objectName, template, templatePath, opts, findings };
       const containers = template.spec?.containers ?? [];
       const nativeSidecars = (template.spec?.initContainers ?? []).filter((c) => c.restartPolicy === 'Always');
       for (const c of containers) {
@@ -496,7 +537,7 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
           checkSelector(ctx, c, router);
           const sidecars = others.filter((o) => !isProbeSidecar(o));
           const port = enginePort(c, kind, podRole(template, c), sidecars.length > 0).port;
-          const toReport: Report = (rule, why, fix) => report(ctx, c.name ?? '(unnamed)', rule, why, fix);
+          const toReport: Report = (rule, why, fix, at) => report(ctx, c.name ?? '(unnamed)', rule, why, fix, placed(ctx, c, at));
           const pd = checkPdEngine(object, template, c, sidecars, port, opts.modelLabel ?? 'model', toReport);
           // a Pod a workload owns is counted through its workload
           if (pd && !(object.kind === 'Pod' && object.metadata?.ownerReferences?.length)) workloads.push(pd);
@@ -519,5 +560,8 @@ export function lintObjects(objects: readonly LoadedObject[], opts: LintOptions 
   }
   checkPdModels(workloads);
   checkLoraNames(loraWorkloads, new Set(workloads.flatMap((w) => w.models)));
-  return findings;
+  // in the order they are written: by file (in input order), line and column
+  const fileOrder = new Map<string, number>();
+  for (const { file } of objects) if (!fileOrder.has(file)) fileOrder.set(file, fileOrder.size);
+  return findings.sort((a, b) => (fileOrder.get(a.file) ?? 0) - (fileOrder.get(b.file) ?? 0) || a.line - b.line || a.column - b.column);
 }

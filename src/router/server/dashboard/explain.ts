@@ -57,6 +57,9 @@ export function explainModel(m: ModelView, endpoints: readonly Endpoint[], facts
       return `${plural(coming.length, 'endpoint')} coming up; ${first.url} is ${first.state}: ${probeOf(first)}${waiting}`;
     }
     case 'unavailable': {
+      const renamed = live.find((e) => e.servesInstead !== undefined);
+      if (renamed?.servesInstead)
+        return `${renamed.url} serves ${renamed.servesInstead.map((n) => JSON.stringify(n)).join(', ')}, not ${JSON.stringify(m.aliasOf ?? m.id)}: declare that name or an alias${waiting}`;
       const failed = live.find((e) => e.state === 'failed');
       if (failed) return `every endpoint failed; ${failed.url}: ${failed.lastError ?? probeOf(failed)}${waiting}`;
       return `only draining endpoints are left, and no source declares it${waiting}`;

@@ -11,7 +11,6 @@ import type { Scaling } from '../../scaling/index.js';
 import type { WorkerLink } from '../../util/ipc.js';
 import type { Logger } from '../../util/log.js';
 import type { Route } from '../routes.js';
-import { DemandRate } from './demand-rate.js';
 import { DashboardPage } from './page.js';
 import { TimelineRecorder } from './recorder.js';
 import { EventStream, STREAM_DEFAULTS, type StreamOptions } from './stream.js';
@@ -64,7 +63,6 @@ export class Dashboard {
       catalog: o.catalog,
       scaling: o.scaling,
       demandView: o.demandView,
-      rate: new DemandRate(),
       recorder: this.recorder,
       instance: o.instance,
       statsIntervalMs: o.statsIntervalMs,

@@ -10,7 +10,7 @@ import type { Timeline, TimelineEvent } from './timeline.js';
 import type { DashboardState } from './view.js';
 
 export interface StreamOptions {
-  /** how often the state is recomputed (and the demand rate sampled) while a client is connected */
+  /** how often the state is recomputed while a client is connected */
   readonly tickMs: number;
   /** a comment line after this long without a message, so proxies and the browser keep the connection */
   readonly heartbeatMs: number;
@@ -31,8 +31,8 @@ export const STREAM_DEFAULTS: StreamOptions = {
 };
 
 export interface StateSource {
-  /** the present state; `sample`: also a sample for the demand rate (once per tick) */
-  state(sample: boolean): Promise<DashboardState>;
+  /** the present state */
+  state(): Promise<DashboardState>;
 }
 
 /** how long EventSource waits before reconnecting, ms */
@@ -41,7 +41,7 @@ const RECONNECT_MS = 2_000;
 export class EventStream {
   private readonly clients = new Set<ServerResponse>();
   /** streams admitted and not yet in `clients` (their first state is being computed): they count against the cap */
-  private reserved = 0;
+  private readonly starting = new Set<ServerResponse>();
   private lastState = '';
   private tick: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -70,6 +70,9 @@ export class EventStream {
     this.idle();
     for (const res of this.clients) res.end();
     this.clients.clear();
+    // streams still computing their first state (which may wait on the other workers) end now too
+    for (const res of this.starting) res.end();
+    this.starting.clear();
   }
 
   get connected(): number {
@@ -80,7 +83,7 @@ export class EventStream {
     if (this.stopped) return sendError(res, errors.shuttingDown());
     // the slot is taken here, before any await: connects that arrive together cannot pass the cap between the check
     // and the stream's start
-    if (this.clients.size + this.reserved >= this.opts.maxClients) return sendError(res, errors.tooManyStreams(this.opts.maxClients));
+    if (this.clients.size + this.starting.size >= this.opts.maxClients) return sendError(res, errors.tooManyStreams(this.opts.maxClients));
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
@@ -91,14 +94,18 @@ export class EventStream {
       res.end();
       return;
     }
-    this.reserved++;
+    this.starting.add(res);
     let state: DashboardState;
     try {
-      state = await this.source.state(false);
+      state = await this.source.state();
     } finally {
-      this.reserved--;
+      this.starting.delete(res);
     }
-    if (res.destroyed || this.stopped) return;
+    if (res.destroyed || res.writableEnded) return;
+    if (this.stopped) {
+      res.end();
+      return;
+    }
     const snapshot = { state, timeline: this.timeline.recent(this.opts.snapshotEvents) };
     res.write(`retry: ${RECONNECT_MS}\n\n`);
     this.clients.add(res);
@@ -114,7 +121,7 @@ export class EventStream {
 
   private busy(): void {
     if (this.tick || this.stopped) return;
-    this.tick = setInterval(() => void this.refresh(true), this.opts.tickMs);
+    this.tick = setInterval(() => void this.refresh(), this.opts.tickMs);
     this.heartbeat = setInterval(() => this.broadcast(': heartbeat\n\n'), this.opts.heartbeatMs);
   }
 
@@ -129,18 +136,18 @@ export class EventStream {
   private onEvent(e: TimelineEvent): void {
     if (this.clients.size === 0) return;
     this.broadcast(frame('timeline', JSON.stringify(e)));
-    void this.refresh(false);
+    void this.refresh();
   }
 
   /** Recomputes the state and sends it if anything in it changed; concurrent calls run once more, not in parallel. */
-  private async refresh(sample: boolean): Promise<void> {
+  private async refresh(): Promise<void> {
     if (this.refreshing) {
       this.refreshAgain = true;
       return;
     }
     this.refreshing = true;
     try {
-      const state = await this.source.state(sample);
+      const state = await this.source.state();
       // `at` moves on every call: only a change of anything else is news
       const { at: _at, ...rest } = state;
       const key = JSON.stringify(rest);
@@ -154,7 +161,7 @@ export class EventStream {
       this.refreshing = false;
       if (this.refreshAgain) {
         this.refreshAgain = false;
-        void this.refresh(false);
+        void this.refresh();
       }
     }
   }

@@ -7,7 +7,6 @@ import type { ModelState, ModelView, RoleCount } from '../../core/model.js';
 import type { DemandView } from '../../scaling/demand-view.js';
 import type { Scaling } from '../../scaling/index.js';
 import { endpointView, type EndpointView } from '../admin.js';
-import type { DemandRate } from './demand-rate.js';
 import { explainModel } from './explain.js';
 import type { TimelineRecorder } from './recorder.js';
 import { kvState, type KvDecisionTally, type KvState, type KvStatusReader } from './kv-view.js';
@@ -45,7 +44,7 @@ export interface ModelRow {
   readonly queued: number;
   /** its pool's saturation as flow control reads it (1 or more: saturated); null without --flow-control */
   readonly saturation: number | null;
-  /** requests per minute over the last minute; null until two samples a few seconds apart */
+  /** requests that arrived in the last minute (the router's own record, every worker); null from a router that predates it */
   readonly demandPerMinute: number | null;
   /** what a client is told to wait now (503 Retry-After), null when the model is ready */
   readonly retryAfterSeconds: number | null;
@@ -90,7 +89,6 @@ export interface ViewSources {
   readonly catalog: ModelCatalog;
   readonly scaling: Scaling;
   readonly demandView: DemandView;
-  readonly rate: DemandRate;
   readonly recorder: TimelineRecorder;
   readonly instance: InstanceInfo;
   readonly statsIntervalMs: number;
@@ -121,11 +119,10 @@ export class DashboardView {
     return status ? { baseStatus: status } : {};
   }
 
-  /** The present state; `sample` adds the instance's demand to the rate's samples. */
-  async state(sample: boolean): Promise<DashboardState> {
-    const { catalog, scaling, rate, recorder } = this.s;
+  /** The present state. */
+  async state(): Promise<DashboardState> {
+    const { catalog, scaling, recorder } = this.s;
     const demand = await this.s.demandView.instance();
-    if (sample) rate.add(demand);
     const now = Date.now();
     const endpoints = catalog.endpoints();
     const aliases = new Map<string, string[]>();
@@ -155,7 +152,7 @@ export class DashboardView {
           oldestHeldSeconds: d?.oldestHeldAt ? Math.max(0, (demand.at - d.oldestHeldAt) / 1000) : 0,
           queued: d?.queued ?? 0,
           saturation: flow === undefined ? null : Math.round(flow.saturation(m.adapter?.parent ?? m.id) * 100) / 100,
-          demandPerMinute: rate.perMinute(m.id),
+          demandPerMinute: d === undefined ? 0 : (d.lastMinute ?? null),
           retryAfterSeconds: m.status === 'ready' ? null : scaling.coldStart.retryAfterSeconds(m.id),
           holdSeconds: scaling.hold.waitMs(m.id) / 1000,
           wakeStalled: stalled,
