@@ -30,19 +30,32 @@ async function blocksOn(router: Running): Promise<Map<string, number>> {
   return new Map(body.endpoints.map((e) => [e.url, e.kvEvents?.connected ? e.kvEvents.blocks : -1]));
 }
 
-/** Engines A and B publishing KV-cache events (with `extra` simulator flags), and `replicas` kvaware routers following both. */
-async function twoEngines(extra: readonly string[], replicas: number): Promise<{ a: Running; b: Running; routers: Running[] }> {
-  const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', ...extra];
-  const a = await startSim([...simArgs, '--id', 'A']);
-  const b = await startSim([...simArgs, '--id', 'B']);
-  const routers: Running[] = [];
-  for (let i = 0; i < replicas; i++) routers.push(await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)]));
-  for (const r of routers)
-    await eventually(
-      'both engines ready and their event streams connected',
-      () => blocksOn(r),
-      (m) => m.get(a.url) === 0 && m.get(b.url) === 0,
-    );
+/**
+ * Engines A and B publishing KV-cache events (with `extra` simulator flags, B with `extraB` if given), and `replicas`
+ * kvaware routers following both.
+ * `first`, if given, is run on the engines before the routers start (the routers then learn its blocks from the replay on
+ * joining, and are waited for only until their event streams are connected); else both engines are empty.
+ */
+async function twoEngines(
+  extra: readonly string[],
+  replicas: number,
+  opts: { extraB?: readonly string[]; first?: (a: Running, b: Running) => void } = {},
+): Promise<{ a: Running; b: Running; routers: Running[] }> {
+  const { first, extraB = extra } = opts;
+  const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0'];
+  const [a, b] = await Promise.all([startSim([...simArgs, ...extra, '--id', 'A']), startSim([...simArgs, ...extraB, '--id', 'B'])]);
+  first?.(a, b);
+  const empty = first === undefined ? 0 : -1;
+  const routers = await Promise.all(Array.from({ length: replicas }, () => startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)])));
+  await Promise.all(
+    routers.map((r) =>
+      eventually(
+        'both engines ready and their event streams connected',
+        () => blocksOn(r),
+        (m) => (empty === 0 ? m.get(a.url) === 0 && m.get(b.url) === 0 : (m.get(a.url) ?? -1) >= 0 && (m.get(b.url) ?? -1) >= 0),
+      ),
+    ),
+  );
   return { a, b, routers };
 }
 
@@ -123,8 +136,7 @@ describe('kvaware: a router replica started after the engines cached prompts', {
 
   before(async () => {
     const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '1000'];
-    x = await startSim([...simArgs, '--id', 'X']);
-    y = await startSim([...simArgs, '--id', 'Y']);
+    [x, y] = await Promise.all([startSim([...simArgs, '--id', 'X']), startSim([...simArgs, '--id', 'Y'])]);
   });
   after(stopAll);
 
@@ -161,9 +173,10 @@ describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, ()
   let router: Running;
 
   before(async () => {
-    sim = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'A']);
     // a second engine: with one candidate there is nothing to decide and nothing is tokenized
-    const other = await startSim(['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--id', 'B']);
+    const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0'];
+    const [one, other] = await Promise.all([startSim([...simArgs, '--id', 'A']), startSim([...simArgs, '--id', 'B'])]);
+    sim = one;
     router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim, other], MODEL)]);
     await eventually(
       'the event stream connected',
@@ -242,20 +255,30 @@ interface KvPart {
 describe("kvaware in tokens: the holder's queued prefills against computing elsewhere", { timeout: 90_000 }, () => {
   let a: Running;
   let router: Running;
+  const doc = words('doc', 300);
 
   before(async () => {
-    // 20 ms a token the cache does not hold: a 100-token question keeps its prefill (and the router's count of it)
-    // open for 2 s, far longer than sending a dozen requests takes on a busy machine
-    const started = await twoEngines(['--prefill-ms-per-token', '20'], 1);
+    // 20 ms a token the cache does not hold on A: a 100-token question keeps its prefill (and the router's count of it)
+    // open for 2 s, far longer than sending a dozen requests takes on a busy machine. B at 5 ms a token holds a
+    // question (400 tokens to compute there) as long: the router weighs tokens, not the engines' speeds. The document
+    // is cached on A only, before the router starts (A's prefill of 300 tokens takes 6 s: sent without waiting, its
+    // blocks are cached at once, and the router learns them from A's replay on joining)
+    const started = await twoEngines(['--prefill-ms-per-token', '20'], 1, {
+      extraB: ['--prefill-ms-per-token', '5'],
+      first: (engine) => {
+        // its answer is not waited for (nor asserted): it may still be prefilling when the engines are stopped
+        void call(`${engine.url}/v1/completions`, {
+          body: JSON.stringify({ model: MODEL, prompt: doc, max_tokens: 1 }),
+          timeoutMs: 30_000,
+        }).catch(() => undefined);
+      },
+    });
     a = started.a;
     router = started.routers[0] as Running;
   });
   after(stopAll);
 
   test('a document cached on A: its questions go to A until the prefills queued there cost more than computing it on B', async () => {
-    const doc = words('doc', 300);
-    // cached on A only (the sim's prefill of 300 tokens takes 6 s: sent straight to it once, without waiting)
-    const warm = call(`${a.url}/v1/completions`, { body: JSON.stringify({ model: MODEL, prompt: doc, max_tokens: 1 }), timeoutMs: 30_000 });
     await eventually(
       "A's blocks of the document indexed",
       () => blocksOn(router),
@@ -272,7 +295,6 @@ describe("kvaware in tokens: the holder's queued prefills against computing else
         }),
       ),
     );
-    await warm;
     const by = asked.map((r) => String(r.headers['x-sim-engine']));
     const onA = by.filter((e) => e === 'A').length;
     assert.ok(onA >= 8 && onA <= 14, `A took ${onA} of 16: ${by.join(',')}`);

@@ -78,9 +78,12 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
 
   before(async () => {
     receiver = await startOtlpReceiver();
-    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-a', '--otel-endpoint', receiver.address]);
     // a second engine: kvaware tokenizes only where there is a choice to make
-    simB = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', 'sim-b', '--otel-endpoint', receiver.address]);
+    [sim, simB] = await Promise.all(
+      ['sim-a', 'sim-b'].map((id) =>
+        startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', id, '--otel-endpoint', receiver.address]),
+      ),
+    );
     router = await startRouter(
       [
         '--static-backends',
@@ -255,17 +258,15 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     await loraSim.stop();
   });
 
-  test('a failover: one CLIENT span per attempt, numbered, each engine continuing its own, and a failover event', async () => {
-    const [busy, good] = await Promise.all([
-      startSim(['--model', 'fo-model', '--id', 'busy', '--ttft-ms', '1', '--itl-ms', '1']),
-      startSim(['--model', 'fo-model', '--id', 'good', '--ttft-ms', '1', '--itl-ms', '1']),
-    ]);
+  test('a failover: one CLIENT span per attempt, numbered, each engine continuing its own, and a failover event', async (t) => {
+    // the two engines of this describe, behind a router of its own (not kvaware): sim-a answers 503 for this test
+    const [busy, good] = [sim, simB];
     const foRouter = await startRouter(
       [
         '--static-backends',
         `${busy.url},${good.url}`,
         '--static-models',
-        'fo-model,fo-model',
+        `${MODEL},${MODEL}`,
         '--otel-endpoint',
         receiver.address,
         ...FAST_PROBES,
@@ -275,16 +276,17 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     await allReady(foRouter.url, 2);
     // the engine's own 503 (back-pressure): retried on the other endpoint, and no mark against its health
     await setFault(busy.url, { mode: 'overloaded' });
+    t.after(() => setFault(busy.url, { mode: 'none' }));
     const traces: string[] = [];
     for (let i = 0; i < 4; i++) {
       const client = clientContext();
       traces.push(client.traceId);
       const res = await call(`${foRouter.url}/v1/chat/completions`, {
-        body: JSON.stringify({ model: 'fo-model', messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
         headers: { traceparent: client.traceparent },
       });
       assert.equal(res.status, 200, res.text);
-      assert.equal(res.headers['x-sim-engine'], 'good');
+      assert.equal(res.headers['x-sim-engine'], 'sim-b');
     }
     const engines = await eventually(
       'a trace with two attempts',
@@ -309,7 +311,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     const traceId = first.traceId;
     const server = await eventually(
       'the request span',
-      () => receiver.spans.find((s) => s.traceId === traceId && s.kind === SPAN_KIND.server),
+      () => receiver.spans.find((s) => s.traceId === traceId && s.kind === SPAN_KIND.server && s.resource['service.name'] !== SIM_SERVICE),
       (x) => x !== undefined,
       15_000,
     );
@@ -336,7 +338,13 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
       (t) => parseTraceparent(t.traceparent).traceId === traceId,
     );
     assert.ok(seen.length > 0 && seen.every((t) => !parseTraceparent(t.traceparent).sampled), JSON.stringify(seen));
-    await new Promise((r) => setTimeout(r, 500));
+    // a sampled request after it: once its request span is exported, any span of the unsampled one would have been too
+    const later = clientContext();
+    assert.equal(
+      (await call(`${router.url}/v1/chat/completions`, { body: chatBody('later'), headers: { traceparent: later.traceparent } })).status,
+      200,
+    );
+    await spansOf(receiver, later.traceId, (s) => s.some((x) => x.kind === SPAN_KIND.server && x.resource['service.name'] === SERVICE));
     assert.equal(receiver.spans.filter((s) => s.traceId === traceId).length, 0);
   });
 });
@@ -346,13 +354,16 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
   let prefill: Running;
   let decode: Running;
   let pdRouter: Running;
+  let loading: Running;
 
   before(async () => {
     receiver = await startOtlpReceiver();
     const pdArgs = ['--model', MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '1', '--itl-ms', '1'];
-    [prefill, decode] = await Promise.all([
+    [prefill, decode, loading] = await Promise.all([
       startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim']),
       startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+      // the held request's engine (a router of its own)
+      startSim(['--model', 'cold-model', '--ttft-ms', '1', '--itl-ms', '1']),
     ]);
     pdRouter = await startRouter(
       [
@@ -412,7 +423,6 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
 
   test('a held request: the hold span covers the wait for the engine to load', async () => {
     // the engine loads until the test ends its load, once the router holds the request: no race with a load timer
-    const loading = await startSim(['--model', 'cold-model', '--ttft-ms', '1', '--itl-ms', '1']);
     await setFault(loading.url, { mode: 'loading' });
     const router = await startRouter(
       [
@@ -468,6 +478,12 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
 });
 
 describe('tracing: TLS to the collector, a collector that is down, --workers', () => {
+  /** one engine for every router of this describe (each test starts its own router and collector) */
+  let sim: Running;
+
+  before(async () => {
+    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+  });
   after(async () => {
     await stopAll();
   });
@@ -479,7 +495,6 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     const cert = ca.sign('collector', '127.0.0.1', 'subjectAltName=IP:127.0.0.1');
     const receiver = await startOtlpReceiver({ tls: { cert: cert.cert, key: cert.key } });
     try {
-      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
       const router = await startRouter(
         ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', receiver.address, '--otel-secure', ...FAST_PROBES],
         { ...FAST_EXPORT, OTEL_EXPORTER_OTLP_CERTIFICATE: ca.caFile },
@@ -511,7 +526,6 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
     await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
     try {
       const port = (collector.address() as AddressInfo).port;
-      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
       const router = await startRouter(
         [
           '--static-backends',
@@ -551,7 +565,6 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
   test('stopping flushes the spans still queued', async () => {
     const receiver = await startOtlpReceiver();
     try {
-      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
       // batches every 60 s: only the shutdown's flush can send this request's spans in time
       const router = await startRouter(
         ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', receiver.address, ...FAST_PROBES],
@@ -574,7 +587,6 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
 
   test('a collector that is down: requests are answered as always, the drop counter rises', async () => {
     const down = await freePort();
-    const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
     const router = await startRouter(
       ['--static-backends', sim.url, '--static-models', MODEL, '--otel-endpoint', `127.0.0.1:${down}`, ...FAST_PROBES],
       FAST_EXPORT,
@@ -626,7 +638,6 @@ describe('tracing: TLS to the collector, a collector that is down, --workers', (
   test('--workers: each worker exports as an instance of its own', async () => {
     const receiver = await startOtlpReceiver();
     try {
-      const sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
       const router = await startRouter(
         ['--static-backends', sim.url, '--static-models', MODEL, '--workers', '2', '--otel-endpoint', receiver.address, ...FAST_PROBES],
         FAST_EXPORT,
