@@ -318,8 +318,10 @@ describe('differential: the router’s HTTP code against node:http and undici on
     for (let i = 0; i < 2; i++) inboundEngines.push(await RawEngine.start([MODEL]));
     behindRouter = inboundEngines[0] as RawEngine;
     inProcessEngine = await RawEngine.start([MODEL]);
-    fast = await startRouter(['--static-backends', (inboundEngines[0] as RawEngine).origin, ...common]);
-    node = await startRouter(['--static-backends', (inboundEngines[1] as RawEngine).origin, '--fast-path', 'false', ...common]);
+    [fast, node] = await Promise.all([
+      startRouter(['--static-backends', (inboundEngines[0] as RawEngine).origin, ...common]),
+      startRouter(['--static-backends', (inboundEngines[1] as RawEngine).origin, '--fast-path', 'false', ...common]),
+    ]);
     await Promise.all([waitModelStatus(fast.url, MODEL, 'ready'), waitModelStatus(node.url, MODEL, 'ready')]);
   });
   after(async () => {

@@ -119,6 +119,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     for (let i = 0; i < 5; i++) assert.equal(await chat(router.url, shared), 'B', `request ${i}`);
     assert.equal(await tokenized(router, 'hub'), 5);
     assert.equal(await tokenized(router, 'engine'), 0, "no request went to an engine's /tokenize");
+    await router.stop();
   });
 
   test('a second router, offline on the same cache, tokenizes from it without asking the Hub', async () => {
@@ -133,6 +134,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     assert.match(loaded?.revision ?? '', /^[0-9a-f]{40}$/);
     assert.equal(await chat(router.url, 'Hello from the offline router. '.repeat(10)).then(() => tokenized(router, 'hub')), 1);
     assert.equal(hub.requests.length, asked, 'offline: not one request to the Hub');
+    await router.stop();
   });
 
   test('--workers 2 on an empty cache: both workers fetch at once, both load, no partial or temporary file is left', async () => {
@@ -166,6 +168,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
       const snapshots = files.filter((f) => /snapshots\/[0-9a-f]{40}\/tokenizer\.json$/.test(f));
       assert.equal(snapshots.length, 1, files.join('\n'));
       assert.deepEqual(await readFile(path.join(fresh, snapshots[0] as string)), await readFile(path.join(QWEN3, 'tokenizer.json')));
+      await router.stop();
     } finally {
       await rm(fresh, { recursive: true, force: true });
     }
@@ -202,6 +205,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
         .filter((l) => l.includes('cannot be had'));
       assert.equal(warns.length, 1, router.proc.output());
       assert.match(warns[0] ?? '', /"level":40/);
+      await router.stop();
     } finally {
       hub.fail(undefined);
       await rm(empty, { recursive: true, force: true });
@@ -210,10 +214,17 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
 });
 
 describe('kvaware said out loud: no event source for a model, --tokenizers for a model nobody serves', { timeout: 60_000 }, () => {
+  /** the engine of each test, started at once */
+  let plain: Running;
+  let orgName: Running;
+
+  before(async () => {
+    [plain, orgName] = await Promise.all([startSim(['--model', 'plain']), startSim(['--model', 'org/name'])]);
+  });
   after(stopAll);
 
   test('each a WARN line once at start, listed in /engines and on the operator page while it holds', async () => {
-    const sim = await startSim(['--model', 'plain']);
+    const sim = plain;
     const router = await startRouter([
       ...FAST_PROBES,
       '--routing-logic',
@@ -250,7 +261,7 @@ describe('kvaware said out loud: no event source for a model, --tokenizers for a
   });
 
   test('a model named org/name, no Hub configured (offline, as every test router): the engine at once, no waiting on a network', async () => {
-    const sim = await startSim(['--model', 'org/name']);
+    const sim = orgName;
     const started = Date.now();
     const router = await startRouter([
       ...FAST_PROBES,

@@ -21,20 +21,29 @@ function nestedBody(depth: number): string {
 }
 
 describe('request bodies: nesting and the JSON body limit', { timeout: 60_000 }, () => {
+  /** the routers of the tests below, started at once: with small limits (fast path on, node:http only), and defaults */
+  const routers = new Map<string, Running>();
+
+  before(async () => {
+    const limits = ['--known-models', 'm', '--max-json-body-bytes', '1000', '--max-body-bytes', '4000'];
+    const [fast, node, defaults] = await Promise.all([
+      startRouter(limits),
+      startRouter([...limits, '--no-fast-path']),
+      startRouter(['--known-models', 'm']),
+    ]);
+    routers.set('fast', fast).set('node', node).set('defaults', defaults);
+  });
   after(stopAll);
+
+  const routerOf = (name: string): Running => {
+    const router = routers.get(name);
+    assert.ok(router, `the ${name} router started`);
+    return router;
+  };
 
   for (const fastPath of [true, false]) {
     test(`nesting past 128 levels is 400 invalid_json; the JSON routes' limit is their own (${fastPath ? 'fast path on' : 'node:http only'})`, async () => {
-      const flags = [
-        '--known-models',
-        'm',
-        '--max-json-body-bytes',
-        '1000',
-        '--max-body-bytes',
-        '4000',
-        ...(fastPath ? [] : ['--no-fast-path']),
-      ];
-      const router = await startRouter(flags);
+      const router = routerOf(fastPath ? 'fast' : 'node');
       const deep = await call(`${router.url}/v1/chat/completions`, { body: nestedBody(129) });
       assert.equal(deep.status, 400, deep.text);
       assert.equal(deep.json<{ error: { code: string } }>().error.code, 'invalid_json');
@@ -63,7 +72,7 @@ describe('request bodies: nesting and the JSON body limit', { timeout: 60_000 },
   }
 
   test('the defaults: a JSON body announced over 2 MiB is refused before it is sent; an audio one up to 32 MiB goes on', async () => {
-    const router = await startRouter(['--known-models', 'm']);
+    const router = routerOf('defaults');
     assert.match(await firstHead(router.port, expectHead('/v1/chat/completions', 2 * 1024 * 1024 + 1)), /^HTTP\/1\.1 413 /);
     assert.match(await firstHead(router.port, expectHead('/v1/chat/completions', 2 * 1024 * 1024)), /^HTTP\/1\.1 100 Continue/);
     assert.match(await firstHead(router.port, expectHead('/v1/audio/transcriptions', 3 * 1024 * 1024)), /^HTTP\/1\.1 100 Continue/);
@@ -104,21 +113,16 @@ describe('no request stalls the router: a small request keeps its latency while 
   let rr: Running;
 
   before(async () => {
-    const sims: Running[] = [];
-    for (const model of ['big', 'big', 'small', 'small']) sims.push(await startSim(['--model', model, '--ttft-ms', '5', '--itl-ms', '1']));
+    const sims = await Promise.all(
+      ['big', 'big', 'small', 'small'].map((model) => startSim(['--model', model, '--ttft-ms', '5', '--itl-ms', '1'])),
+    );
     const backends = ['--static-backends', sims.map((s) => s.url).join(','), '--static-models', 'big,big,small,small'];
     const common = [...FAST_PROBES, ...backends, '--max-json-body-bytes', String(8 * 1024 * 1024)];
-    kv = await startRouter([
-      ...common,
-      '--routing-logic',
-      'kvaware',
-      '--tokenizer',
-      publishedTokenizer('qwen3'),
-      '--trust-request-chat-template',
+    [kv, rr] = await Promise.all([
+      startRouter([...common, '--routing-logic', 'kvaware', '--tokenizer', publishedTokenizer('qwen3'), '--trust-request-chat-template']),
+      startRouter([...common, '--routing-logic', 'roundrobin']),
     ]);
-    rr = await startRouter([...common, '--routing-logic', 'roundrobin']);
-    await allReady(kv.url, 4);
-    await allReady(rr.url, 4);
+    await Promise.all([allReady(kv.url, 4), allReady(rr.url, 4)]);
     // the tokenizer loaded in the worker: small requests are tokenized in process
     await eventually(
       'a request tokenized in process',

@@ -79,11 +79,8 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
   before(async () => {
     receiver = await startOtlpReceiver();
     // a second engine: kvaware tokenizes only where there is a choice to make
-    [sim, simB] = await Promise.all(
-      ['sim-a', 'sim-b'].map((id) =>
-        startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--id', id, '--otel-endpoint', receiver.address]),
-      ),
-    );
+    const simArgs = ['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--otel-endpoint', receiver.address];
+    [sim, simB] = await Promise.all([startSim([...simArgs, '--id', 'sim-a']), startSim([...simArgs, '--id', 'sim-b'])]);
     router = await startRouter(
       [
         '--static-backends',
