@@ -119,7 +119,6 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     for (let i = 0; i < 5; i++) assert.equal(await chat(router.url, shared), 'B', `request ${i}`);
     assert.equal(await tokenized(router, 'hub'), 5);
     assert.equal(await tokenized(router, 'engine'), 0, "no request went to an engine's /tokenize");
-    await router.stop();
   });
 
   test('a second router, offline on the same cache, tokenizes from it without asking the Hub', async () => {
@@ -134,7 +133,6 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     assert.match(loaded?.revision ?? '', /^[0-9a-f]{40}$/);
     assert.equal(await chat(router.url, 'Hello from the offline router. '.repeat(10)).then(() => tokenized(router, 'hub')), 1);
     assert.equal(hub.requests.length, asked, 'offline: not one request to the Hub');
-    await router.stop();
   });
 
   test('--workers 2 on an empty cache: both workers fetch at once, both load, no partial or temporary file is left', async () => {
@@ -168,7 +166,6 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
       const snapshots = files.filter((f) => /snapshots\/[0-9a-f]{40}\/tokenizer\.json$/.test(f));
       assert.equal(snapshots.length, 1, files.join('\n'));
       assert.deepEqual(await readFile(path.join(fresh, snapshots[0] as string)), await readFile(path.join(QWEN3, 'tokenizer.json')));
-      await router.stop();
     } finally {
       await rm(fresh, { recursive: true, force: true });
     }
@@ -205,7 +202,6 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
         .filter((l) => l.includes('cannot be had'));
       assert.equal(warns.length, 1, router.proc.output());
       assert.match(warns[0] ?? '', /"level":40/);
-      await router.stop();
     } finally {
       hub.fail(undefined);
       await rm(empty, { recursive: true, force: true });
