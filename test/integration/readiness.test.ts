@@ -1,5 +1,5 @@
 // Issue 3 checks: route only to engines whose model is loaded; rollouts lose nothing; failover; timeouts.
-import { after, describe, test } from 'node:test';
+import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, stopAll } from '../support/process.js';
@@ -59,7 +59,8 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
 }
 
 describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
-  after(async () => {
+  // each test's processes and engines end with it: a router left running keeps probing and scraping its engines
+  afterEach(async () => {
     await stopAll();
     await stopLocalSims();
   });

@@ -1,5 +1,5 @@
 // Issue 9 items 1-4: API keys, the admin port, limits, slow clients, graceful shutdown and safe logs.
-import { after, describe, test } from 'node:test';
+import { afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type net from 'node:net';
@@ -10,7 +10,8 @@ import path from 'node:path';
 import { request } from 'undici';
 import { startCli, stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
-import { call, chat, simRequests, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, simRequests, startRouter, waitModelStatus } from '../support/router.js';
+import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
 import { until, within } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
@@ -56,7 +57,11 @@ async function recordingEngine(
 }
 
 describe('security and limits', { timeout: 120_000 }, () => {
-  after(stopAll);
+  // each test's processes and engines end with it: a router left running keeps probing and scraping its engines
+  afterEach(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async () => {
     const engine = await recordingEngine('m');
@@ -183,7 +188,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -226,7 +231,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test('without keys the rate limit is per client address: made-up keys buy no bucket; X-Forwarded-For counts only from --trusted-proxies', async () => {
-    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+    const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
     const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
     const router = await startRouter([...backends, '--rate-limit-rps', '2']);
     await waitModelStatus(router.url, 'm', 'ready');
@@ -269,7 +274,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async () => {
-    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+    const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
     const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
     const [strict, lax] = await Promise.all([startRouter(backends), startRouter([...backends, '--allow-client-kv-transfer-params'])]);
     await Promise.all([waitModelStatus(strict.url, 'm', 'ready'), waitModelStatus(lax.url, 'm', 'ready')]);
@@ -288,7 +293,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -327,15 +332,15 @@ describe('security and limits', { timeout: 120_000 }, () => {
   });
 
   test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '70']);
-    // a 5 s drain and a 7 s stream: the stream is still running when the listener closes
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '40']);
+    // a 2 s drain and a 4 s stream: the stream is still running when the listener closes
     const router = await startRouter([
       '--static-backends',
       sim.url,
       '--static-models',
       'm',
       '--drain-seconds',
-      '5',
+      '2',
       '--shutdown-timeout',
       '15',
       ...FAST,
@@ -359,7 +364,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       200,
       'still serving during the drain',
     );
-    // the drain ends 5 s after the router handled the signal (a busy machine handles it later): from then on, new
+    // the drain ends 2 s after the router handled the signal (a busy machine handles it later): from then on, new
     // connections are refused
     await until(
       'new connections refused once the drain is over',
@@ -370,14 +375,14 @@ describe('security and limits', { timeout: 120_000 }, () => {
         ),
       15_000,
     );
-    assert.ok(Date.now() - signalled >= 4_900, `served through the 5 s drain (refused after ${Date.now() - signalled} ms)`);
+    assert.ok(Date.now() - signalled >= 1_900, `served through the 2 s drain (refused after ${Date.now() - signalled} ms)`);
     assert.match(await text, /\[DONE\]/, 'the in-flight stream finished');
     const [code] = await exited;
     assert.equal(code, 0);
   });
 
   test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
-    const sim = await startSim(['--model', 'm']);
+    const sim = await startLocalSim(['--model', 'm']);
     const router = await startRouter([
       '--static-backends',
       sim.url,
