@@ -1,5 +1,5 @@
 // Issue 3 checks: route only to engines whose model is loaded; rollouts lose nothing; failover; timeouts.
-import { after, afterEach, describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, stopAll } from '../support/process.js';
@@ -14,9 +14,10 @@ import {
   startRouter,
   startSim,
   streamOn,
+  type Running,
   waitModelStatus,
 } from '../support/router.js';
-import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
 import { until } from '../support/within.js';
 
 /** Sends requests at a steady pace until stopped; records every status and the engine that answered. */
@@ -161,21 +162,45 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     // is 300 s away, so 'failed' comes from the passive failures (and the probe they trigger) or not at all.
     await endpointState(router.url, a.url, 'failed', Math.max(1, 10_000 - (Date.now() - killedAt)));
   });
+});
 
-  test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
-    const hung = await startLocalSim(['--model', 'h', '--fault', 'hang']);
-    const fine = await startLocalSim(['--model', 'f']);
-    const router = await startRouter([
+// Three engines that misbehave in different ways, each serving its own model, behind one router: each test reads
+// only its own model's answers and engines.
+describe('readiness: engines that hang, stall or push back', { timeout: 60_000 }, () => {
+  let router: Running;
+  let hung: LocalSim;
+  let fine: LocalSim;
+  let stalling: LocalSim;
+  let busy: LocalSim;
+  let free: LocalSim;
+  before(async () => {
+    [hung, fine, stalling, busy, free] = await Promise.all([
+      startLocalSim(['--model', 'h', '--fault', 'hang']),
+      startLocalSim(['--model', 'f']),
+      startLocalSim(['--model', 's', '--fault', 'slow-chunks', '--fault-delay-ms', '1500']),
+      startLocalSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']),
+      startLocalSim(['--model', 'o', '--id', 'free']),
+    ]);
+    // --response-timeout: until the response headers; --idle-timeout: between two chunks, once they came
+    router = await startRouter([
       '--static-backends',
-      `${hung.url},${fine.url}`,
+      [hung, fine, stalling, busy, free].map((e) => e.url).join(','),
       '--static-models',
-      'h,f',
+      'h,f,s,o,o',
       '--response-timeout',
       '1',
+      '--idle-timeout',
+      '0.5',
       ...FAST_PROBES,
     ]);
-    await waitModelStatus(router.url, 'h', 'ready');
-    await waitModelStatus(router.url, 'f', 'ready');
+    await allReady(router.url, 5);
+  });
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
+
+  test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
     const started = Date.now();
     const [slow, ok] = await Promise.all([
       call(`${router.url}/v1/chat/completions`, { body: chat('h'), timeoutMs: 10_000 }),
@@ -186,24 +211,18 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.equal(slow.json<{ error: { code: string } }>().error.code, 'upstream_timeout');
     assert.ok(took >= 900 && took < 5_000, `504 after about 1 s (took ${took} ms)`);
     assert.equal(ok.status, 200);
-    const inFlight = (await engines(router.url)).map((e) => e.inFlight);
+    const inFlight = (await engines(router.url)).filter((e) => e.url === hung.url || e.url === fine.url).map((e) => e.inFlight);
     assert.deepEqual(inFlight, [0, 0]);
   });
 
   test('a stream that stalls longer than the idle timeout ends with an SSE timeout event', async () => {
-    const sim = await startLocalSim(['--model', 's', '--fault', 'slow-chunks', '--fault-delay-ms', '1500']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 's', '--idle-timeout', '0.5', ...FAST_PROBES]);
-    await waitModelStatus(router.url, 's', 'ready');
+    assert.equal((await engines(router.url)).find((e) => e.url === stalling.url)?.state, 'ready');
     const res = await call(`${router.url}/v1/chat/completions`, { body: chat('s', { stream: true }), timeoutMs: 10_000 });
     assert.equal(res.status, 200);
     assert.match(res.text, /"code":"upstream_timeout"/);
   });
 
   test('engine 503 while loading or overloaded fails over before any byte reaches the client', async () => {
-    const busy = await startLocalSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']);
-    const free = await startLocalSim(['--model', 'o', '--id', 'free']);
-    const router = await startRouter(['--static-backends', `${busy.url},${free.url}`, '--static-models', 'o,o', ...FAST_PROBES]);
-    await allReady(router.url, 2);
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('o') })));
     assert.deepEqual(
       results.map((r) => [r.status, r.headers['x-sim-engine']]),
@@ -212,6 +231,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.match((await call(`${router.url}/metrics`)).text, /llm_router_failovers_total\{model="o"\} [1-9]/);
     // back-pressure says nothing against the engine's health
     assert.equal((await engines(router.url)).find((e) => e.url === busy.url)?.state, 'ready');
+    assert.ok(free.engine.stats().received >= 6);
   });
 });
 
