@@ -6,7 +6,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startCli, stopAll, type Started } from '../support/process.js';
-import { call, chat, startRouter, startSim } from '../support/router.js';
+import { call, chat, startRouter } from '../support/router.js';
+import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
 import { eventually, until, within } from '../support/within.js';
 
 const exited = (p: Started): Promise<number | null> =>
@@ -20,8 +21,13 @@ function oneLine(p: Started): string {
   return lines[0] as string;
 }
 
-describe('start-up and shutdown as an operator meets them', { timeout: 60_000 }, () => {
-  after(() => stopAll());
+// independent processes, each test waiting on its own exits or output: two tests at a time (more starts at once only
+// queue on a busy 2-core machine)
+describe('start-up and shutdown as an operator meets them', { timeout: 60_000, concurrency: 2 }, () => {
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('a port in use: a non-zero exit and one line naming the port and --port', async () => {
     const first = await startRouter(['--known-models', 'm']);
@@ -38,7 +44,7 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000 },
   });
 
   test('a container configured through LLM_ROUTER_* env only serves with no command at all', async () => {
-    const sim = await startSim(['--model', 'env-model']);
+    const sim = await startLocalSim(['--model', 'env-model']);
     const proc = startCli([], {
       LLM_ROUTER_STATIC_BACKENDS: sim.url,
       LLM_ROUTER_STATIC_MODELS: 'env-model',
@@ -96,7 +102,7 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000 },
   });
 
   test('shutdown says when draining starts and ends; a second SIGINT exits at once', async () => {
-    const sim = await startSim(['--model', 's', '--ttft-ms', '5', '--itl-ms', '1000', '--output-tokens', '60']);
+    const sim = await startLocalSim(['--model', 's', '--ttft-ms', '5', '--itl-ms', '1000', '--output-tokens', '60']);
     const router = await startRouter([
       '--static-backends',
       sim.url,

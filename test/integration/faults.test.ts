@@ -26,6 +26,7 @@ import {
   type Running,
 } from '../support/router.js';
 import { describeSockets, orphanedInbound, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
 import { until, within } from '../support/within.js';
 
 /**
@@ -138,12 +139,16 @@ async function ok(router: string, model: string): Promise<void> {
   assert.equal(res.status, 200, `a normal request still succeeds: ${res.text}`);
 }
 
-describe('engine faults', { timeout: 120_000 }, () => {
-  after(stopAll);
+// three independent routers and engines: their waits (the keep-alive expiry before the socket count) overlap
+describe('engine faults', { timeout: 120_000, concurrency: true }, () => {
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('an engine resetting connections: non-streaming requests fail over, streams end with an SSE error event', async () => {
-    const a = await startSim(['--model', 'r', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '20', '--output-tokens', '8']);
-    const b = await startSim(['--model', 'r', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '20', '--output-tokens', '8']);
+    const a = await startLocalSim(['--model', 'r', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '20', '--output-tokens', '8']);
+    const b = await startLocalSim(['--model', 'r', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '20', '--output-tokens', '8']);
     const router = await startRouter(['--static-backends', `${a.url},${b.url}`, '--static-models', 'r,r', ...FAST_PROBES]);
     await allReady(router.url, 2);
     await setFault(a.url, { mode: 'reset-mid-stream', afterChunks: 2 });
@@ -205,7 +210,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
   });
 
   test('an engine that hangs before its headers or mid-stream: every request ends in time and its connection is closed, not kept', async () => {
-    const sim = await startSim(['--model', 'hg', '--id', 'hg', '--ttft-ms', '5', '--itl-ms', '5', '--output-tokens', '6']);
+    const sim = await startLocalSim(['--model', 'hg', '--id', 'hg', '--ttft-ms', '5', '--itl-ms', '5', '--output-tokens', '6']);
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -260,7 +265,7 @@ describe('engine faults', { timeout: 120_000 }, () => {
 
   test('an engine killed under 20 concurrent streams: its streams end with an error event, the others finish, it is failed and unused', async () => {
     const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
-    const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '25', '--output-tokens', '40']);
+    const b = await startLocalSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '25', '--output-tokens', '40']);
     const router = await startRouter([
       '--static-backends',
       `${a.url},${b.url}`,
@@ -332,12 +337,17 @@ describe('engine faults', { timeout: 120_000 }, () => {
 });
 
 describe('a client that disconnects at every stage of a request', { timeout: 120_000 }, () => {
-  after(stopAll);
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('headers, body, waiting for the engine (hung, slow, held for a cold start), mid-stream: the engine sees the abort, nothing stays in flight', async () => {
-    const stream = await startSim(['--model', 'c', '--id', 'c', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '50']);
-    const hung = await startSim(['--model', 'h', '--id', 'h', '--fault', 'hang']);
-    const slow = await startSim(['--model', 't', '--id', 't', '--ttft-ms', '20000']);
+    const [stream, hung, slow] = await Promise.all([
+      startLocalSim(['--model', 'c', '--id', 'c', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '50']),
+      startLocalSim(['--model', 'h', '--id', 'h', '--fault', 'hang']),
+      startLocalSim(['--model', 't', '--id', 't', '--ttft-ms', '20000']),
+    ]);
     const router = await startRouter([
       '--static-backends',
       `${stream.url},${hung.url},${slow.url}`,
@@ -429,6 +439,7 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
   });
   after(async () => {
     await stopAll();
+    await stopLocalSims();
     await kube.close();
   });
 
@@ -440,9 +451,9 @@ describe('kubernetes 410 storm', { timeout: 120_000 }, () => {
 
   test('410s and dropped watches, over and over: the router converges to the right endpoints, never forgets the model, does not hot-loop', async () => {
     const sims = await Promise.all(
-      [1, 2, 3].map((i) => startSim(['--model', 'storm', '--id', `s${i}`, '--ttft-ms', '2', '--itl-ms', '1'])),
+      [1, 2, 3].map((i) => startLocalSim(['--model', 'storm', '--id', `s${i}`, '--ttft-ms', '2', '--itl-ms', '1'])),
     );
-    const [s1, s2, s3] = sims as [Running, Running, Running];
+    const [s1, s2, s3] = sims as [LocalSim, LocalSim, LocalSim];
     kube.create(deployment('storm', 2, { labels: { model: 'storm' } }));
     addReadyPod('p1', s1.port);
     addReadyPod('p2', s2.port);

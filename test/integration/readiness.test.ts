@@ -1,5 +1,5 @@
 // Issue 3 checks: route only to engines whose model is loaded; rollouts lose nothing; failover; timeouts.
-import { after, describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, stopAll } from '../support/process.js';
@@ -14,8 +14,10 @@ import {
   startRouter,
   startSim,
   streamOn,
+  type Running,
   waitModelStatus,
 } from '../support/router.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
 import { until } from '../support/within.js';
 
 /** Sends requests at a steady pace until stopped; records every status and the engine that answered. */
@@ -58,10 +60,14 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
 }
 
 describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
-  after(stopAll);
+  // each test's processes and engines end with it: a router left running keeps probing and scraping its engines
+  afterEach(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('rollout: a second engine that refuses then loads never fails a request and gets traffic soon after it is ready', async () => {
-    const old = await startSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']);
+    const old = await startLocalSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']);
     const newPort = await freePort();
     const router = await startRouter([
       '--static-backends',
@@ -72,12 +78,12 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     ]);
     await waitModelStatus(router.url, 'm', 'ready');
     const traffic = steadyTraffic(router.url, 'm', 20);
-    const fresh = await startSim(
-      ['--model', 'm', '--id', 'new', '--startup-refuse-seconds', '2', '--startup-loading-seconds', '2', '--ttft-ms', '5', '--itl-ms', '1'],
-      { port: newPort, waitListening: false },
+    // resolves once it listens, after refusing connections for 1 s
+    const fresh = await startLocalSim(
+      ['--model', 'm', '--id', 'new', '--startup-refuse-seconds', '1', '--startup-loading-seconds', '1', '--ttft-ms', '5', '--itl-ms', '1'],
+      newPort,
     );
-    await fresh.proc.waitForOutput('sim listening on', 10_000);
-    const engineReadyAt = Date.now() + 2_000; // the end of its loading phase
+    const engineReadyAt = Date.now() + 1_000; // the end of its loading phase
     await endpointState(router.url, fresh.url, 'ready');
     // then until the new engine has answered a few of the steady requests
     await until('the new engine serving', () => traffic.results.filter((r) => r.engine === 'new').length >= 3);
@@ -98,12 +104,9 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   test('only a loading engine: 503 model_unavailable + Retry-After + state loading, then 200 once loaded', async () => {
     const port = await freePort();
     const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'slow', ...FAST_PROBES]);
-    const sim = await startSim(['--model', 'slow', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '2'], {
-      port,
-      waitListening: false,
-    });
+    const listening = startLocalSim(['--model', 'slow', '--startup-refuse-seconds', '1', '--startup-loading-seconds', '1'], port);
     const traffic = steadyTraffic(router.url, 'slow', 50);
-    await sim.proc.waitForOutput('sim listening on', 10_000);
+    await listening;
     await waitModelStatus(router.url, 'slow', 'ready', 15_000);
     await until('a few requests answered once it is ready', () => traffic.results.filter((r) => r.status === 200).length >= 3);
     const results = await traffic.stop();
@@ -124,7 +127,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
 
   test('an engine killed mid-run: pending requests succeed elsewhere, a started stream ends with an error event, the engine is failed without waiting for its next probe', async () => {
     const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
-    const b = await startSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
+    const b = await startLocalSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
     // no scheduled probe of a ready engine within the test: only the failed requests can make the router notice
     const router = await startRouter([
       '--static-backends',
@@ -159,21 +162,45 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     // is 300 s away, so 'failed' comes from the passive failures (and the probe they trigger) or not at all.
     await endpointState(router.url, a.url, 'failed', Math.max(1, 10_000 - (Date.now() - killedAt)));
   });
+});
 
-  test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
-    const hung = await startSim(['--model', 'h', '--fault', 'hang']);
-    const fine = await startSim(['--model', 'f']);
-    const router = await startRouter([
+// Three engines that misbehave in different ways, each serving its own model, behind one router: each test reads
+// only its own model's answers and engines.
+describe('readiness: engines that hang, stall or push back', { timeout: 60_000 }, () => {
+  let router: Running;
+  let hung: LocalSim;
+  let fine: LocalSim;
+  let stalling: LocalSim;
+  let busy: LocalSim;
+  let free: LocalSim;
+  before(async () => {
+    [hung, fine, stalling, busy, free] = await Promise.all([
+      startLocalSim(['--model', 'h', '--fault', 'hang']),
+      startLocalSim(['--model', 'f']),
+      startLocalSim(['--model', 's', '--fault', 'slow-chunks', '--fault-delay-ms', '1500']),
+      startLocalSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']),
+      startLocalSim(['--model', 'o', '--id', 'free']),
+    ]);
+    // --response-timeout: until the response headers; --idle-timeout: between two chunks, once they came
+    router = await startRouter([
       '--static-backends',
-      `${hung.url},${fine.url}`,
+      [hung, fine, stalling, busy, free].map((e) => e.url).join(','),
       '--static-models',
-      'h,f',
+      'h,f,s,o,o',
       '--response-timeout',
       '1',
+      '--idle-timeout',
+      '0.5',
       ...FAST_PROBES,
     ]);
-    await waitModelStatus(router.url, 'h', 'ready');
-    await waitModelStatus(router.url, 'f', 'ready');
+    await allReady(router.url, 5);
+  });
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
+
+  test('a hung engine: clients get 504 upstream_timeout within the configured time, and other models keep being served', async () => {
     const started = Date.now();
     const [slow, ok] = await Promise.all([
       call(`${router.url}/v1/chat/completions`, { body: chat('h'), timeoutMs: 10_000 }),
@@ -184,24 +211,18 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.equal(slow.json<{ error: { code: string } }>().error.code, 'upstream_timeout');
     assert.ok(took >= 900 && took < 5_000, `504 after about 1 s (took ${took} ms)`);
     assert.equal(ok.status, 200);
-    const inFlight = (await engines(router.url)).map((e) => e.inFlight);
+    const inFlight = (await engines(router.url)).filter((e) => e.url === hung.url || e.url === fine.url).map((e) => e.inFlight);
     assert.deepEqual(inFlight, [0, 0]);
   });
 
   test('a stream that stalls longer than the idle timeout ends with an SSE timeout event', async () => {
-    const sim = await startSim(['--model', 's', '--fault', 'slow-chunks', '--fault-delay-ms', '1500']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 's', '--idle-timeout', '0.5', ...FAST_PROBES]);
-    await waitModelStatus(router.url, 's', 'ready');
+    assert.equal((await engines(router.url)).find((e) => e.url === stalling.url)?.state, 'ready');
     const res = await call(`${router.url}/v1/chat/completions`, { body: chat('s', { stream: true }), timeoutMs: 10_000 });
     assert.equal(res.status, 200);
     assert.match(res.text, /"code":"upstream_timeout"/);
   });
 
   test('engine 503 while loading or overloaded fails over before any byte reaches the client', async () => {
-    const busy = await startSim(['--model', 'o', '--id', 'busy', '--fault', 'overloaded']);
-    const free = await startSim(['--model', 'o', '--id', 'free']);
-    const router = await startRouter(['--static-backends', `${busy.url},${free.url}`, '--static-models', 'o,o', ...FAST_PROBES]);
-    await allReady(router.url, 2);
     const results = await Promise.all(Array.from({ length: 6 }, () => call(`${router.url}/v1/chat/completions`, { body: chat('o') })));
     assert.deepEqual(
       results.map((r) => [r.status, r.headers['x-sim-engine']]),
@@ -210,11 +231,15 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
     assert.match((await call(`${router.url}/metrics`)).text, /llm_router_failovers_total\{model="o"\} [1-9]/);
     // back-pressure says nothing against the engine's health
     assert.equal((await engines(router.url)).find((e) => e.url === busy.url)?.state, 'ready');
+    assert.ok(free.engine.stats().received >= 6);
   });
 });
 
 describe('probe semantics per engine kind', { timeout: 120_000, concurrency: true }, () => {
-  after(stopAll);
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
   for (const kind of ['vllm', 'sglang', 'tgi'] as const) {
     test(`${kind}: loading is not ready; ready once loaded`, async () => {
       const port = await freePort();
@@ -227,7 +252,7 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
         kind,
         ...FAST_PROBES,
       ]);
-      await startSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '4'], { port });
+      await startLocalSim(['--model', 'kind-model', '--engine-kind', kind, '--startup-loading-seconds', '2.5'], port);
       await endpointState(router.url, `http://127.0.0.1:${port}`, 'serving-api');
       assert.equal(
         (await call(`${router.url}/v1/chat/completions`, { body: chat('kind-model') })).headers['x-llm-router-model-state'],
@@ -238,7 +263,7 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
   }
 
   test('a name mismatch is said at once: /v1/models lists another model = unavailable, naming it, one WARN line', async () => {
-    const sim = await startSim(['--model', 'Qwen/Qwen3-8B']);
+    const sim = await startLocalSim(['--model', 'Qwen/Qwen3-8B']);
     // a wait for engines that are not ready changes nothing for a mismatch: the 503 comes at once
     const router = await startRouter([
       '--static-backends',
@@ -264,8 +289,10 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
     const model = listed.data.find((m) => m.id === 'qwen3-8b');
     assert.equal(model?.status, 'unavailable');
     assert.equal(model?.reason, 'unavailable: the engine serves "Qwen/Qwen3-8B"; declare that name or an alias');
-    // one WARN line for the endpoint and model, however many probes see it
-    await new Promise((r) => setTimeout(r, 1_000));
+    // one WARN line for the endpoint and model, however many probes see it: a few more probes of the engine first
+    const probes = (): number => sim.engine.stats().byPath['/v1/models'] ?? 0;
+    const seen = probes();
+    await until('three more probes of the engine', () => probes() >= seen + 3, 10_000);
     const warns = router.proc
       .output()
       .split('\n')
@@ -279,7 +306,7 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
   });
 
   test('probes never send inference, and the engine key never reaches the logs', async () => {
-    const sim = await startSim(['--model', 'keyed']);
+    const sim = await startLocalSim(['--model', 'keyed']);
     const router = await startRouter(['--static-backends', sim.url, '--static-models', 'keyed', ...FAST_PROBES], {
       VLLM_API_KEY: 'sekret',
     });

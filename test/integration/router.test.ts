@@ -6,11 +6,12 @@ import net from 'node:net';
 import { request } from 'undici';
 import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
 import { startCli, stopAll } from '../support/process.js';
-import { call, chat, engines, simStats, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, engines, simStats, startRouter, waitModelStatus, type Running } from '../support/router.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
 import { eventually, until } from '../support/within.js';
 
 describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
-  let sim: Running;
+  let sim: LocalSim;
   let routerA: Running;
   const routerArgs = (simUrl: string): string[] => [
     '--static-backends',
@@ -26,11 +27,14 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   ];
 
   before(async () => {
-    sim = await startSim(['--model', 'chat-model', '--ttft-ms', '10', '--itl-ms', '5', '--output-tokens', '8', '--id', 'e1']);
+    sim = await startLocalSim(['--model', 'chat-model', '--ttft-ms', '10', '--itl-ms', '5', '--output-tokens', '8', '--id', 'e1']);
     routerA = await startRouter(routerArgs(sim.url));
     await waitModelStatus(routerA.url, 'chat-model', 'ready');
   });
-  after(stopAll);
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
   test('two router processes started at different times answer byte-identically for ready, scaled-to-zero and unknown models', async () => {
     // router A has run since before(), through its first probes: B starts later whatever the machine's pace
@@ -244,24 +248,32 @@ describe('router in front of a simulated engine', { timeout: 60_000 }, () => {
   });
 });
 
-describe('command line', { timeout: 30_000 }, () => {
-  after(stopAll);
+// the two tests at once: the four refused starts are short and light beside the workers' ramp
+describe('command line', { timeout: 30_000, concurrency: true }, () => {
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
   test('unknown flags exit 2 with a usage hint; unsupported vllm_router flags name the flag', async () => {
-    for (const [args, pattern] of [
+    // the four processes at once, each checked on its own
+    const refusals = [
       [['serve', '--bogus'], /unknown flag --bogus/],
       [['serve', '--enable-batch-api'], /--enable-batch-api is not supported by llm-router/],
       [['serve', '--k8s-service-discovery-type', 'service-name'], /only pod-ip/],
       [['--port', '0', '--lmcache-controller-port', '9000'], /--lmcache-controller-port is not supported/],
-    ] as const) {
-      const p = startCli(args);
-      const code = await new Promise<number | null>((resolve) => p.child.once('exit', (c) => resolve(c)));
-      assert.equal(code, 2, args.join(' '));
-      assert.match(p.output(), pattern);
-    }
+    ] as const;
+    await Promise.all(
+      refusals.map(async ([args, pattern]) => {
+        const p = startCli(args);
+        const code = await new Promise<number | null>((resolve) => p.child.once('exit', (c) => resolve(c)));
+        assert.equal(code, 2, args.join(' '));
+        assert.match(p.output(), pattern);
+      }),
+    );
   });
 
   test('--workers 2: two processes share the port and both serve; /metrics counts both on every scrape; SIGTERM stops them all with exit 0', async () => {
-    const sim = await startSim(['--model', 'w']);
+    const sim = await startLocalSim(['--model', 'w']);
     // port 0: the primary binds it once and every worker listens on that same port (node:cluster)
     const router = await startRouter(['--workers', '2', '--static-backends', sim.url, '--static-models', 'w', '--probe-interval', '0.2']);
     const p = router.proc;

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { request } from 'undici';
 import { startCli, stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
-import { call, chat, simRequests, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, simRequests, startRouter, waitModelStatus } from '../support/router.js';
+import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
 import { until, within } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
@@ -55,10 +56,15 @@ async function recordingEngine(
   };
 }
 
-describe('security and limits', { timeout: 120_000 }, () => {
-  after(stopAll);
+// two tests at a time; each test's routers (killed, as stopAll does) and engines end with it: a router left running
+// keeps probing its engines
+describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
+  after(async () => {
+    await stopAll();
+    await stopLocalSims();
+  });
 
-  test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async () => {
+  test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async (t) => {
     const engine = await recordingEngine('m');
     const dir = mkdtempSync(path.join(tmpdir(), 'keys-'));
     const file = path.join(dir, 'keys');
@@ -67,6 +73,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       ['--static-backends', engine.url, '--static-models', 'm', '--api-key', 'flag-key', '--api-keys-file', file, ...FAST],
       { LLM_ROUTER_API_KEYS: 'env-key' },
     );
+    t.after(() => router.stop('SIGKILL'));
     try {
       await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer flag-key' });
       const ask = (headers: Record<string, string>) => call(`${router.url}/v1/chat/completions`, { body: chat('m'), headers });
@@ -102,6 +109,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       await engine.close();
     }
     const envOnly = await startRouter(['--known-models', 'z'], { LLM_ROUTER_API_KEYS: 'env-a,env-b' });
+    t.after(() => envOnly.stop('SIGKILL'));
     assert.equal(
       (await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: 'Bearer env-b' } })).status,
       503,
@@ -109,7 +117,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z') })).status, 401);
   });
 
-  test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async () => {
+  test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async (t) => {
     const dir = mkdtempSync(path.join(tmpdir(), 'keys-yaml-'));
     const file = path.join(dir, 'keys.yaml');
     writeFileSync(file, '# tenants\n- key: yaml-ok\n  tenant: acme\n- key: yaml-secret-bad\n  tenant: beta\n  priority: urgent\n');
@@ -128,6 +136,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
 
     writeFileSync(file, '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n');
     const router = await startRouter(['--known-models', 'z', '--api-keys-file', file]);
+    t.after(() => router.stop('SIGKILL'));
     try {
       const ask = (key: string) =>
         call(`${router.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: `Bearer ${key}` } });
@@ -146,7 +155,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
     }
   });
 
-  test('the engine key replaces the client key unless --forward-client-auth', async () => {
+  test('the engine key replaces the client key unless --forward-client-auth', async (t) => {
     const engine = await recordingEngine('m');
     const withKey = await startRouter([
       '--static-backends',
@@ -157,7 +166,9 @@ describe('security and limits', { timeout: 120_000 }, () => {
       'engine-secret',
       ...FAST,
     ]);
+    t.after(() => withKey.stop('SIGKILL'));
     const forwarding = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--forward-client-auth', ...FAST]);
+    t.after(() => forwarding.stop('SIGKILL'));
     try {
       await waitModelStatus(withKey.url, 'm', 'ready');
       await waitModelStatus(forwarding.url, 'm', 'ready');
@@ -172,8 +183,9 @@ describe('security and limits', { timeout: 120_000 }, () => {
     }
   });
 
-  test('--admin-port moves /metrics and /engines off the main port', async () => {
+  test('--admin-port moves /metrics and /engines off the main port', async (t) => {
     const router = await startRouter(['--known-models', 'z', '--admin-port', '0', '--api-key', 'k', '--log-level', 'info']);
+    t.after(() => router.stop('SIGKILL'));
     const adminUrl = /"adminUrl":"(http:[^"]+)"/.exec(router.proc.output())?.[1];
     assert.ok(adminUrl);
     assert.equal((await call(`${adminUrl}/metrics`)).status, 200, 'no key needed on the admin port');
@@ -182,8 +194,9 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal((await call(`${adminUrl}/v1/chat/completions`, { body: chat('z') })).status, 404, 'no inference on the admin port');
   });
 
-  test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
+  test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async (t) => {
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
+    t.after(() => sim.stop());
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -197,6 +210,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       'a,b',
       ...FAST,
     ]);
+    t.after(() => router.stop('SIGKILL'));
     await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer a' }); // /v1/models is not rate-limited
     const ask = (key: string) =>
       call(`${router.url}/v1/completions`, {
@@ -212,6 +226,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal((await ask('b')).status, 200, 'another key has its own bucket');
 
     const capped = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-concurrent-requests', '2', ...FAST]);
+    t.after(() => capped.stop('SIGKILL'));
     await waitModelStatus(capped.url, 'm', 'ready');
     const three = await Promise.all(
       [1, 2, 3].map(() => call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })),
@@ -225,10 +240,12 @@ describe('security and limits', { timeout: 120_000 }, () => {
     );
   });
 
-  test('without keys the rate limit is per client address: made-up keys buy no bucket; X-Forwarded-For counts only from --trusted-proxies', async () => {
-    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+  test('without keys the rate limit is per client address: made-up keys buy no bucket; X-Forwarded-For counts only from --trusted-proxies', async (t) => {
+    const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
+    t.after(() => sim.stop());
     const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
     const router = await startRouter([...backends, '--rate-limit-rps', '2']);
+    t.after(() => router.stop('SIGKILL'));
     await waitModelStatus(router.url, 'm', 'ready');
     const ask = (url: string, headers: Record<string, string>) =>
       call(`${url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers });
@@ -257,6 +274,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       '--trusted-proxies',
       '127.0.0.0/8,::1',
     ]);
+    t.after(() => proxied.stop('SIGKILL'));
     await waitModelStatus(proxied.url, 'm', 'ready');
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1' })).status, 200);
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.2' })).status, 200, 'another client, its own bucket');
@@ -268,10 +286,12 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.3, 127.0.0.5' })).status, 200);
   });
 
-  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async () => {
-    const sim = await startSim(['--model', 'm', '--output-tokens', '1']);
+  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async (t) => {
+    const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
+    t.after(() => sim.stop());
     const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
     const [strict, lax] = await Promise.all([startRouter(backends), startRouter([...backends, '--allow-client-kv-transfer-params'])]);
+    t.after(() => Promise.all([strict.stop('SIGKILL'), lax.stop('SIGKILL')]));
     await Promise.all([waitModelStatus(strict.url, 'm', 'ready'), waitModelStatus(lax.url, 'm', 'ready')]);
     const params = '{"do_remote_prefill":true,"remote_host":"10.9.9.9","remote_port":5600}';
     // the member in the middle, once under an escaped name: every byte but that member is kept
@@ -287,8 +307,9 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.equal(await lastBody(), body, 'allowed: the bytes as the client sent them');
   });
 
-  test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
+  test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async (t) => {
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
+    t.after(() => sim.stop());
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -300,6 +321,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       '1',
       ...FAST,
     ]);
+    t.after(() => router.stop('SIGKILL'));
     await waitModelStatus(router.url, 'm', 'ready');
     const big = await exchange(
       router.port,
@@ -326,20 +348,22 @@ describe('security and limits', { timeout: 120_000 }, () => {
     assert.match(stream.text, /\[DONE\]/, 'a 1.8 s stream outlives the 1 s client timeout');
   });
 
-  test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async () => {
-    const sim = await startSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '70']);
-    // a 5 s drain and a 7 s stream: the stream is still running when the listener closes
+  test('graceful shutdown: /ready 503 at once, serving through the drain, in-flight streams finish, exit 0', async (t) => {
+    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '40']);
+    t.after(() => sim.stop());
+    // a 2 s drain and a 4 s stream: the stream is still running when the listener closes
     const router = await startRouter([
       '--static-backends',
       sim.url,
       '--static-models',
       'm',
       '--drain-seconds',
-      '5',
+      '2',
       '--shutdown-timeout',
       '15',
       ...FAST,
     ]);
+    t.after(() => router.stop('SIGKILL'));
     await waitModelStatus(router.url, 'm', 'ready');
     const stream = request(`${router.url}/v1/completions`, {
       method: 'POST',
@@ -359,7 +383,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       200,
       'still serving during the drain',
     );
-    // the drain ends 5 s after the router handled the signal (a busy machine handles it later): from then on, new
+    // the drain ends 2 s after the router handled the signal (a busy machine handles it later): from then on, new
     // connections are refused
     await until(
       'new connections refused once the drain is over',
@@ -370,14 +394,15 @@ describe('security and limits', { timeout: 120_000 }, () => {
         ),
       15_000,
     );
-    assert.ok(Date.now() - signalled >= 4_900, `served through the 5 s drain (refused after ${Date.now() - signalled} ms)`);
+    assert.ok(Date.now() - signalled >= 1_900, `served through the 2 s drain (refused after ${Date.now() - signalled} ms)`);
     assert.match(await text, /\[DONE\]/, 'the in-flight stream finished');
     const [code] = await exited;
     assert.equal(code, 0);
   });
 
-  test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
-    const sim = await startSim(['--model', 'm']);
+  test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async (t) => {
+    const sim = await startLocalSim(['--model', 'm']);
+    t.after(() => sim.stop());
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -391,6 +416,7 @@ describe('security and limits', { timeout: 120_000 }, () => {
       'CLIENTKEY123',
       ...FAST,
     ]);
+    t.after(() => router.stop('SIGKILL'));
     await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer CLIENTKEY123' });
     const res = await call(`${router.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'TOPSECRETPROMPT' }] }),
