@@ -3,11 +3,9 @@
 // its own catalog, discovery and prober, so N workers probe every engine N times; the primary answers for the whole
 // instance what no worker can alone (its demand and its metrics: src/router/app/primary.ts).
 import cluster from 'node:cluster';
-import { runPrimary } from '../router/app/primary.js';
 import { loadRouterSettings, requireSomethingToRoute } from '../router/config/config.js';
 import { loadKubernetesClient, usesKubernetes } from '../router/discovery/kubernetes/client.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../router/config/router-flags.js';
-import { RouterApp } from '../router/app/app.js';
 import { workerSettings } from '../router/app/config-reload.js';
 import { createLogger } from '../router/util/log.js';
 import { usage } from '../router/config/flags.js';
@@ -26,10 +24,13 @@ export async function runServe(argv: string[]): Promise<void> {
   requireSomethingToRoute(config);
   const log = createLogger({ level: config.logLevel, format: config.logFormat });
   if (usesKubernetes(config)) await loadKubernetesClient();
+  // the router itself is loaded once its settings are known good: a refused start costs no more than reading the flags
   if (config.workers > 1 && cluster.isPrimary) {
+    const { runPrimary } = await import('../router/app/primary.js');
     runPrimary(settings, argv, process.env, log);
     return;
   }
+  const { RouterApp } = await import('../router/app/app.js');
   // under --workers every line says which worker wrote it
   const app = new RouterApp(config, cluster.isWorker && cluster.worker ? log.child({ worker: cluster.worker.id }) : log);
   // the signal handlers are in place before the router says it listens: a SIGTERM right after that line (a pod deleted
