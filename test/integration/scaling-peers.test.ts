@@ -29,13 +29,11 @@ interface Demand {
  * scrape, which is no sample at all, not a low one).
  */
 async function get(url: string, headers: Record<string, string> = {}) {
-  // bounded in time, not in tries: on a busy machine the moment around a kill lasts longer than five quick retries
-  const deadline = Date.now() + 5_000;
-  for (;;) {
+  for (let attempt = 1; ; attempt++) {
     try {
       return await call(url, { headers, newConnection: true });
     } catch (err) {
-      if (Date.now() > deadline) throw err;
+      if (attempt >= 5) throw err;
       await new Promise((r) => setTimeout(r, 100));
     }
   }
