@@ -19,12 +19,12 @@ import {
   setFault,
   simStats,
   startRouter,
-  startSim,
   streamOn,
   waitModelStatus,
   type Running,
 } from '../support/router.js';
-import { until } from '../support/within.js';
+import { startSimHere, stopSimsHere, type SimHere } from '../support/fastA-sim.js';
+import { eventually, until } from '../support/within.js';
 import { requireTool } from '../support/tools.js';
 
 const exec = promisify(execFile);
@@ -33,6 +33,17 @@ const SELECTOR = 'app=llm';
 describe('kubernetes discovery', { timeout: 120_000 }, () => {
   let kube: FakeKube;
   let kubectlDir: string;
+  /**
+   * Processes started once for the file, not once per test (each test adds and removes its own pods and workloads):
+   * an engine for the tests that only need one that answers (model-x, w, d), a vLLM P/D pair (pd-k8s; its decode side
+   * also serves pd-nx), and a router with the default flags for the tests that only read what it discovers, over an
+   * API server of its own (the tests that count API requests or break the watches use `kube` with their own router).
+   */
+  let engine: SimHere;
+  let pdPrefill: SimHere;
+  let pdDecode: SimHere;
+  let sharedKube: FakeKube;
+  let shared: Running;
   const kubectl = async (...args: string[]): Promise<string> =>
     (await exec('kubectl', ['--kubeconfig', kube.kubeconfigPath, '--cache-dir', kubectlDir, ...args], { timeout: 20_000 })).stdout;
   const routerArgs = ['--service-discovery', 'k8s', '--k8s-label-selector', SELECTOR, '--k8s-resync-seconds', '3', ...FAST_PROBES];
@@ -40,12 +51,20 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     startRouter([...routerArgs, ...extra], { KUBECONFIG: kube.kubeconfigPath });
 
   before(async () => {
-    kube = await startFakeKube();
+    const pd = ['--ttft-ms', '1', '--itl-ms', '1'];
+    [kube, sharedKube, engine, pdPrefill, pdDecode] = await Promise.all([
+      startFakeKube(),
+      startFakeKube(),
+      startSimHere(['--model', 'model-x,w,d', '--id', 'steady']),
+      startSimHere(['--model', 'pd-k8s', ...pd, '--role', 'prefill', '--id', 'k8s-prefill']),
+      startSimHere(['--model', 'pd-k8s,pd-nx', ...pd, '--role', 'decode', '--id', 'k8s-decode']),
+    ]);
+    shared = await startRouter(routerArgs, { KUBECONFIG: sharedKube.kubeconfigPath });
     kubectlDir = mkdtempSync(path.join(tmpdir(), 'kubectl-cache-'));
   });
   after(async () => {
-    await stopAll();
-    await kube.close();
+    await Promise.all([stopAll(), stopSimsHere()]);
+    await Promise.all([kube.close(), sharedKube.close()]);
   });
 
   async function answers(routers: Running[], model: string): Promise<string[]> {
@@ -80,8 +99,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
 
     await kubectl('scale', 'deployment', 'x', '--replicas=1');
     await allAnswer([a], 'model-x', '503 model_unavailable loading');
-    const sim = await startSim(['--model', 'model-x', '--id', 'pod-x-1']);
-    addReadyPod(kube, 'x-1', 'model-x', sim.port);
+    addReadyPod(kube, 'x-1', 'model-x', engine.port);
     const b = await startK8sRouter();
     await allAnswer([a, b], 'model-x', '200');
     assert.deepEqual(await answers([a, b], 'model-y'), ['404 model_not_found', '404 model_not_found']);
@@ -92,23 +110,26 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
 
     await kubectl('delete', 'deployment', 'x', '--wait=false');
     await allAnswer([a, b], 'model-x', '404 model_not_found');
-    await a.stop();
-    await b.stop();
-    await sim.stop();
+    await Promise.all([a.stop(), b.stop()]);
   });
 
   test('model names from the annotation, the model label, --served-model-name and `vllm serve MODEL`; LoRA adapters from llm-router/lora-adapters', async () => {
-    kube.create(deployment('by-annotation', 0, {}, { 'llm-router/models': 'ann-1,ann-2' }));
-    kube.create(deployment('by-label', 0, { labels: { model: 'from-label' } }));
-    kube.create(deployment('by-served-name', 0, { args: ['--model', 'org/weights', '--served-model-name', 'served-a', 'served-b'] }));
-    kube.create(deployment('by-serve', 2, { args: ['vllm serve org/Llama-3.1-8B --port 8000'] }));
+    const k = sharedKube;
+    const r = shared;
+    k.create(deployment('by-annotation', 0, {}, { 'llm-router/models': 'ann-1,ann-2' }));
+    k.create(deployment('by-label', 0, { labels: { model: 'from-label' } }));
+    k.create(deployment('by-served-name', 0, { args: ['--model', 'org/weights', '--served-model-name', 'served-a', 'served-b'] }));
+    k.create(deployment('by-serve', 2, { args: ['vllm serve org/Llama-3.1-8B --port 8000'] }));
     // the LoRA adapters of a base model, on its workload (issue 16)
-    kube.create(
-      deployment('lora-base', 0, {}, { 'llm-router/models': 'lbase', 'llm-router/lora-adapters': 'lad=/adapters/lad, not-a-pair' }),
-    );
-    const r = await startK8sRouter();
+    k.create(deployment('lora-base', 0, {}, { 'llm-router/models': 'lbase', 'llm-router/lora-adapters': 'lad=/adapters/lad, not-a-pair' }));
     await until('ready', async () => (await call(`${r.url}/ready`)).status === 200);
-    const models = (await call(`${r.url}/v1/models`)).json<{ data: { id: string; status: string; parent?: string }[] }>().data;
+    type Listed = { id: string; status: string; parent?: string };
+    // the router learns of the workloads by its watch: all eight names, then their states
+    const models = await eventually(
+      'the eight declared names',
+      async () => (await call(`${r.url}/v1/models`)).json<{ data: Listed[] }>().data,
+      (listed) => listed.length >= 8,
+    );
     const status = Object.fromEntries(models.map((m) => [m.id, m.status]));
     assert.deepEqual(status, {
       'ann-1': 'scaled-to-zero',
@@ -124,11 +145,9 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     // a declared adapter of a base at zero is 503 like its base; an adapter nobody declares or serves is 404
     assert.deepEqual(await answers([r], 'lad'), ['503 model_unavailable scaled-to-zero']);
     assert.deepEqual(await answers([r], 'not-a-pair'), ['404 model_not_found']);
-    assert.match(r.proc.output(), /llm-router\/lora-adapters: \\"not-a-pair\\" must look like NAME=PATH/);
-    for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve', 'lora-base'])
-      kube.remove('deployments', 'default', name);
+    await r.proc.waitForOutput(/llm-router\/lora-adapters: \\"not-a-pair\\" must look like NAME=PATH/);
+    for (const name of ['by-annotation', 'by-label', 'by-served-name', 'by-serve', 'lora-base']) k.remove('deployments', 'default', name);
     await until('declarations gone', async () => (await call(`${r.url}/v1/models`)).json<{ data: unknown[] }>().data.length === 0);
-    await r.stop();
   });
 
   test('the periodic resync restarts each watch from its resourceVersion: watches, not lists; a change made meanwhile still arrives', async () => {
@@ -152,7 +171,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
   });
 
   test('a pod deleted while the watch was down is gone within one re-list; 410 triggers a re-list, not a loop', async () => {
-    const sim = await startSim(['--model', 'w']);
+    const sim = engine;
     kube.create(deployment('w', 1, { labels: { model: 'w' } }));
     addReadyPod(kube, 'w-1', 'w', sim.port);
     const r = await startK8sRouter(['--k8s-resync-seconds', '60']);
@@ -178,19 +197,21 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     kube.remove('pods', 'default', 'w-2');
     kube.remove('deployments', 'default', 'w');
     await r.stop();
-    await sim.stop();
   });
 
   test('a pod that turns terminating or not-Ready stops getting new requests while its stream finishes', async () => {
     const kube2 = await startFakeKube({ gracefulPodDeletion: true });
     const env = { KUBECONFIG: kube2.kubeconfigPath };
     try {
-      const slow = await startSim(['--model', 'd', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '20']);
-      const other = await startSim(['--model', 'd', '--id', 'new']);
+      // the engines and the router start side by side; the router finds the pods by its watch
+      const other = engine; // the pod that stays: 'steady'
+      const [slow, r] = await Promise.all([
+        startSimHere(['--model', 'd', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '20']),
+        startRouter(routerArgs, env),
+      ]);
       kube2.create(deployment('d', 2, { labels: { model: 'd' } }));
       addReadyPod(kube2, 'd-old', 'd', slow.port);
       addReadyPod(kube2, 'd-new', 'd', other.port);
-      const r = await startRouter(routerArgs, env);
       await until('both ready', async () => (await engines(r.url)).filter((e) => e.state === 'ready').length === 2);
 
       const stream = await streamOn(r.url, 'd', 'old', { max_tokens: 20 });
@@ -200,7 +221,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
       const after = await Promise.all(Array.from({ length: 4 }, () => call(`${r.url}/v1/chat/completions`, { body: chat('d') })));
       assert.deepEqual(
         after.map((x) => x.headers['x-sim-engine']),
-        ['new', 'new', 'new', 'new'],
+        ['steady', 'steady', 'steady', 'steady'],
       );
       const text = await body;
       assert.match(text, /\[DONE\]/, 'the stream on the terminating pod finished');
@@ -217,19 +238,17 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
   });
 
   test('P/D: pods labelled llm-d.ai/role become the prefill and decode endpoints of one model; llm-router/probe-port moves the probes', async () => {
-    const pd = ['--model', 'pd-k8s', '--ttft-ms', '1', '--itl-ms', '1'];
-    const prefill = await startSim([...pd, '--role', 'prefill', '--id', 'k8s-prefill']);
-    const decode = await startSim([...pd, '--role', 'decode', '--id', 'k8s-decode']);
+    const [k, r, prefill, decode] = [sharedKube, shared, pdPrefill, pdDecode];
     // the decode pod's engine port, probed while traffic goes to the decode port (a routing sidecar in a real pod)
-    const enginePort = await startSim(['--model', 'pd-k8s', '--id', 'k8s-engine-port']);
-    kube.create(deployment('pd-prefill', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'prefill' } }));
-    kube.create(deployment('pd-decode', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'decode' } }));
-    addReadyPod(kube, 'pd-prefill-0', 'pd-k8s', prefill.port, { labels: { 'llm-d.ai/role': 'prefill' } });
-    addReadyPod(kube, 'pd-decode-0', 'pd-k8s', decode.port, {
+    const enginePort = await startSimHere(['--model', 'pd-k8s', '--id', 'k8s-engine-port']);
+    const [remoteBefore, prefilledBefore] = [(await simStats(decode.url)).pd.remote, (await simStats(prefill.url)).pd.prefilled];
+    k.create(deployment('pd-prefill', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'prefill' } }));
+    k.create(deployment('pd-decode', 1, { labels: { model: 'pd-k8s', 'llm-d.ai/role': 'decode' } }));
+    addReadyPod(k, 'pd-prefill-0', 'pd-k8s', prefill.port, { labels: { 'llm-d.ai/role': 'prefill' } });
+    addReadyPod(k, 'pd-decode-0', 'pd-k8s', decode.port, {
       labels: { 'llm-d.ai/role': 'decode' },
       annotations: { 'llm-router/probe-port': String(enginePort.port) },
     });
-    const r = await startK8sRouter();
     await waitModelStatus(r.url, 'pd-k8s', 'ready');
     type View = { url: string; role: string; probeUrl?: string };
     const views = (await call(`${r.url}/engines`)).json<{ endpoints: View[] }>().endpoints;
@@ -243,17 +262,18 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     const res = await call(`${r.url}/v1/chat/completions`, { body: chat('pd-k8s') });
     assert.equal(res.status, 200);
     assert.equal(res.headers['x-sim-engine'], 'k8s-decode');
-    assert.equal((await simStats(decode.url)).pd.remote, 1);
-    assert.equal((await simStats(prefill.url)).pd.prefilled, 1);
+    assert.equal((await simStats(decode.url)).pd.remote, remoteBefore + 1);
+    assert.equal((await simStats(prefill.url)).pd.prefilled, prefilledBefore + 1);
     // the probes go to the engine port: when it stops, the decode endpoint fails though its traffic port answers
     await setFault(enginePort.url, { mode: 'refuse' });
     await waitModelStatus(r.url, 'pd-k8s', 'unavailable');
     const refused = await call(`${r.url}/v1/chat/completions`, { body: chat('pd-k8s') });
     assert.equal(refused.status, 503);
     assert.match(refused.json<{ error: { message: string } }>().error.message, /no ready decode engine/);
-    for (const name of ['pd-prefill-0', 'pd-decode-0']) kube.remove('pods', 'default', name);
-    for (const name of ['pd-prefill', 'pd-decode']) kube.remove('deployments', 'default', name);
-    await r.stop();
+    for (const name of ['pd-prefill-0', 'pd-decode-0']) k.remove('pods', 'default', name);
+    for (const name of ['pd-prefill', 'pd-decode']) k.remove('deployments', 'default', name);
+    await until('P/D endpoints gone', async () => (await engines(r.url)).length === 0);
+    await enginePort.stop();
   });
 
   test('P/D as a system: role workloads at zero are 503 scaled-to-zero on every replica and worker, whenever started; then every one agrees on each step up', async () => {
@@ -263,6 +283,12 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     kube.create(deployment('sg-decode', 0, role('pd-sg', 'decode'), sglang));
     kube.create(deployment('nx-prefill', 0, role('pd-nx', 'prefill')));
     kube.create(deployment('nx-decode', 0, role('pd-nx', 'decode')));
+    // the engines start beside router A (they are no pods until the steps up below add them)
+    // (the vllm-nixl decode engine is the file's shared one)
+    const starting = Promise.all([
+      startSimHere(['--model', 'pd-sg', '--role', 'decode', '--pd-protocol', 'sglang', '--id', 'sg-d', '--ttft-ms', '1', '--itl-ms', '1']),
+      startSimHere(['--model', 'pd-sg', '--role', 'prefill', '--pd-protocol', 'sglang', '--id', 'sg-p']),
+    ]);
     const a = await startK8sRouter();
     await until('router A ready', async () => (await call(`${a.url}/ready`)).status === 200);
     // started later, with two workers: each answer is asked on four connections in a row, which go to both workers
@@ -281,10 +307,15 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     };
     const agree = async (model: string, expected: string): Promise<void> => {
       let last: string[] = [];
-      await until(`${model} -> ${expected}`, async () => {
-        last = await askAll(model);
-        return last.length === 1 && last[0] === expected;
-      }).catch(() => assert.fail(`${model}: expected ${expected} from every router and worker, got ${JSON.stringify(last)}`));
+      await until(
+        `${model} -> ${expected}`,
+        async () => {
+          last = await askAll(model);
+          return last.length === 1 && last[0] === expected;
+        },
+        15_000,
+        100,
+      ).catch(() => assert.fail(`${model}: expected ${expected} from every router and worker, got ${JSON.stringify(last)}`));
     };
     // the message names the roles a request needs: sglang both, vllm-nixl the decode (it can go decode-only)
     await agree('pd-sg', '503 model_unavailable scaled-to-zero no ready prefill or decode engine');
@@ -298,21 +329,18 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     // the decode side scales up first
     kube.patch('deployments', 'default', 'sg-decode', { spec: { replicas: 1 } });
     kube.patch('deployments', 'default', 'nx-decode', { spec: { replicas: 1 } });
-    const sims = await Promise.all([
-      startSim(['--model', 'pd-sg', '--role', 'decode', '--pd-protocol', 'sglang', '--id', 'sg-d', '--ttft-ms', '1', '--itl-ms', '1']),
-      startSim(['--model', 'pd-nx', '--role', 'decode', '--id', 'nx-d', '--ttft-ms', '1', '--itl-ms', '1']),
-    ]);
-    const [sgDecode, nxDecode] = sims as [Running, Running];
+    const [sgDecode, sgPrefill] = await starting;
+    const nxDecode = pdDecode;
+    const localBefore = (await simStats(nxDecode.url)).pd.local;
     addReadyPod(kube, 'sg-decode-0', 'pd-sg', sgDecode.port, role('pd-sg', 'decode'));
     addReadyPod(kube, 'nx-decode-0', 'pd-nx', nxDecode.port, role('pd-nx', 'decode'));
     // sglang cannot run decode-only: the prefill role is missing, and every router says so; vllm-nixl serves decode-only
     await agree('pd-sg', '503 model_unavailable scaled-to-zero no ready prefill engine');
     await agree('pd-nx', '200');
-    assert.ok((await simStats(nxDecode.url)).pd.local >= 5, 'the decode engine ran the prompts itself');
+    assert.ok((await simStats(nxDecode.url)).pd.local - localBefore >= 5, 'the decode engine ran the prompts itself');
 
     // then the prefill side
     kube.patch('deployments', 'default', 'sg-prefill', { spec: { replicas: 1 } });
-    const sgPrefill = await startSim(['--model', 'pd-sg', '--role', 'prefill', '--pd-protocol', 'sglang', '--id', 'sg-p']);
     addReadyPod(kube, 'sg-prefill-0', 'pd-sg', sgPrefill.port, {
       ...role('pd-sg', 'prefill'),
       annotations: { 'sglang.ai/bootstrap-port': String(sgPrefill.port) },
@@ -321,7 +349,7 @@ describe('kubernetes discovery', { timeout: 120_000 }, () => {
     assert.ok((await simStats(sgPrefill.url)).pd.prefilled >= 5, 'the prefill engine took part in every answer');
     for (const name of ['sg-prefill-0', 'sg-decode-0', 'nx-decode-0']) kube.remove('pods', 'default', name);
     for (const name of ['sg-prefill', 'sg-decode', 'nx-prefill', 'nx-decode']) kube.remove('deployments', 'default', name);
-    await Promise.all([a.stop(), w.stop(), sgPrefill.stop(), ...sims.map((s) => s.stop())]);
+    await Promise.all([a.stop(), w.stop(), sgPrefill.stop(), sgDecode.stop()]);
   });
 
   test('a forbidden kind degrades with a log line and a metric; an API server down at startup keeps /ready 503 and known models served', async () => {

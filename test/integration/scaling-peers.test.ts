@@ -172,11 +172,15 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
   test('a real Prometheus scraping across a worker kill sees no counter reset: the trigger’s rate stays bounded', {
     skip: requireTool('prometheus'),
   }, async (t) => {
-    const router = await startRouter(['--workers', '2', '--known-models', 'w', '--admin-port', '0']);
+    // the admin port named in advance: Prometheus starts beside the router, not after it
+    const admin = await freePort();
+    const [router, prom] = await Promise.all([
+      startRouter(['--workers', '2', '--known-models', 'w', '--admin-port', String(admin)]),
+      startPrometheus([`127.0.0.1:${admin}`], 1),
+    ]);
     await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
     const startedAt = Date.now();
     const pids = [...router.proc.output().matchAll(/"pid":(\d+)[^\n]*"msg":"llm-router listening"/g)].map((m) => Number(m[1]));
-    const prom = await startPrometheus([new URL(router.adminUrl).host], 1);
     const value = async (expr: string): Promise<number | undefined> => {
       const r = await prom.query(expr);
       assert.equal(r.status, 'success', `${expr}: ${r.error}`);
@@ -219,8 +223,12 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
       const auth = { authorization: 'Bearer k-2' };
       try {
         const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', '--api-keys-file', file];
-        const b = await startRouter(common);
-        const a = await startRouter([...common, '--scaler-peers', b.url]);
+        // B's port named in advance (the last --port wins), so that A, which lists it, starts beside it
+        const bPort = await freePort();
+        const [b, a] = await Promise.all([
+          startRouter([...common, '--port', String(bPort)]),
+          startRouter([...common, '--scaler-peers', `http://127.0.0.1:${bPort}`]),
+        ]);
         const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
         try {
           assert.equal((await call(`${b.url}/demand`)).status, 401, 'the main port wants a key');
@@ -241,22 +249,25 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
 
   test('a rollout: B stopping cleanly is counted while it still holds a request, and dropped at once when it has answered it', async (t) => {
     const grace = ['--scale-to-zero-grace-seconds', '60'];
-    const aAdmin = await freePort();
+    const [aAdmin, bAdmin] = [await freePort(), await freePort()];
     const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0', ...grace];
     // B knows A (to say goodbye); A knows B; B drains for 2 s with its request still held. Both run two workers: B's
     // primary says it is stopping and says goodbye; A's worker that takes the goodbye hands it to A's primary
-    const b = await startRouter([
-      ...common,
-      '--workers',
-      '2',
-      '--admin-port',
-      '0',
-      '--scaler-peers',
-      `http://127.0.0.1:${aAdmin}`,
-      '--drain-seconds',
-      '2',
+    // both admin ports named in advance: the two replicas start side by side
+    const [b, a] = await Promise.all([
+      startRouter([
+        ...common,
+        '--workers',
+        '2',
+        '--admin-port',
+        String(bAdmin),
+        '--scaler-peers',
+        `http://127.0.0.1:${aAdmin}`,
+        '--drain-seconds',
+        '2',
+      ]),
+      startRouter([...common, '--workers', '2', '--admin-port', String(aAdmin), '--scaler-peers', `http://127.0.0.1:${bAdmin}`]),
     ]);
-    const a = await startRouter([...common, '--workers', '2', '--admin-port', String(aAdmin), '--scaler-peers', b.adminUrl]);
     const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
     try {
       const held = hold(b, 'm');
@@ -325,16 +336,19 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
 
   test('one replica behind two URLs counts once; this replica’s own URLs (it holds a request) are not counted again', async () => {
     const common = ['--known-models', 'm', '--cold-start-wait', '60', '--keda-scaler-port', '0'];
-    const b = await startRouter([...common, '--admin-port', '0']);
-    const bAgain = await relay(Number(new URL(b.adminUrl).port));
-    const aAdmin = await freePort();
+    // both admin ports named in advance: the two replicas start side by side
+    const [aAdmin, bAdmin] = [await freePort(), await freePort()];
+    const bAgain = await relay(bAdmin);
     const aAgain = await relay(aAdmin);
-    const a = await startRouter([
-      ...common,
-      '--admin-port',
-      String(aAdmin),
-      '--scaler-peers',
-      [b.adminUrl, bAgain.url, `http://127.0.0.1:${aAdmin}`, aAgain.url].join(','),
+    const [b, a] = await Promise.all([
+      startRouter([...common, '--admin-port', String(bAdmin)]),
+      startRouter([
+        ...common,
+        '--admin-port',
+        String(aAdmin),
+        '--scaler-peers',
+        [`http://127.0.0.1:${bAdmin}`, bAgain.url, `http://127.0.0.1:${aAdmin}`, aAgain.url].join(','),
+      ]),
     ]);
     const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
     try {

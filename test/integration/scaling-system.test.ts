@@ -6,7 +6,8 @@ import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { kedaClient } from '../support/keda.js';
 import { addReady } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
-import { call, chat, firstSnapshot, kedaPort, startRouter, startSim, type Running } from '../support/router.js';
+import { call, chat, firstSnapshot, kedaPort, startRouter, type Running } from '../support/router.js';
+import { startSimHere, stopSimsHere } from '../support/fastA-sim.js';
 import { until, within } from '../support/within.js';
 
 interface Demand {
@@ -31,10 +32,12 @@ const hold = (r: Running, model: string) =>
   call(`${r.url}/v1/chat/completions`, { body: chat(model), timeoutMs: 60_000 }).catch((err: Error) => err);
 
 describe('scale from zero across replicas and workers', { timeout: 120_000 }, () => {
-  after(() => stopAll());
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('two replicas: a request held on B shows through A; B killed: A counts its last snapshot until the grace period passes, then drops it', async () => {
-    const graceSeconds = 6;
+    // the grace period's length is a parameter here, not the subject: 3 s still tells "kept for the grace period"
+    // (checked for its first third) from "dropped at once" and from "kept forever"
+    const graceSeconds = 3;
     const common = [
       '--known-models',
       'm',
@@ -45,10 +48,13 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
       '--keda-scaler-port',
       '0',
     ];
-    const b = await startRouter([...common, '--admin-port', '0']);
-    const aAdmin = await freePort();
+    // both admin ports named in advance, so that the two replicas start side by side
+    const [aAdmin, bAdmin] = [await freePort(), await freePort()];
     // A lists itself too: harmless, it is recognised by its instance id and not counted twice
-    const a = await startRouter([...common, '--admin-port', String(aAdmin), '--scaler-peers', `http://127.0.0.1:${aAdmin},${b.adminUrl}`]);
+    const [b, a] = await Promise.all([
+      startRouter([...common, '--admin-port', String(bAdmin)]),
+      startRouter([...common, '--admin-port', String(aAdmin), '--scaler-peers', `http://127.0.0.1:${aAdmin},http://127.0.0.1:${bAdmin}`]),
+    ]);
     const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
     try {
       assert.equal(await keda.isActive(ref('m')), false);
@@ -170,8 +176,10 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
       ];
       const env = { KUBECONFIG: kube.kubeconfigPath };
       // the pods are listed after both routers listen: their admin ports can be whatever port 0 gave them
-      const b = await startRouter([...common, '--admin-port', '0'], env);
-      const a = await startRouter([...common, '--admin-port', '0'], env);
+      const [b, a] = await Promise.all([
+        startRouter([...common, '--admin-port', '0'], env),
+        startRouter([...common, '--admin-port', '0'], env),
+      ]);
       routerPod('router-a', a);
       routerPod('router-b', b);
       const keda = kedaClient(`127.0.0.1:${await kedaPort(a)}`);
@@ -206,7 +214,7 @@ describe('scale from zero across replicas and workers', { timeout: 120_000 }, ()
     ]);
     const held = call(`${router.url}/v1/chat/completions`, { body: chat('late'), timeoutMs: 60_000 });
     await until('held', async () => (await demand(router)).models.late?.held === 1);
-    await startSim(['--model', 'late', '--startup-loading-seconds', '1'], { port });
+    await startSimHere(['--model', 'late', '--startup-loading-seconds', '1'], { port });
     const answer = await within(20_000, 'the held request, once the engine has loaded', held);
     assert.equal(answer.status, 200);
     await router.stop();
