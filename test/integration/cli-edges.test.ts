@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startCli, stopAll, type Started } from '../support/process.js';
 import { call, chat, startRouter } from '../support/router.js';
-import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims } from '../support/sim-here.js';
 import { eventually, until, within } from '../support/within.js';
 
 const exited = (p: Started): Promise<number | null> =>

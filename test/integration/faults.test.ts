@@ -26,7 +26,7 @@ import {
   type Running,
 } from '../support/router.js';
 import { describeSockets, orphanedInbound, readByServer, socketCensus, tcpSockets } from '../support/sockets.js';
-import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/sim-here.js';
 import { until, within } from '../support/within.js';
 
 /**

@@ -23,7 +23,7 @@ import {
   waitModelStatus,
   type Running,
 } from '../support/router.js';
-import { startSimHere, stopSimsHere, type SimHere } from '../support/fastA-sim.js';
+import { startSimHere, stopSimsHere, type SimHere } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 import { requireTool } from '../support/tools.js';
 

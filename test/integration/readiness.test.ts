@@ -17,7 +17,7 @@ import {
   type Running,
   waitModelStatus,
 } from '../support/router.js';
-import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/sim-here.js';
 import { until } from '../support/within.js';
 
 /** Sends requests at a steady pace until stopped; records every status and the engine that answered. */

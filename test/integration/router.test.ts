@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { INFERENCE_PATHS } from '../../src/router/server/pipeline.js';
 import { startCli, stopAll } from '../support/process.js';
 import { call, chat, engines, simStats, startRouter, waitModelStatus, type Running } from '../support/router.js';
-import { startLocalSim, stopLocalSims, type LocalSim } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims, type LocalSim } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 
 describe('router in front of a simulated engine', { timeout: 60_000 }, () => {

@@ -7,7 +7,7 @@ import { kedaClient } from '../support/keda.js';
 import { addReady } from '../support/kube-objects.js';
 import { freePort, stopAll } from '../support/process.js';
 import { call, chat, firstSnapshot, kedaPort, startRouter, type Running } from '../support/router.js';
-import { startSimHere, stopSimsHere } from '../support/fastA-sim.js';
+import { startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { until, within } from '../support/within.js';
 
 interface Demand {

@@ -8,7 +8,7 @@ import { stopAll } from '../support/process.js';
 import { kedaClient } from '../support/keda.js';
 import { addReadyPod, deployment } from '../support/kube-objects.js';
 import { call, chat, FAST_PROBES, kedaPort, metric, simStats, startRouter, waitModelStatus, type Running } from '../support/router.js';
-import { startSimHere, stopSimsHere, type SimHere } from '../support/fastA-sim.js';
+import { startSimHere, stopSimsHere, type SimHere } from '../support/sim-here.js';
 import { until } from '../support/within.js';
 
 const deploymentOf = (name: string, model: string, replicas: number) => deployment(name, replicas, { labels: { model } });

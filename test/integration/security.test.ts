@@ -11,7 +11,7 @@ import { request } from 'undici';
 import { startCli, stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
 import { call, chat, simRequests, startRouter, waitModelStatus } from '../support/router.js';
-import { startLocalSim, stopLocalSims } from '../support/fastB-sim.js';
+import { startLocalSim, stopLocalSims } from '../support/sim-here.js';
 import { until, within } from '../support/within.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];

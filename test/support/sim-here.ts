@@ -44,3 +44,8 @@ export async function stopSimsHere(): Promise<void> {
   open.clear();
   await Promise.all(engines.map((e) => e.close()));
 }
+
+/** startSimHere with the port as a plain argument (a port from freePort(), for a caller that needs it before it listens). */
+export const startLocalSim = (args: readonly string[], port = 0): Promise<SimHere> => startSimHere(args, { port });
+export const stopLocalSims = stopSimsHere;
+export type LocalSim = SimHere;
