@@ -111,7 +111,7 @@ test('the crafted sets really collide where the slot is not salted', () => {
   assert.equal(new Set(sharingLow32(2000).map((k) => (k >>> 0) & ((1 << 20) - 1))).size, 1);
 });
 
-test('under the process salt, crafted keys are filed as random keys are: displacement and insert rate alike', () => {
+test('under the process salt, crafted keys are filed as random keys are: the slots an insert walks alike', () => {
   const n = 40_000;
   const sets = { random: randomKeys(n), crafted: craftedForUnsalted(n), low32: sharingLow32(n) };
   // linear probing at a load of 1/2 or less: about half a slot per entry on average for random keys
@@ -120,22 +120,8 @@ test('under the process salt, crafted keys are filed as random keys are: displac
     const d = filled(sets[name]).displacement() / n;
     assert.ok(d < 3 * random + 1, `${name}: ${d.toFixed(2)} slots from home per entry, random keys ${random.toFixed(2)}`);
   }
-  // the same in time: the best of five fills of each set (a busy machine slows a run, never speeds one up)
-  const best = (keys: readonly number[]): number => {
-    let min = Number.POSITIVE_INFINITY;
-    for (let r = 0; r < 5; r++) {
-      const t0 = performance.now();
-      filled(keys);
-      min = Math.min(min, performance.now() - t0);
-    }
-    return min;
-  };
-  best(sets.random); // warm up
-  const base = best(sets.random);
-  for (const name of ['crafted', 'low32'] as const) {
-    const ms = best(sets[name]);
-    assert.ok(ms < 4 * base + 5, `${name}: ${ms.toFixed(1)} ms for ${n} inserts, random keys ${base.toFixed(1)} ms`);
-  }
+  // counted, not timed: with linear probing an insert's cost is the slots it walks, which displacement counts (a timed
+  // fill of 40,000 keys takes ~2 ms, too short to compare on a busy machine)
 });
 
 test('the salt is drawn per process: two processes file the same key apart', async () => {
