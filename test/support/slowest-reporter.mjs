@@ -2,6 +2,7 @@
 // (a file's own time: its top-level tests and suites, hooks included, one after another in its process). It prints
 // nothing else; `npm test` runs it beside the TAP reporter, so the slow files are seen on every run. Plain JavaScript:
 // the test runner loads its reporters before tsx can compile them (types: slowest-reporter.d.mts).
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 
@@ -25,6 +26,16 @@ export function slowestLines(byFile, wallMs, count = 10, root = process.cwd()) {
   return lines;
 }
 
+/**
+ * Each file's own seconds (one decimal), by its path relative to `root`, in path order.
+ * @param {ReadonlyMap<string, number>} byFile
+ * @returns {Record<string, number>}
+ */
+export function durationRecord(byFile, root = process.cwd()) {
+  const entries = [...byFile].map(([file, ms]) => [path.relative(root, file).split(path.sep).join('/'), Math.round(ms / 100) / 10]);
+  return Object.fromEntries(entries.sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
+}
+
 /** @param {AsyncIterable<{ type: string, data?: { nesting?: number, file?: string, details?: { duration_ms?: number } } }>} source */
 export default async function* slowestReporter(source) {
   /** @type {Map<string, number>} */
@@ -36,4 +47,7 @@ export default async function* slowestReporter(source) {
     byFile.set(file, (byFile.get(file) ?? 0) + details.duration_ms);
   }
   yield `${slowestLines(byFile, performance.now() - startedAt).join('\n')}\n`;
+  // tools/run-tests.ts --write-durations: each file's own seconds, which later runs start longest first
+  const out = process.env.LLM_ROUTER_TEST_DURATIONS_OUT;
+  if (out) writeFileSync(out, `${JSON.stringify(durationRecord(byFile), null, 2)}\n`);
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import slowestReporter, { slowestLines } from '../support/slowest-reporter.mjs';
+import slowestReporter, { durationRecord, slowestLines } from '../support/slowest-reporter.mjs';
 
 test('the summary names the wall time and the slowest files first, by their own time', () => {
   const byFile = new Map(Array.from({ length: 12 }, (_, i) => [`/r/test/f${i}.test.ts`, (i + 1) * 1000] as const));
@@ -28,4 +28,15 @@ test('the reporter adds up top-level tests per file, failed ones too, and skips 
   assert.match(out, /files' own time summed: 5\.0 s, 2 files/);
   assert.ok(out.indexOf('b.test.ts') < out.indexOf('a.test.ts'), out);
   assert.match(out, /2\.0 s {2}\S*a\.test\.ts/);
+});
+
+test("the duration record is each file's own seconds by its path relative to the repository, in path order", () => {
+  const byFile = new Map([
+    ['/r/test/unit/b.test.ts', 1234],
+    ['/r/test/integration/a.test.ts', 56_789],
+  ]);
+  assert.deepEqual(Object.entries(durationRecord(byFile, '/r')), [
+    ['test/integration/a.test.ts', 56.8],
+    ['test/unit/b.test.ts', 1.2],
+  ]);
 });

@@ -1,0 +1,124 @@
+// `npm test`'s test run (after the lint and the build): every test file through node:test and tsx, and beside it the
+// type check at the lowest CPU priority, so that on a 2-core machine it uses what the tests leave idle (most
+// integration tests wait on processes) instead of running before them. The exit code is non-zero when either fails;
+// the type check's output is printed after the tests'.
+//
+// Files start longest first (integration files before unit files, then by the last recorded time in
+// test/durations.json, new files first): with four files at a time, a long file started last would run on alone.
+// `--write-durations` records this run's times there. Files given as arguments run alone, in that order.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { setPriority } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const durationsFile = path.join(root, 'test', 'durations.json');
+
+/** Every `*.test.ts` under `dir`, as paths relative to the repository. */
+export function testFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of readdirSync(path.join(root, dir), { withFileTypes: true })) {
+    const rel = path.posix.join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...testFiles(rel));
+    else if (entry.name.endsWith('.test.ts')) out.push(rel);
+  }
+  return out;
+}
+
+/**
+ * The order files start in: integration files (they wait on processes) before the rest, each group by its recorded
+ * seconds, longest first; a file without a record counts as the longest (it is new, and may be long); ties by name.
+ */
+export function startOrder(files: readonly string[], seconds: Readonly<Record<string, number>>): string[] {
+  const group = (f: string) => (f.includes('/integration/') ? 0 : 1);
+  const known = (f: string) => seconds[f] ?? Number.POSITIVE_INFINITY;
+  return [...files].sort((a, b) => group(a) - group(b) || known(b) - known(a) || a.localeCompare(b));
+}
+
+function readDurations(): Record<string, number> {
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(durationsFile, 'utf8'));
+    if (parsed && typeof parsed === 'object') {
+      const out: Record<string, number> = {};
+      for (const [k, v] of Object.entries(parsed)) if (typeof v === 'number') out[k] = v;
+      return out;
+    }
+  } catch {
+    // no record yet: every file counts as new
+  }
+  return {};
+}
+
+function exited(child: ChildProcess): Promise<number> {
+  return new Promise((resolve) => child.once('close', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const writeDurations = argv.includes('--write-durations');
+  const given = argv.filter((a) => !a.startsWith('--'));
+  const files = given.length > 0 ? given : startOrder([...testFiles('test')], readDurations());
+
+  const started = performance.now();
+  const typecheck = spawn(
+    process.execPath,
+    [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.json', '--noEmit'],
+    {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  try {
+    if (typecheck.pid !== undefined) setPriority(typecheck.pid, 19);
+  } catch {
+    // not allowed here: it runs at the normal priority
+  }
+  let typecheckOutput = '';
+  typecheck.stdout?.on('data', (d: Buffer) => {
+    typecheckOutput += d.toString();
+  });
+  typecheck.stderr?.on('data', (d: Buffer) => {
+    typecheckOutput += d.toString();
+  });
+  let typecheckSeconds = 0;
+  const typecheckDone = exited(typecheck).then((code) => {
+    typecheckSeconds = (performance.now() - started) / 1000;
+    return code;
+  });
+
+  const tests = spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-concurrency=4',
+      '--test-timeout=120000',
+      '--test-reporter=tap',
+      '--test-reporter-destination=stdout',
+      '--test-reporter=./test/support/slowest-reporter.mjs',
+      '--test-reporter-destination=stdout',
+      ...files,
+    ],
+    {
+      cwd: root,
+      stdio: 'inherit',
+      env: writeDurations ? { ...process.env, LLM_ROUTER_TEST_DURATIONS_OUT: durationsFile } : process.env,
+    },
+  );
+  const stop = (signal: NodeJS.Signals) => {
+    tests.kill(signal);
+    typecheck.kill(signal);
+  };
+  process.once('SIGINT', () => stop('SIGINT'));
+  process.once('SIGTERM', () => stop('SIGTERM'));
+
+  const [testCode, typecheckCode] = await Promise.all([exited(tests), typecheckDone]);
+  if (typecheckCode === 0) console.log(`# type check (tsc --noEmit, beside the tests): passed in ${typecheckSeconds.toFixed(1)} s`);
+  else console.log(`# type check (tsc --noEmit, beside the tests): FAILED\n${typecheckOutput}`);
+  return testCode !== 0 ? testCode : typecheckCode;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main(process.argv.slice(2));
+}
