@@ -103,7 +103,7 @@ async function main(argv: readonly string[]): Promise<number> {
     {
       cwd: root,
       stdio: 'inherit',
-      env: writeDurations ? { ...process.env, LLM_ROUTER_TEST_DURATIONS_OUT: durationsFile } : process.env,
+      env: writeDurations ? { ...process.env, SUITE_DURATIONS_OUT: durationsFile } : process.env,
     },
   );
   const stop = (signal: NodeJS.Signals) => {

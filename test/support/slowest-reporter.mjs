@@ -48,6 +48,6 @@ export default async function* slowestReporter(source) {
   }
   yield `${slowestLines(byFile, performance.now() - startedAt).join('\n')}\n`;
   // tools/run-tests.ts --write-durations: each file's own seconds, which later runs start longest first
-  const out = process.env.LLM_ROUTER_TEST_DURATIONS_OUT;
+  const out = process.env.SUITE_DURATIONS_OUT;
   if (out) writeFileSync(out, `${JSON.stringify(durationRecord(byFile), null, 2)}\n`);
 }
