@@ -3,8 +3,11 @@
 // priority. Read here for the API-key gate (server/auth.ts) and for the key a replica shows its peers
 // (scaling/system.ts). Errors name an entry by its number, line and tenant, never by its key.
 import { createHash } from 'node:crypto';
-import { isMap, isScalar, isSeq, type Node, parseDocument } from 'yaml';
+import type { Node } from 'yaml';
 import { type FlowIdentity, isPriority, isTenantName, PRIORITY_MAX, PRIORITY_MIN } from '../core/flow.js';
+import { lazyModule } from '../util/lazy-module.js';
+
+const yaml = lazyModule<typeof import('yaml')>('yaml');
 
 /** What an accepted API key says of its requests (never the key itself). */
 export interface KeyEntry {
@@ -118,6 +121,7 @@ function entryFromYaml(value: unknown, where: () => string): { key: string; entr
 }
 
 function parseYaml(text: string): ApiKey[] {
+  const { isMap, isScalar, isSeq, parseDocument } = yaml();
   const doc = parseDocument(text, { prettyErrors: false, uniqueKeys: true });
   const bad = doc.errors[0];
   // the code and the place only: the parser's message may quote the line, which may hold a key

@@ -6,8 +6,10 @@
 // lists here. Its fields that llm-router refuses (callbacks, static_model_labels, ...) are refused with the same
 // one-line reason as the flags.
 import { readFileSync } from 'node:fs';
-import { parse as parseYaml } from 'yaml';
+import { lazyModule } from '../util/lazy-module.js';
 import { UsageError } from './flags.js';
+
+const yaml = lazyModule<typeof import('yaml')>('yaml');
 
 export type ConfigFileFormat = 'yaml' | 'vllm-router-yaml' | 'vllm-router-json';
 
@@ -112,7 +114,7 @@ export function parseConfigText(ref: ConfigFileRef, text: string): Record<string
   const where = `${ref.flag} ${ref.path}`;
   let doc: unknown;
   try {
-    doc = ref.format === 'vllm-router-json' ? (text.trim() === '' ? null : JSON.parse(text)) : parseYaml(text);
+    doc = ref.format === 'vllm-router-json' ? (text.trim() === '' ? null : JSON.parse(text)) : yaml().parse(text);
   } catch (err) {
     throw new UsageError(
       `${where}: not valid ${ref.format === 'vllm-router-json' ? 'JSON' : 'YAML'}: ${(err as Error).message.split('\n')[0]}`,

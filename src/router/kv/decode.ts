@@ -2,8 +2,11 @@
 // positional arrays; later: maps tagged by "type"), so each message is judged by its own shape, never by a version
 // guessed once. The payload comes from the network: every size is capped before anything is allocated for it, every
 // malformed part is counted under one of a few fixed reasons, and nothing here throws.
-import { DecodeError, Decoder } from '@msgpack/msgpack';
+import type { Decoder } from '@msgpack/msgpack';
 import type { KvTier } from './types.js';
+import { lazyModule } from '../util/lazy-module.js';
+
+const msgpack = lazyModule<typeof import('@msgpack/msgpack')>('@msgpack/msgpack');
 
 /** An engine's own block hash, as a Map key: an integer hash exactly (uint64 above 2^53 included), raw bytes as hex. */
 export type EngineHash = bigint | string;
@@ -137,7 +140,7 @@ function decoderFor(limits: DecodeLimits): Decoder {
   if (!d) {
     // The decoder checks each length against these before it allocates, so a header claiming 10^9 entries costs
     // nothing.
-    d = new Decoder({
+    d = new (msgpack().Decoder)({
       useBigInt64: true,
       maxStrLength: MAX_STRING_BYTES,
       maxBinLength: MAX_BIN_BYTES,
@@ -165,7 +168,7 @@ export function decodeBatch(
     raw = decoderFor(limits).decode(payload);
   } catch (err) {
     // DecodeError, RangeError (a length over a max, or nesting deep enough to exhaust the stack), anything else
-    const detail = err instanceof DecodeError || err instanceof RangeError ? err.message : String(err);
+    const detail = err instanceof msgpack().DecodeError || err instanceof RangeError ? err.message : String(err);
     onMalformed(/max length exceeded/i.test(detail) ? 'too-long' : 'msgpack', detail.slice(0, 200));
     return undefined;
   }

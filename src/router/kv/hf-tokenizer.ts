@@ -6,8 +6,12 @@
 // as variables), then tokenized without added special tokens (vLLM's default for chat: the template writes them).
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Template } from '@huggingface/jinja';
-import { Tokenizer } from '@huggingface/tokenizers';
+import type { Template } from '@huggingface/jinja';
+import type { Tokenizer } from '@huggingface/tokenizers';
+import { lazyModule } from '../util/lazy-module.js';
+
+const jinja = lazyModule<typeof import('@huggingface/jinja')>('@huggingface/jinja');
+const tokenizers = lazyModule<typeof import('@huggingface/tokenizers')>('@huggingface/tokenizers');
 
 /** The template arguments a chat request may carry (vLLM's names). */
 export interface ChatRenderOptions {
@@ -56,7 +60,7 @@ export class HfTokenizer {
     templates: readonly NamedTemplate[],
     readonly source: string,
   ) {
-    this.tokenizer = new Tokenizer(tokenizerJson, config);
+    this.tokenizer = new (tokenizers().Tokenizer)(tokenizerJson, config);
     fasterByteLevel(this.tokenizer.pre_tokenizer);
     fasterSplitThenBytes(this.tokenizer.pre_tokenizer);
     fasterWordCache(this.tokenizer.model);
@@ -143,7 +147,7 @@ export class HfTokenizer {
     let template = this.compiled.get(source);
     if (!template) {
       try {
-        template = new Template(source);
+        template = new (jinja().Template)(source);
       } catch (err) {
         throw new ChatTemplateError(`chat template does not parse: ${(err as Error).message}`);
       }

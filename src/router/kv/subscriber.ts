@@ -9,10 +9,13 @@
 // Live messages queue meanwhile; those the replay already applied (the same seq, the same payload) are skipped, and a
 // seq going back to a payload the replay did not have is a restart, as ever.
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { Dealer, Subscriber } from 'zeromq';
+import type { Dealer, Subscriber } from 'zeromq';
+import { lazyModule } from '../util/lazy-module.js';
 import type { Logger } from '../util/log.js';
 import { DEFAULT_DECODE_LIMITS, type DecodeLimits, decodeBatch, type MalformedReason, MALFORMED_REASONS } from './decode.js';
 import type { KvApplyTally, KvIndex } from './kv-index.js';
+
+const zeromq = lazyModule<typeof import('zeromq')>('zeromq');
 
 /** What the router subscribes to for one endpoint: its ranks' event URLs and, index for index, their replay URLs. */
 export interface KvSource {
@@ -267,7 +270,7 @@ class RankStream {
     this.firstConnect = new Promise((resolve) => {
       this.onFirstConnect = resolve;
     });
-    this.sub = new Subscriber({
+    this.sub = new (zeromq().Subscriber)({
       linger: 0,
       receiveHighWaterMark: opts.receiveHighWaterMark ?? 10_000,
       // zeromq disconnects a peer that sends a bigger frame, before we ever buffer it
@@ -421,7 +424,7 @@ class RankStream {
     this.owner.own.replays++;
     const timeoutMs = this.opts.replayTimeoutMs ?? 2000;
     const deadline = this.now() + timeoutMs * REPLAY_TIMEOUTS;
-    const dealer = new Dealer({
+    const dealer = new (zeromq().Dealer)({
       linger: 0,
       sendTimeout: timeoutMs,
       receiveTimeout: timeoutMs,

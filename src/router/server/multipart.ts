@@ -2,8 +2,11 @@
 // field. The body is parsed with busboy over the one buffer the router already holds (bounded by --max-body-bytes,
 // as every body is): the file part is skipped as it is parsed, never copied; the fields are kept for routing. The
 // bytes forwarded are the client's, byte for byte (an alias rewrites only the model field: rewriteMultipartModel).
-import busboy from 'busboy';
+import type busboy from 'busboy';
+import { lazyModule } from '../util/lazy-module.js';
 import { errors, type RouterError } from './errors.js';
+
+const loadBusboy = lazyModule<typeof busboy>('busboy');
 
 /** Paths routed by the `model` field of a multipart/form-data body. */
 export const AUDIO_PATHS: readonly string[] = ['/v1/audio/transcriptions', '/v1/audio/translations'];
@@ -51,7 +54,7 @@ export function parseMultipart(raw: Buffer, contentType: string | undefined): Pr
     };
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: { 'content-type': contentType as string }, limits: { fieldSize: MAX_FIELD_BYTES } });
+      bb = loadBusboy()({ headers: { 'content-type': contentType as string }, limits: { fieldSize: MAX_FIELD_BYTES } });
     } catch (err) {
       done({ ok: false, error: errors.invalidMultipart((err as Error).message) });
       return;

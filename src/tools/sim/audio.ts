@@ -4,13 +4,16 @@
 // file is counted, never kept.
 import { createHash } from 'node:crypto';
 import type http from 'node:http';
-import busboy from 'busboy';
+import type busboy from 'busboy';
+import { lazyModule } from '../../router/util/lazy-module.js';
 import type { EngineContext } from './context.js';
 import { answerLater, newId } from './generation.js';
 import { BodyError, sendJson } from './http-io.js';
 import { errorBody } from './openai.js';
 import type { Exchange } from './request-stats.js';
 import { fillerText } from './tokens.js';
+
+const loadBusboy = lazyModule<typeof busboy>('busboy');
 
 export const AUDIO_PATHS: ReadonlySet<string> = new Set(['/v1/audio/transcriptions', '/v1/audio/translations']);
 /** bodies up to this size are kept whole for GET /_sim/requests; larger ones by their SHA-256 and length only */
@@ -31,7 +34,7 @@ export function readMultipart(req: http.IncomingMessage): Promise<AudioRequest> 
   return new Promise((resolve, reject) => {
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: req.headers });
+      bb = loadBusboy()({ headers: req.headers });
     } catch (err) {
       req.resume();
       reject(new BodyError(400, `Invalid multipart/form-data body: ${(err as Error).message}`));

@@ -7,10 +7,14 @@
 // Fault switches: drop the next N batches (sent to no subscriber, as a PUB high-water-mark drop loses them, yet
 // buffered for replay) and restart (the sequence from 0 and an empty buffer, as a new engine process has).
 import { bracketHost } from '../../router/util/host.js';
-import { Encoder } from '@msgpack/msgpack';
-import { Publisher, Router } from 'zeromq';
+import type { Encoder } from '@msgpack/msgpack';
+import type { Router } from 'zeromq';
+import { lazyModule } from '../../router/util/lazy-module.js';
 import { hashAsInt, type EngineBlockHash, type KvCacheEvent } from './kv-cache.js';
 import type { KvEventEncoding, KvEventHashKind, SimKvEventsOptions, SimKvEventsStatus } from './types.js';
+
+const msgpack = lazyModule<typeof import('@msgpack/msgpack')>('@msgpack/msgpack');
+const zeromq = lazyModule<typeof import('zeromq')>('zeromq');
 
 const END_SEQ = Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
 const MEDIUM_GPU = 'GPU';
@@ -73,9 +77,9 @@ export function encodeBatch(
 }
 
 export class KvEventPublisher {
-  private readonly pub = new Publisher({ sendHighWaterMark: 100_000, linger: 0 });
+  private readonly pub = new (zeromq().Publisher)({ sendHighWaterMark: 100_000, linger: 0 });
   private readonly replay: Router | undefined;
-  private readonly encoder = new Encoder({ useBigInt64: true });
+  private readonly encoder = new (msgpack().Encoder)({ useBigInt64: true });
   private readonly topic: Buffer;
   private pending: KvCacheEvent[] = [];
   private flushTimer: NodeJS.Immediate | undefined;
@@ -97,7 +101,7 @@ export class KvEventPublisher {
     private readonly options: SimKvEventsOptions,
   ) {
     this.topic = Buffer.from(options.topic, 'utf8');
-    if (options.replayPort !== undefined) this.replay = new Router({ linger: 0 });
+    if (options.replayPort !== undefined) this.replay = new (zeromq().Router)({ linger: 0 });
     const ipv6 = host.includes(':');
     if (ipv6) {
       this.pub.ipv6 = true;
