@@ -1,6 +1,7 @@
 // kvaware end to end: two simulators (in this process: the routers are the subject) publishing their prefix caches'
-// KV-cache events over zeromq, two router replicas (processes) following them. A prompt cached on B goes to B through either replica, 10 of 10 times; once B has evicted it and A holds it,
-// both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
+// KV-cache events over zeromq, two router replicas (processes) following them. A prompt cached on B goes to B through
+// either replica, 10 of 10 times; once B has evicted it and A holds it, both replicas send it to A. Nothing is shared
+// between the replicas but the engines' own events.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { call, FAST_PROBES, firstSnapshot, type Running, startRouter } from '../support/router.js';
