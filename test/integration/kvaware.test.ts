@@ -1,13 +1,22 @@
-// kvaware end to end: two simulators publishing their prefix caches' KV-cache events, two router replicas following
-// them. A prompt cached on B goes to B through either replica, 10 of 10 times; once B has evicted it and A holds it,
-// both replicas send it to A. Nothing is shared between the replicas but the engines' own events.
+// kvaware end to end: two simulators (in this process: the routers are the subject) publishing their prefix caches'
+// KV-cache events over zeromq, two router replicas (processes) following them. A prompt cached on B goes to B through
+// either replica, 10 of 10 times; once B has evicted it and A holds it, both replicas send it to A. Nothing is shared
+// between the replicas but the engines' own events.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { call, FAST_PROBES, firstSnapshot, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
+import { call, FAST_PROBES, firstSnapshot, type Running, startRouter } from '../support/router.js';
 import { stopAll } from '../support/process.js';
+import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
+import { kvawareArgsHere } from '../support/simC-kv.js';
 import { eventually } from '../support/within.js';
 
 const MODEL = 'kv-model';
+
+/** the routers first (they follow the engines' events), then the in-process engines */
+async function stopEverything(): Promise<void> {
+  await stopAll();
+  await stopSimsHere();
+}
 
 function words(seed: string, n: number): string {
   return Array.from({ length: n }, (_, i) => `${seed}${i}`).join(' ');
@@ -39,14 +48,16 @@ async function blocksOn(router: Running): Promise<Map<string, number>> {
 async function twoEngines(
   extra: readonly string[],
   replicas: number,
-  opts: { extraB?: readonly string[]; first?: (a: Running, b: Running) => void } = {},
-): Promise<{ a: Running; b: Running; routers: Running[] }> {
+  opts: { extraB?: readonly string[]; first?: (a: SimHere, b: SimHere) => void } = {},
+): Promise<{ a: SimHere; b: SimHere; routers: Running[] }> {
   const { first, extraB = extra } = opts;
   const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0'];
-  const [a, b] = await Promise.all([startSim([...simArgs, ...extra, '--id', 'A']), startSim([...simArgs, ...extraB, '--id', 'B'])]);
+  const [a, b] = await Promise.all([startSimHere([...simArgs, ...extra, '--id', 'A']), startSimHere([...simArgs, ...extraB, '--id', 'B'])]);
   first?.(a, b);
   const empty = first === undefined ? 0 : -1;
-  const routers = await Promise.all(Array.from({ length: replicas }, () => startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)])));
+  const routers = await Promise.all(
+    Array.from({ length: replicas }, () => startRouter([...FAST_PROBES, ...kvawareArgsHere([a, b], MODEL)])),
+  );
   await Promise.all(
     routers.map((r) =>
       eventually(
@@ -60,8 +71,8 @@ async function twoEngines(
 }
 
 describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }, () => {
-  let a: Running;
-  let b: Running;
+  let a: SimHere;
+  let b: SimHere;
   const routers: Running[] = [];
 
   before(async () => {
@@ -71,7 +82,7 @@ describe("kvaware: routing by the engines' KV-cache events", { timeout: 90_000 }
     b = started.b;
     routers.push(...started.routers);
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('a prompt cached on B goes to B through each replica, 10 of 10; after B evicts it and A holds it, to A', async () => {
     const shared = words('doc', 300);
@@ -131,20 +142,20 @@ async function joinReplayOf(router: Running, url: string): Promise<JoinReplayVie
 }
 
 describe('kvaware: a router replica started after the engines cached prompts', { timeout: 90_000 }, () => {
-  let x: Running;
-  let y: Running;
+  let x: SimHere;
+  let y: SimHere;
 
   before(async () => {
     const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0', '--prefix-cache-blocks', '1000'];
-    [x, y] = await Promise.all([startSim([...simArgs, '--id', 'X']), startSim([...simArgs, '--id', 'Y'])]);
+    [x, y] = await Promise.all([startSimHere([...simArgs, '--id', 'X']), startSimHere([...simArgs, '--id', 'Y'])]);
   });
-  after(stopAll);
+  after(stopEverything);
 
   test("asks each engine's replay socket on joining, and sends the next turns of ten prompts cached on X to X", async () => {
     // ten conversations' first turns, cached on X before any router follows its events (nobody receives them)
     const firsts = Array.from({ length: 10 }, (_, i) => words(`conv${i}x`, 300));
     for (const p of firsts) assert.equal(await complete(x.url, p), 'X');
-    const router = await startRouter([...FAST_PROBES, ...kvawareArgs([x, y], MODEL)]);
+    const router = await startRouter([...FAST_PROBES, ...kvawareArgsHere([x, y], MODEL)]);
     const join = await eventually(
       "the replay of X's buffer, asked on joining",
       () => joinReplayOf(router, x.url),
@@ -169,22 +180,22 @@ describe('kvaware: a router replica started after the engines cached prompts', {
 });
 
 describe("kvaware on the operator's page (GET /events)", { timeout: 90_000 }, () => {
-  let sim: Running;
+  let sim: SimHere;
   let router: Running;
 
   before(async () => {
     // a second engine: with one candidate there is nothing to decide and nothing is tokenized
     const simArgs = ['--model', MODEL, '--kv-events-port', '0', '--kv-events-replay-port', '0'];
-    const [one, other] = await Promise.all([startSim([...simArgs, '--id', 'A']), startSim([...simArgs, '--id', 'B'])]);
+    const [one, other] = await Promise.all([startSimHere([...simArgs, '--id', 'A']), startSimHere([...simArgs, '--id', 'B'])]);
     sim = one;
-    router = await startRouter([...FAST_PROBES, ...kvawareArgs([sim, other], MODEL)]);
+    router = await startRouter([...FAST_PROBES, ...kvawareArgsHere([sim, other], MODEL)]);
     await eventually(
       'the event stream connected',
       () => blocksOn(router),
       (m) => m.get(sim.url) === 0,
     );
   });
-  after(stopAll);
+  after(stopEverything);
 
   test("the state's kv part: the endpoint's stream, and the model's decisions by KV match and by fallback", async () => {
     const shared = words('page', 100);
@@ -253,7 +264,7 @@ interface KvPart {
 }
 
 describe("kvaware in tokens: the holder's queued prefills against computing elsewhere", { timeout: 90_000 }, () => {
-  let a: Running;
+  let a: SimHere;
   let router: Running;
   const doc = words('doc', 300);
 
@@ -276,7 +287,7 @@ describe("kvaware in tokens: the holder's queued prefills against computing else
     a = started.a;
     router = started.routers[0] as Running;
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('a document cached on A: its questions go to A until the prefills queued there cost more than computing it on B', async () => {
     await eventually(

@@ -1,9 +1,9 @@
-// Live configuration against real processes (issue 32): a router started with --config FILE routes a backend and its
-// model added to the file within 15 s, answers 503 scaled-to-zero for a known model added, finishes a stream begun on
-// a backend the edit removes, and keeps its last good configuration on an invalid edit (a WARN naming the file); a
-// second replica on the same file answers the same. Under --workers 2, with vllm_router's --dynamic-config-json in a
-// directory laid out as a Kubernetes ConfigMap volume (its ..data symlink swapped), the primary reads each version
-// once and both workers apply it.
+// Live configuration against real router processes, over simulators in this process (issue 32): a router started
+// with --config FILE routes a backend and its model added to the file within 15 s, answers 503 scaled-to-zero for a
+// known model added, finishes a stream begun on a backend the edit removes, and keeps its last good configuration on
+// an invalid edit (a WARN naming the file); a second replica on the same file answers the same. Under --workers 2, with
+// vllm_router's --dynamic-config-json in a directory laid out as a Kubernetes ConfigMap volume (its ..data symlink
+// swapped), the primary reads each version once and both workers apply it.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
-import { call, chat, FAST_PROBES, metric, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { call, chat, FAST_PROBES, metric, startRouter, waitModelStatus } from '../support/router.js';
+import { startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'live-config-'));
@@ -51,12 +52,17 @@ async function scaledToZero(url: string, model: string): Promise<void> {
 }
 
 describe('live configuration', { timeout: 120_000 }, () => {
-  after(() => stopAll());
+  after(async () => {
+    await stopAll();
+    await stopSimsHere();
+  });
 
   test('--config FILE: a backend added routes within 15 s, a known model added is 503 scaled-to-zero, a stream on a removed backend finishes intact, an invalid edit keeps the last good version; a second replica answers the same', async (t) => {
     // the stream's engine: 40 tokens 100 ms apart, so it runs well past the edit
-    const old = await startSim(['--model', 'old', '--id', 'old', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '40']);
-    const fresh = await startSim(['--model', 'fresh', '--id', 'fresh']);
+    const [old, fresh] = await Promise.all([
+      startSimHere(['--model', 'old', '--id', 'old', '--ttft-ms', '10', '--itl-ms', '100', '--output-tokens', '40']),
+      startSimHere(['--model', 'fresh', '--id', 'fresh']),
+    ]);
     const file = path.join(scratch, 'router.yaml');
     writeFileSync(file, `static-backends: [${old.url}]\nstatic-models: [old]\n`);
     const args = ['--config', file, '--config-reload-interval', '0.5', ...FAST_PROBES];
@@ -68,7 +74,8 @@ describe('live configuration', { timeout: 120_000 }, () => {
     }
 
     const body = chat('old', { stream: true, max_tokens: 40 });
-    const direct = await call(`${old.url}/v1/chat/completions`, { body });
+    // the same stream straight from the engine, for its tokens: beside the routed one (each takes 4 s)
+    const direct = call(`${old.url}/v1/chat/completions`, { body });
     const stream = await request(`${router.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -94,7 +101,7 @@ describe('live configuration', { timeout: 120_000 }, () => {
     assert.ok(!ended, 'the stream was still running when its backend left the configuration');
     await read;
     assert.match(sse, /data: \[DONE\]\n\n$/);
-    assert.equal(streamedText(sse), streamedText(direct.text), 'every token of the stream arrived');
+    assert.equal(streamedText(sse), streamedText((await direct).text), 'every token of the stream arrived');
 
     // the replica on the same file answers the same
     await routes(replica.url, 'fresh');
@@ -124,8 +131,7 @@ describe('live configuration', { timeout: 120_000 }, () => {
   });
 
   test("--workers 2, vllm_router's --dynamic-config-json in a ConfigMap volume: the primary reads each version once, both workers apply it, a worker restarted runs it", async () => {
-    const a = await startSim(['--model', 'a']);
-    const b = await startSim(['--model', 'b']);
+    const [a, b] = await Promise.all([startSimHere(['--model', 'a']), startSimHere(['--model', 'b'])]);
     // the kubelet's layout: config.json -> ..data/config.json, ..data -> ..<timestamp>; an update swaps ..data
     const dir = path.join(scratch, 'configmap');
     mkdirSync(dir);

@@ -1,9 +1,12 @@
-// `llm-router probe` (the readiness sidecar) against the simulator: /ready is 503 while the engine refuses
-// connections, 503 while it loads, 200 once it lists the model, 503 when it lists another; /live; JSON reasons; --warmup.
+// `llm-router probe` (the readiness sidecar, a process) against the simulator (in this process): /ready is 503 while
+// the engine refuses connections, 503 while it loads, 200 once it lists the model, 503 when it lists another; /live;
+// JSON reasons; --warmup.
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
 import { freePort, startCli, stopAll, type Started } from '../support/process.js';
-import { call, simStats, startSim } from '../support/router.js';
+import { call, simStats } from '../support/router.js';
+import { startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { eventually } from '../support/within.js';
 
 interface ProbeBody {
@@ -38,16 +41,16 @@ function readyState(url: string, state: string): Promise<{ status: number; body:
 }
 
 describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
-  after(stopAll);
+  after(async () => {
+    await stopAll();
+    await stopSimsHere();
+  });
 
   test('503 while refusing, 503 while loading, 200 once the model is listed; /live follows the engine process', async () => {
     const port = await freePort();
     const probe = await startProbe(['--engine-url', `http://127.0.0.1:${port}`, '--model', 'llama-3-8b']);
-    const sim = await startSim(['--model', 'llama-3-8b', '--startup-refuse-seconds', '1.5', '--startup-loading-seconds', '1.5'], {
-      port,
-      waitListening: false,
-    });
 
+    // the engine's port refuses connections: nothing listens there yet (the engine starts below)
     const refusing = await get(`${probe.url}/ready`);
     assert.equal(refusing.status, 503);
     assert.equal(refusing.contractHeader, 'llm-router-probe/v1');
@@ -58,6 +61,8 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
     assert.match(refusing.body.reason, /ECONNREFUSED/);
     assert.equal((await get(`${probe.url}/live`)).status, 503);
 
+    // it listens at once on that port, and loads its model 1.5 s
+    const sim = await startSimHere(['--model', 'llama-3-8b', '--startup-loading-seconds', '1.5'], { port });
     const loading = await readyState(probe.url, 'loading');
     assert.equal(loading.status, 503);
     assert.equal(loading.body.live, true);
@@ -77,7 +82,7 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
   });
 
   test('503 when the engine lists another model, with the listed models in the reason', async () => {
-    const sim = await startSim(['--model', 'mistral-7b']);
+    const sim = await startSimHere(['--model', 'mistral-7b']);
     const probe = await startProbe(['--engine-url', sim.url, '--model', 'llama-3-8b']);
     const r = await get(`${probe.url}/ready`);
     assert.equal(r.status, 503);
@@ -89,7 +94,7 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
 
   test('--warmup: 503 warming-up until one token was generated, then 200; the engine saw exactly one warm-up', async () => {
     // the warm-up token takes 1.5 s: the second check below must come while it is in progress, on a busy machine too
-    const sim = await startSim(['--model', 'qwen3-8b', '--ttft-ms', '1500']);
+    const sim = await startSimHere(['--model', 'qwen3-8b', '--ttft-ms', '1500']);
     const probe = await startProbe(['--engine-url', sim.url, '--model', 'qwen3-8b', '--warmup']);
     const first = await get(`${probe.url}/ready`);
     assert.equal(first.status, 503);
@@ -105,7 +110,7 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
   });
 
   test('other engine kinds use the same rules as the router (TGI /health + /info); unknown paths 404, POST 405', async () => {
-    const sim = await startSim(['--engine-kind', 'tgi', '--model', 'tiiuae/falcon-7b']);
+    const sim = await startSimHere(['--engine-kind', 'tgi', '--model', 'tiiuae/falcon-7b']);
     const probe = await startProbe(['--engine-url', sim.url, '--model', 'tiiuae/falcon-7b', '--engine-kind', 'tgi']);
     const r = await get(`${probe.url}/ready`);
     assert.equal(r.status, 200, r.body.reason);
@@ -116,11 +121,13 @@ describe('llm-router probe against the simulator', { timeout: 60_000 }, () => {
   });
 
   test('usage errors exit 2: no --model, a bad --engine-url', async () => {
+    // both at once: neither listens
     const noModel = startCli(['probe', '--port', '0']);
-    assert.equal(await new Promise((r) => noModel.child.once('exit', r)), 2);
-    assert.match(noModel.output(), /probe needs --model/);
     const badUrl = startCli(['probe', '--port', '0', '--model', 'm', '--engine-url', 'localhost:8000']);
-    assert.equal(await new Promise((r) => badUrl.child.once('exit', r)), 2);
+    const [noModelExit, badUrlExit] = await Promise.all([once(noModel.child, 'exit'), once(badUrl.child, 'exit')]);
+    assert.equal(noModelExit[0], 2);
+    assert.match(noModel.output(), /probe needs --model/);
+    assert.equal(badUrlExit[0], 2);
     assert.match(badUrl.output(), /is not an http\(s\) URL/);
   });
 });

@@ -1,13 +1,19 @@
-// Routing policies against real router and simulator processes: replica-consistent prefix affinity, bounded load
+// Routing policies against real router processes over simulators in this process (the routers are the subject): replica-consistent prefix affinity, bounded load
 // under a hot prefix, the routing header, session stickiness when an engine leaves, and least-load avoiding a queue.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'undici';
 import { stopAll } from '../support/process.js';
-import { allReady, call, engines, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, engines, type Running, startRouter } from '../support/router.js';
+import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 
 const MODEL = 'chat-model';
+
+async function stopEverything(): Promise<void> {
+  await stopAll();
+  await stopSimsHere();
+}
 
 /** Sends one chat request and answers which engine served it. */
 async function served(
@@ -33,7 +39,7 @@ const conversation = (tenant: number, question: string): unknown[] => [
 ];
 
 describe('routing policies over four simulated engines', { timeout: 120_000 }, () => {
-  const sims: Running[] = [];
+  const sims: SimHere[] = [];
   const backends = (): string[] => [
     '--static-backends',
     sims.map((s) => s.url).join(','),
@@ -41,62 +47,53 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
     sims.map(() => MODEL).join(','),
   ];
 
+  // two prefixaware replicas, shared: the first test compares their choices, the second bursts on the first of them
+  // (a hot prefix of its own, after the first test's requests have all finished: nothing of theirs is in flight)
+  let a: Running;
+  let b: Running;
+
   before(async () => {
     for (let i = 0; i < 4; i++) {
-      sims.push(await startSim(['--model', MODEL, '--id', `e${i}`, '--ttft-ms', '5', '--itl-ms', '50', '--output-tokens', '20']));
+      sims.push(await startSimHere(['--model', MODEL, '--id', `e${i}`, '--ttft-ms', '5', '--itl-ms', '50', '--output-tokens', '20']));
     }
-  });
-  after(stopAll);
-
-  test('two router processes send the same prefixes to the same engines; prompts differing only after the prefix stay together', async () => {
-    const [a, b] = await Promise.all([
+    [a, b] = await Promise.all([
       startRouter(['--routing-logic', 'prefixaware', ...backends()]),
       startRouter(['--routing-logic', 'prefixaware', ...backends()]),
     ]);
-    try {
-      await Promise.all([allReady(a!.url, 4), allReady(b!.url, 4)]);
-      const used = new Set<string>();
-      for (let tenant = 0; tenant < 12; tenant++) {
-        const home = await served(a!.url, conversation(tenant, 'Where is my parcel?'));
-        used.add(home);
-        assert.equal(await served(b!.url, conversation(tenant, 'Where is my parcel?')), home, `tenant ${tenant} on the other replica`);
-        assert.equal(
-          await served(b!.url, conversation(tenant, 'Can I return an opened item?')),
-          home,
-          `tenant ${tenant}, another question`,
-        );
-        assert.equal(
-          await served(a!.url, [
-            ...conversation(tenant, 'Where is my parcel?'),
-            { role: 'assistant', content: 'On its way.' },
-            { role: 'user', content: 'When?' },
-          ]),
-          home,
-        );
-      }
-      assert.ok(used.size >= 3, `12 prefixes used only ${[...used].join(', ')}`);
-    } finally {
-      await Promise.all([a!.stop(), b!.stop()]);
+    await Promise.all([allReady(a.url, 4), allReady(b.url, 4)]);
+  });
+  after(stopEverything);
+
+  test('two router processes send the same prefixes to the same engines; prompts differing only after the prefix stay together', async () => {
+    const used = new Set<string>();
+    for (let tenant = 0; tenant < 12; tenant++) {
+      const home = await served(a.url, conversation(tenant, 'Where is my parcel?'));
+      used.add(home);
+      assert.equal(await served(b.url, conversation(tenant, 'Where is my parcel?')), home, `tenant ${tenant} on the other replica`);
+      assert.equal(await served(b.url, conversation(tenant, 'Can I return an opened item?')), home, `tenant ${tenant}, another question`);
+      assert.equal(
+        await served(a.url, [
+          ...conversation(tenant, 'Where is my parcel?'),
+          { role: 'assistant', content: 'On its way.' },
+          { role: 'user', content: 'When?' },
+        ]),
+        home,
+      );
     }
+    assert.ok(used.size >= 3, `12 prefixes used only ${[...used].join(', ')}`);
   });
 
   test('under a hot prefix no engine carries more than ceil(1.25 x the mean) in flight, and affinity returns when the burst is over', async () => {
-    const router = await startRouter(['--routing-logic', 'prefixaware', ...backends()]);
-    try {
-      await allReady(router.url, 4);
-      const hot = conversation(99, 'Is the service down?');
-      const home = await served(router.url, hot);
-      // 40 requests at once, each streaming 20 tokens 50 ms apart: all 40 are in flight together
-      const burst = await Promise.all(Array.from({ length: 40 }, () => served(router.url, hot, { maxTokens: 20 })));
-      const per = new Map<string, number>();
-      for (const e of burst) per.set(e, (per.get(e) ?? 0) + 1);
-      const counts = [...per.values()];
-      assert.ok(Math.max(...counts) <= Math.ceil((1.25 * 40) / 4), `per engine: ${JSON.stringify([...per])}`);
-      assert.equal(per.get(home), Math.max(...counts), 'the prefix’s own engine takes the most');
-      for (let i = 0; i < 5; i++) assert.equal(await served(router.url, hot), home);
-    } finally {
-      await router.stop();
-    }
+    const hot = conversation(99, 'Is the service down?');
+    const home = await served(a.url, hot);
+    // 40 requests at once, each streaming 20 tokens 50 ms apart: all 40 are in flight together
+    const burst = await Promise.all(Array.from({ length: 40 }, () => served(a.url, hot, { maxTokens: 20 })));
+    const per = new Map<string, number>();
+    for (const e of burst) per.set(e, (per.get(e) ?? 0) + 1);
+    const counts = [...per.values()];
+    assert.ok(Math.max(...counts) <= Math.ceil((1.25 * 40) / 4), `per engine: ${JSON.stringify([...per])}`);
+    assert.equal(per.get(home), Math.max(...counts), 'the prefix’s own engine takes the most');
+    for (let i = 0; i < 5; i++) assert.equal(await served(a.url, hot), home);
   });
 
   test('x-llm-router-routing chooses the policy per request only with --allow-routing-header', async () => {
@@ -145,7 +142,7 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
       for (const e of before.values()) load.set(e, (load.get(e) ?? 0) + 1);
       assert.equal(load.size, 4, `sessions spread: ${JSON.stringify([...load])}`);
       const [gone] = [...load].sort((x, y) => y[1] - x[1])[0]!;
-      const sim = sims.find((s) => s.proc.args.includes(gone))!;
+      const sim = sims.find((s) => s.engine.id === gone)!;
       await sim.stop();
       await until(
         'the stopped engine no longer ready',
@@ -164,11 +161,11 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
 });
 
 describe('least-load', { timeout: 60_000 }, () => {
-  after(stopAll);
+  after(stopEverything);
 
   test('avoids an engine whose queue is long even though this router sent it nothing', async () => {
-    const queued = await startSim(['--model', MODEL, '--id', 'queued', '--max-num-seqs', '1', '--ttft-ms', '30000']);
-    const free = await startSim(['--model', MODEL, '--id', 'free', '--ttft-ms', '5', '--itl-ms', '1']);
+    const queued = await startSimHere(['--model', MODEL, '--id', 'queued', '--max-num-seqs', '1', '--ttft-ms', '30000']);
+    const free = await startSimHere(['--model', MODEL, '--id', 'free', '--ttft-ms', '5', '--itl-ms', '1']);
     const router = await startRouter([
       '--routing-logic',
       'least-load',
