@@ -100,18 +100,25 @@ export async function firstSnapshot<T>(routerUrl: string): Promise<T> {
 
 /** `serve` flags routing `model` by kvaware over these simulators (started with --kv-events-port 0), their events followed. */
 export function kvawareArgs(sims: readonly Running[], model: string): string[] {
-  const kv = sims.map(simKvEndpoints);
+  return kvawareRoutingArgs(
+    sims.map((s) => ({ url: s.url, ...simKvEndpoints(s) })),
+    model,
+  );
+}
+
+/** `serve` flags routing `model` by kvaware over these engines, each with its KV-cache event and replay endpoints. */
+export function kvawareRoutingArgs(engines: readonly { url: string; events: string; replay: string }[], model: string): string[] {
   return [
     '--routing-logic',
     'kvaware',
     '--static-backends',
-    sims.map((s) => s.url).join(','),
+    engines.map((e) => e.url).join(','),
     '--static-models',
-    sims.map(() => model).join(','),
+    engines.map(() => model).join(','),
     '--static-backend-kv-events',
-    kv.map((k) => k.events).join(','),
+    engines.map((e) => e.events).join(','),
     '--static-backend-kv-replay',
-    kv.map((k) => k.replay).join(','),
+    engines.map((e) => e.replay).join(','),
   ];
 }
 

@@ -1,6 +1,7 @@
 // kvaware routers over in-process simulators (test/support/sim-here.ts): the KV-cache event endpoints come from the
 // SimEngine's own status (engine.kvEvents(), the same values `llm-router sim` prints in its "sim kv-events on" line),
 // so a simulator publishing KV-cache events needs no process of its own.
+import { kvawareRoutingArgs } from './router.js';
 import type { SimHere } from './sim-here.js';
 
 /** The KV-cache event endpoints an in-process simulator started with --kv-events-port and --kv-events-replay-port bound. */
@@ -12,17 +13,8 @@ export function simHereKvEndpoints(sim: SimHere): { readonly events: string; rea
 
 /** `serve` flags routing `model` by kvaware over these in-process simulators, their events followed (as kvawareArgs). */
 export function kvawareArgsHere(sims: readonly SimHere[], model: string): string[] {
-  const kv = sims.map(simHereKvEndpoints);
-  return [
-    '--routing-logic',
-    'kvaware',
-    '--static-backends',
-    sims.map((s) => s.url).join(','),
-    '--static-models',
-    sims.map(() => model).join(','),
-    '--static-backend-kv-events',
-    kv.map((k) => k.events).join(','),
-    '--static-backend-kv-replay',
-    kv.map((k) => k.replay).join(','),
-  ];
+  return kvawareRoutingArgs(
+    sims.map((s) => ({ url: s.url, ...simHereKvEndpoints(s) })),
+    model,
+  );
 }
