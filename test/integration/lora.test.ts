@@ -12,16 +12,16 @@ import { promtoolCheckMetrics } from '../support/prometheus.js';
 import {
   call,
   chat,
+  endpointState,
   FAST_PROBES,
   firstSnapshot,
-  setFault,
   simRequests,
   simStats,
   startRouter,
-  startSim,
   type Answer,
   type Running,
 } from '../support/router.js';
+import { startSimHere, stopSimsHere, type SimHere } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 import type { LoraCall } from '../../src/tools/sim/lora.js';
 import { withTool } from '../support/tools.js';
@@ -63,13 +63,18 @@ async function post(router: string, model: string): Promise<Answer> {
 }
 
 /** The load and unload calls a simulator answered for `name`. */
-async function callsFor(sim: Running, name: string): Promise<LoraCall[]> {
+async function callsFor(sim: SimHere, name: string): Promise<LoraCall[]> {
   return ((await simStats(sim.url)).lora?.calls ?? []).filter((c) => c.name === name);
 }
 
 async function models(router: string): Promise<Map<string, ModelEntry>> {
   const list = (await call(`${router}/v1/models`)).json<{ data: ModelEntry[] }>().data;
   return new Map(list.map((m) => [m.id, m]));
+}
+
+/** The routers (processes) and the simulators (in this process) a suite started. */
+async function stopEverything(): Promise<void> {
+  await Promise.all([stopAll(), stopSimsHere()]);
 }
 
 /** status, error code and model-state header: what a client is told */
@@ -79,22 +84,22 @@ function answerOf(res: Answer): string {
 }
 
 describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
-  let a: Running;
-  let b: Running;
-  let c: Running;
-  let prefill: Running;
-  let decode: Running;
+  let a: SimHere;
+  let b: SimHere;
+  let c: SimHere;
+  let prefill: SimHere;
+  let decode: SimHere;
   let router: Running;
   /** a second replica that probes ready engines only every 30 s: it learns of others' loads late */
   let replica: Running;
 
   before(async () => {
     [a, b, c, prefill, decode] = await Promise.all([
-      startSim(['--model', 'base', '--id', 'sim-a', ...lora(8, '--lora-missing-paths', '/adapters/bad')]),
-      startSim(['--model', 'base', '--id', 'sim-b', ...lora(2)]),
-      startSim(['--model', 'base2', '--id', 'sim-c', ...lora(3, '--lora-modules', 'keep=/adapters/keep')]),
-      startSim(['--model', 'pdbase', '--id', 'sim-prefill', '--role', 'prefill', ...lora(4)]),
-      startSim(['--model', 'pdbase', '--id', 'sim-decode', '--role', 'decode', ...lora(4)]),
+      startSimHere(['--model', 'base', '--id', 'sim-a', ...lora(8, '--lora-missing-paths', '/adapters/bad')]),
+      startSimHere(['--model', 'base', '--id', 'sim-b', ...lora(2)]),
+      startSimHere(['--model', 'base2', '--id', 'sim-c', ...lora(3, '--lora-modules', 'keep=/adapters/keep')]),
+      startSimHere(['--model', 'pdbase', '--id', 'sim-prefill', '--role', 'prefill', ...lora(4)]),
+      startSimHere(['--model', 'pdbase', '--id', 'sim-decode', '--role', 'decode', ...lora(4)]),
     ]);
     const args = (probes: readonly string[]): string[] => [
       '--static-backends',
@@ -122,7 +127,7 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
       );
     }
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('an undeclared, unserved adapter is 404 and a declared one of a base at zero is 503 scaled-to-zero, on both replicas', async () => {
     for (const r of [router, replica]) {
@@ -280,9 +285,13 @@ describe('LoRA adapters on demand', { timeout: 90_000 }, () => {
   });
 
   test('an engine that restarts without the adapter: learned from its /v1/models, and loaded again on the next request', async () => {
-    await setFault(a.url, { mode: 'refuse', seconds: 1 });
+    // down until the router has seen it go (not for a fixed time); the engine is in this process, so it is told directly
+    await a.engine.setFault('refuse');
+    await endpointState(router.url, a.url, 'failed');
+    await a.engine.setFault('none');
     // back up with only its start-up adapters: the router learns that from its listing, not from what it loaded
-    await until('ad1 no longer listed', async () => (await models(router.url)).get('ad1')?.loaded_endpoints === 0, 20_000);
+    await endpointState(router.url, a.url, 'ready');
+    await until('ad1 no longer listed', async () => (await models(router.url)).get('ad1')?.loaded_endpoints === 0);
     const res = await post(router.url, 'ad1');
     assert.equal(res.status, 200, res.text);
     const loads = [...(await callsFor(a, 'ad1')), ...(await callsFor(b, 'ad1'))].filter((x) => x.op === 'load');
@@ -295,25 +304,40 @@ function fresh(url: string, body?: string): Promise<Answer> {
   return call(url, { ...(body !== undefined ? { body } : {}), newConnection: true });
 }
 
-describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
-  after(stopAll);
+describe('LoRA adapters under --workers 2', { timeout: 90_000 }, () => {
+  let sim: SimHere;
+  /** one slot; a stream of cx lasts ~4 s (40 tokens, 100 ms apart); other answers are one token */
+  let crossSim: SimHere;
+  /** one router (a primary and two workers) in front of both engines: each test asks for its own engine's adapters */
+  let router: Running;
 
-  test('every worker answers alike; first requests that land on both workers are all served, with one load or a second one answered already-loaded', async () => {
-    const sim = await startSim(['--model', 'wbase', '--id', 'sim-w', ...lora(4)]);
-    const router = await startRouter([
+  before(async () => {
+    [sim, crossSim] = await Promise.all([
+      startSimHere(['--model', 'wbase', '--id', 'sim-w', ...lora(4)]),
+      startSimHere(['--model', 'cbase', '--id', 'sim-cross', ...lora(1), '--itl-ms', '100', '--output-tokens', '40']),
+    ]);
+    router = await startRouter([
       '--workers',
       '2',
       '--static-backends',
-      sim.url,
+      `${sim.url},${crossSim.url}`,
       '--static-models',
-      'wbase',
+      'wbase,cbase',
       '--lora-adapters',
-      'wk@wbase=/adapters/wk,wz@wzero=/adapters/wz',
+      'wk@wbase=/adapters/wk,wz@wzero=/adapters/wz,cx@cbase=/adapters/cx,cy@cbase=/adapters/cy',
       '--known-models',
       'wzero',
       ...FAST_PROBES,
     ]);
     await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
+  });
+  after(async () => {
+    // SIGTERM, so that the primary stops its workers and waits for them (stopAll's SIGKILL leaves that to them)
+    await router?.stop();
+    await stopEverything();
+  });
+
+  test('every worker answers alike; first requests that land on both workers are all served, with one load or a second one answered already-loaded', async () => {
     const listing = async (): Promise<string> => {
       const list = (await fresh(`${router.url}/v1/models`)).json<{ data: ModelEntry[] }>().data;
       return JSON.stringify(list.filter((m) => m.id.startsWith('w')).map((m) => [m.id, m.status, m.loaded_endpoints ?? null]));
@@ -384,67 +408,8 @@ describe('LoRA adapters under --workers 2', { timeout: 60_000 }, () => {
     });
     assert.ok(loaders.size >= 1);
   });
-});
 
-interface EventsSnapshot {
-  state: { instance: { worker: number | null } };
-  timeline: { type: string; adapter?: string; worker?: number }[];
-}
-
-/** The first event of GET /events (the state and the recent timeline), on a connection of its own. */
-function eventsSnapshot(base: string): Promise<EventsSnapshot> {
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${base}/events`, { agent: false, timeout: 10_000 }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        text += chunk;
-        const m = /event: snapshot\ndata: (.*)\n\n/.exec(text);
-        if (!m) return;
-        res.destroy();
-        resolve(JSON.parse(m[1] as string) as EventsSnapshot);
-      });
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error('no snapshot from /events')));
-    req.on('error', reject);
-  });
-}
-
-/** A router in front of the SGLang-flavoured simulator, with its two declared adapters. */
-function sglangRouter(sim: Running, ...extra: string[]): string[] {
-  return [
-    '--engine-kind',
-    'sglang',
-    '--static-backends',
-    sim.url,
-    '--static-models',
-    'sbase',
-    '--lora-adapters',
-    's1@sbase=/adapters/s1,s2@sbase=/adapters/s2',
-    ...FAST_PROBES,
-    ...extra,
-  ];
-}
-
-describe('LoRA adapters under --workers 2: an adapter in use on one worker', { timeout: 90_000 }, () => {
-  after(stopAll);
-
-  test('is never unloaded by another worker that needs its slot', async () => {
-    // one slot; a stream of x lasts ~4 s (40 tokens, 100 ms apart); other answers are one token
-    const sim = await startSim(['--model', 'cbase', '--id', 'sim-cross', ...lora(1), '--itl-ms', '100', '--output-tokens', '40']);
-    const router = await startRouter([
-      '--workers',
-      '2',
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'cbase',
-      '--lora-adapters',
-      'cx@cbase=/adapters/cx,cy@cbase=/adapters/cy',
-      ...FAST_PROBES,
-    ]);
-    await until('two workers listening', () => router.proc.output().split('llm-router listening').length - 1 === 2);
+  test('an adapter in use on one worker is never unloaded by another worker that needs its slot', async () => {
     await until('the engine ready on every worker', async () => {
       for (let i = 0; i < 4; i++) if ((await models(router.url)).get('cbase')?.status !== 'ready') return false;
       return true;
@@ -492,7 +457,7 @@ describe('LoRA adapters under --workers 2: an adapter in use on one worker', { t
     const loader = first.worker;
     const loaded = await post(first.client, short('cx'));
     assert.equal(loaded.status, 200, loaded.text);
-    assert.deepEqual(await callsFor(sim, 'cx'), [{ op: 'load', name: 'cx', path: '/adapters/cx', status: 200 }]);
+    assert.deepEqual(await callsFor(crossSim, 'cx'), [{ op: 'load', name: 'cx', path: '/adapters/cx', status: 200 }]);
     await first.client.close();
 
     // the other worker streams on cx ...
@@ -509,7 +474,7 @@ describe('LoRA adapters under --workers 2: an adapter in use on one worker', { t
     });
     assert.equal(streamRes.statusCode, 200);
     const streamed = streamRes.body.text();
-    await until('the stream running on the engine', async () => (await simStats(sim.url)).running === 1);
+    await until('the stream running on the engine', async () => (await simStats(crossSim.url)).running === 1);
 
     // ... while the loader needs the one slot for cy: cx is idle there, but not on the other worker
     const loaderClient = await on(loader);
@@ -517,24 +482,63 @@ describe('LoRA adapters under --workers 2: an adapter in use on one worker', { t
     assert.equal(second.status, 200, second.text);
     // (the other worker may have asked for its own load of cx, answered 400 already loaded)
     assert.deepEqual(
-      (await callsFor(sim, 'cx')).filter((c) => c.op === 'unload'),
+      (await callsFor(crossSim, 'cx')).filter((c) => c.op === 'unload'),
       [],
       'cx was not unloaded while the other worker streamed on it',
     );
     assert.match(await streamed, /data: \[DONE\]/);
     await Promise.all([other.close(), loaderClient.close()]);
-    await router.stop();
-    await sim.stop();
   });
 });
 
+interface EventsSnapshot {
+  state: { instance: { worker: number | null } };
+  timeline: { type: string; adapter?: string; worker?: number }[];
+}
+
+/** The first event of GET /events (the state and the recent timeline), on a connection of its own. */
+function eventsSnapshot(base: string): Promise<EventsSnapshot> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}/events`, { agent: false, timeout: 10_000 }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+        const m = /event: snapshot\ndata: (.*)\n\n/.exec(text);
+        if (!m) return;
+        res.destroy();
+        resolve(JSON.parse(m[1] as string) as EventsSnapshot);
+      });
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('no snapshot from /events')));
+    req.on('error', reject);
+  });
+}
+
+/** A router in front of the SGLang-flavoured simulator, with its two declared adapters. */
+function sglangRouter(sim: SimHere, ...extra: string[]): string[] {
+  return [
+    '--engine-kind',
+    'sglang',
+    '--static-backends',
+    sim.url,
+    '--static-models',
+    'sbase',
+    '--lora-adapters',
+    's1@sbase=/adapters/s1,s2@sbase=/adapters/s2',
+    ...FAST_PROBES,
+    ...extra,
+  ];
+}
+
 describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
-  let sim: Running;
+  let sim: SimHere;
   let router: Running;
 
   before(async () => {
     // two adapters run in one batch, but it registers one at most: the router's slots there are 1
-    sim = await startSim(['--engine-kind', 'sglang', '--model', 'sbase', '--id', 'sim-sglang', ...lora(2, '--max-loaded-loras', '1')]);
+    sim = await startSimHere(['--engine-kind', 'sglang', '--model', 'sbase', '--id', 'sim-sglang', ...lora(2, '--max-loaded-loras', '1')]);
     router = await startRouter(sglangRouter(sim));
     await eventually(
       'the SGLang engine ready',
@@ -542,7 +546,7 @@ describe('LoRA adapters on SGLang engines', { timeout: 60_000 }, () => {
       (list) => list.length === 1 && list[0]?.state === 'ready',
     );
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('the simulator is strict as SGLang: the adapter name alone is no model, an adapter not loaded is a 400, no vLLM paths', async () => {
     assert.equal((await post(sim.url, 's1')).status, 404);

@@ -15,11 +15,11 @@ import {
   simRequests,
   simStats,
   startRouter,
-  startSim,
   waitModelStatus,
   type Answer,
   type Running,
 } from '../support/router.js';
+import { startSimHere, stopSimsHere, type SimHere } from '../support/sim-here.js';
 import { until } from '../support/within.js';
 import type { PdProtocol } from '../../src/router/core/pd.js';
 import { withTool } from '../support/tools.js';
@@ -31,16 +31,16 @@ const STREAM_BODY =
 const JSON_BODY = '{"model":"pd-model","messages":[{"role":"user","content":"héllo"}],"max_completion_tokens":4,"temperature":0}';
 
 interface Pair {
-  readonly prefill: Running;
-  readonly decode: Running;
+  readonly prefill: SimHere;
+  readonly decode: SimHere;
   readonly router: Running;
 }
 
 async function startPair(protocol: PdProtocol, routerArgs: string[] = [], prefillArgs: string[] = []): Promise<Pair> {
   const pdArgs = ['--model', MODEL, '--pd-protocol', protocol, '--ttft-ms', '1', '--itl-ms', '1'];
   const [prefill, decode] = await Promise.all([
-    startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim', ...prefillArgs]),
-    startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+    startSimHere([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim', ...prefillArgs]),
+    startSimHere([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
   ]);
   const router = await startRouter([
     '--static-backends',
@@ -106,7 +106,7 @@ describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
   before(async () => {
     p = await startPair('vllm-nixl');
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('stream and JSON: the prefill sees exactly the modified body, the decode the prefill kv_transfer_params, the client only decode', async (t) => {
     const { prefilled, decoded } = await streamAndJson(p);
@@ -186,7 +186,7 @@ describe('P/D: vllm-nixl', { timeout: 60_000 }, () => {
   });
 
   test('a decode failure before the first byte: another decode endpoint, with the same prefill result', async () => {
-    const second = await startSim(['--model', MODEL, '--role', 'decode', '--id', 'decode-sim-2', '--ttft-ms', '1', '--itl-ms', '1']);
+    const second = await startSimHere(['--model', MODEL, '--role', 'decode', '--id', 'decode-sim-2', '--ttft-ms', '1', '--itl-ms', '1']);
     const r = await startRouter([
       '--static-backends',
       `${p.prefill.url},${p.decode.url},${second.url}`,
@@ -236,7 +236,7 @@ describe('P/D: llm-d-sidecar', { timeout: 60_000 }, () => {
   before(async () => {
     p = await startPair('llm-d-sidecar');
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('stream and JSON: one call to the decode sidecar naming the prefill; the sidecar runs the prefill', async () => {
     // a client's own header is dropped: only the router names the prefill
@@ -292,7 +292,7 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
   before(async () => {
     p = await startPair('sglang');
   });
-  after(stopAll);
+  after(stopEverything);
 
   test('stream and JSON: the same body with bootstrap fields to both at once; the client gets the decode answer', async () => {
     const { prefilled, decoded } = await streamAndJson(p);
@@ -350,7 +350,9 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
 
   test('a decode endpoint that cannot be reached: the prefill call is given up, the client gets an error, not silence', async () => {
     const before = await simStats(p.prefill.url);
-    await setFault(p.decode.url, { mode: 'refuse', seconds: 1.5 });
+    // refused until the router has seen it fail (not for a fixed time: its probes of a failed endpoint back off, and
+    // one that fell in the refusal would put off its return); the engine is in this process, so it is told directly
+    await setFault(p.decode.url, { mode: 'refuse' });
     const res = await post(p.router.url, JSON_BODY);
     assert.ok(res.status === 502 || res.status === 503, `${res.status} ${res.text}`);
     await until('the prefill call given up', async () => {
@@ -359,6 +361,7 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
     });
     // the refused connection failed the decode endpoint; it is back once the simulator listens again
     await endpointState(p.router.url, p.decode.url, 'failed');
+    await p.decode.engine.setFault('none');
     await endpointState(p.router.url, p.decode.url, 'ready');
   });
 
@@ -379,8 +382,8 @@ describe('P/D: sglang', { timeout: 60_000 }, () => {
   });
 });
 
-describe('P/D: sglang, two prefill endpoints', { timeout: 90_000 }, () => {
-  after(stopAll);
+describe('P/D: sglang, two prefill endpoints', { timeout: 90_000, concurrency: true }, () => {
+  after(stopEverything);
 
   /**
    * Two prefill engines (A, B) and a decode engine, as the given flavour. Only B's bootstrap port is the router's, so a
@@ -390,9 +393,9 @@ describe('P/D: sglang, two prefill endpoints', { timeout: 90_000 }, () => {
   async function twoPrefills(simArgs: string[], routerArgs: string[]) {
     const pdArgs = ['--model', 'pbase', '--pd-protocol', 'sglang', '--ttft-ms', '1', '--itl-ms', '1', ...simArgs];
     const [a, b, decode] = await Promise.all([
-      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-a']),
-      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-b']),
-      startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+      startSimHere([...pdArgs, '--role', 'prefill', '--id', 'prefill-a']),
+      startSimHere([...pdArgs, '--role', 'prefill', '--id', 'prefill-b']),
+      startSimHere([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
     ]);
     const router = await startRouter([
       '--static-backends',
@@ -463,6 +466,11 @@ describe('P/D: sglang, two prefill endpoints', { timeout: 90_000 }, () => {
     await Promise.all([a, b, decode, router].map((p) => p.stop()));
   });
 });
+
+/** The routers (processes) and the simulators (in this process) a suite started. */
+async function stopEverything(): Promise<void> {
+  await Promise.all([stopAll(), stopSimsHere()]);
+}
 
 function literal(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -12,6 +12,7 @@ import {
   readNixlParams,
   readPrefillerHeader,
 } from '../../src/tools/sim/pd-checks.js';
+import { PrefillLedger } from '../../src/tools/sim/pd-peer.js';
 
 const engines: SimEngine[] = [];
 after(async () => {
@@ -151,4 +152,15 @@ test('sglang: the two halves meet in a room; a room used twice is refused; a dec
   assert.equal(decode.stats().pd.transferFailed, 1);
   assert.equal((await post(decode.url, { model: 'm', prompt: 'hi' })).status, 200, 'no bootstrap fields: computed locally');
   assert.equal(decode.stats().pd.local, 1);
+});
+
+test('a prefill engine that stops ends its open rooms: the decode engine waiting in one hears the prefill is gone', async () => {
+  // as the process of a stopped engine would be gone: a room's 10 s timer must not outlive an engine closed in a test process
+  const ledger = new PrefillLedger();
+  const waiting = ledger.room('r1');
+  const other = ledger.room('r2');
+  ledger.closeAll();
+  assert.deepEqual(await Promise.all([waiting.done, other.done]), ['prefill-gone', 'prefill-gone']);
+  assert.notEqual(ledger.room('r1'), waiting, 'the room is gone: the same id opens a new one');
+  ledger.closeAll();
 });

@@ -220,6 +220,7 @@ class SimServer implements SimEngine, EngineContext {
     this.closed = true;
     clearTimeout(this.faultTimer);
     await this.stopListening();
+    this.pd?.ledger.closeAll();
     await this.kvPublisher?.close();
   }
 

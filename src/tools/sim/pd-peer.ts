@@ -72,6 +72,11 @@ export class PrefillLedger {
     return room;
   }
 
+  /** Ends every open room, as the engine stops (its process would be gone): no room's timer outlives it. */
+  closeAll(): void {
+    for (const [id, room] of this.rooms) this.close(id, room, 'prefill-gone');
+  }
+
   /** Ends a room once (later calls do nothing): the decode engine waiting in it hears the outcome. */
   close(id: string, room: Room, outcome: RoomOutcome): void {
     if (this.rooms.get(id) !== room) return;
