@@ -7,7 +7,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { stopAll } from '../support/process.js';
-import { allReady, call, FAST_PROBES, metric, simStats, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, FAST_PROBES, metric, simStats, startRouter, type Running } from '../support/router.js';
+import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { within } from '../support/within.js';
 
 const MODEL = 'mig';
@@ -80,15 +81,15 @@ function assertWhole(s: Stream, expected: Stream, what: string): void {
 }
 
 describe('mid-stream migration (--migration-limit)', { timeout: 180_000 }, () => {
-  let faulty: Running;
-  let healthy: Running;
+  let faulty: SimHere;
+  let healthy: SimHere;
   let migrating: Running;
   let today: Running;
 
   before(async () => {
     [faulty, healthy] = await Promise.all([
-      startSim([...SIM, '--id', 'faulty', '--fault', 'reset-mid-stream']),
-      startSim([...SIM, '--id', 'healthy']),
+      startSimHere([...SIM, '--id', 'faulty', '--fault', 'reset-mid-stream']),
+      startSimHere([...SIM, '--id', 'healthy']),
     ]);
     const backends = ['--static-backends', `${faulty.url},${healthy.url}`, '--static-models', `${MODEL},${MODEL}`];
     [migrating, today] = await Promise.all([
@@ -97,7 +98,7 @@ describe('mid-stream migration (--migration-limit)', { timeout: 180_000 }, () =>
     ]);
     await Promise.all([allReady(migrating.url, 2), allReady(today.url, 2)]);
   });
-  after(stopAll);
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('10 of 10 chat streams of 40 tokens arrive whole with --migration-limit 1; with 0 the cut ones end with the error event', async () => {
     const body = { messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 40 };
@@ -165,14 +166,14 @@ describe('mid-stream migration (--migration-limit)', { timeout: 180_000 }, () =>
 });
 
 describe('mid-stream migration of a P/D model', { timeout: 120_000 }, () => {
-  after(stopAll);
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('the continuation goes through a prefill endpoint again, and the client gets one whole stream', async () => {
     const pd = ['--model', MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '5', '--itl-ms', '2', '--output-tokens', '64'];
     const [prefill, faulty, healthy] = await Promise.all([
-      startSim([...pd, '--role', 'prefill', '--id', 'prefill']),
-      startSim([...pd, '--role', 'decode', '--id', 'faulty', '--fault', 'reset-mid-stream']),
-      startSim([...pd, '--role', 'decode', '--id', 'healthy']),
+      startSimHere([...pd, '--role', 'prefill', '--id', 'prefill']),
+      startSimHere([...pd, '--role', 'decode', '--id', 'faulty', '--fault', 'reset-mid-stream']),
+      startSimHere([...pd, '--role', 'decode', '--id', 'healthy']),
     ]);
     const router = await startRouter([
       '--static-backends',
