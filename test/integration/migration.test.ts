@@ -2,16 +2,21 @@
 // (--fault reset-mid-stream), round robin: with --migration-limit 1 every chat stream of 40 tokens arrives with the
 // content a healthy engine generates for the same request in one go, one finish_reason, one [DONE], no error event;
 // with --migration-limit 0 the behaviour is today's (the cut streams end with the router's error event). Also: text
-// completions, usage added over both parts, a stream that must not migrate (n = 2), and a P/D model, whose continuation
-// goes through a prefill endpoint again.
+// completions, usage added over both parts, a stream that must not migrate (n = 2), and a P/D model (on the
+// --migration-limit 1 router too, its own three engines), whose continuation goes through a prefill endpoint again.
+// The engines run in the test process (startSimHere): their reset is the simulator's own fault, as in a process.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { stopAll } from '../support/process.js';
-import { allReady, call, FAST_PROBES, metric, simStats, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, FAST_PROBES, metric, simStats, startRouter, type Running } from '../support/router.js';
+import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { within } from '../support/within.js';
 
 const MODEL = 'mig';
 const SIM = ['--model', MODEL, '--ttft-ms', '5', '--itl-ms', '2', '--output-tokens', '64'];
+/** the P/D model, served by the --migration-limit 1 router beside MODEL */
+const PD_MODEL = 'mig-pd';
+const PD_SIM = ['--model', PD_MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '5', '--itl-ms', '2', '--output-tokens', '64'];
 
 interface Chunk {
   id?: string;
@@ -80,24 +85,52 @@ function assertWhole(s: Stream, expected: Stream, what: string): void {
 }
 
 describe('mid-stream migration (--migration-limit)', { timeout: 180_000 }, () => {
-  let faulty: Running;
-  let healthy: Running;
+  let faulty: SimHere;
+  let healthy: SimHere;
+  /** the P/D model's engines: a prefill engine and two decode engines, one resetting its streams */
+  let pdPrefill: SimHere;
+  let pdFaulty: SimHere;
+  let pdHealthy: SimHere;
   let migrating: Running;
   let today: Running;
 
   before(async () => {
-    [faulty, healthy] = await Promise.all([
-      startSim([...SIM, '--id', 'faulty', '--fault', 'reset-mid-stream']),
-      startSim([...SIM, '--id', 'healthy']),
+    [faulty, healthy, pdPrefill, pdFaulty, pdHealthy] = await Promise.all([
+      startSimHere([...SIM, '--id', 'faulty', '--fault', 'reset-mid-stream']),
+      startSimHere([...SIM, '--id', 'healthy']),
+      startSimHere([...PD_SIM, '--role', 'prefill', '--id', 'pd-prefill']),
+      startSimHere([...PD_SIM, '--role', 'decode', '--id', 'pd-faulty', '--fault', 'reset-mid-stream']),
+      startSimHere([...PD_SIM, '--role', 'decode', '--id', 'pd-healthy']),
     ]);
-    const backends = ['--static-backends', `${faulty.url},${healthy.url}`, '--static-models', `${MODEL},${MODEL}`];
+    const mig = ['--routing-logic', 'roundrobin', ...FAST_PROBES];
     [migrating, today] = await Promise.all([
-      startRouter([...backends, '--routing-logic', 'roundrobin', '--migration-limit', '1', ...FAST_PROBES]),
-      startRouter([...backends, '--routing-logic', 'roundrobin', '--migration-limit', '0', ...FAST_PROBES]),
+      // MODEL on two engines, and the P/D model (a model with a prefill backend is served P/D)
+      startRouter([
+        '--static-backends',
+        [faulty, healthy, pdPrefill, pdFaulty, pdHealthy].map((e) => e.url).join(','),
+        '--static-models',
+        `${MODEL},${MODEL},${PD_MODEL},${PD_MODEL},${PD_MODEL}`,
+        '--static-backend-roles',
+        'both,both,prefill,decode,decode',
+        '--pd-protocol',
+        'vllm-nixl',
+        '--migration-limit',
+        '1',
+        ...mig,
+      ]),
+      startRouter([
+        '--static-backends',
+        `${faulty.url},${healthy.url}`,
+        '--static-models',
+        `${MODEL},${MODEL}`,
+        '--migration-limit',
+        '0',
+        ...mig,
+      ]),
     ]);
-    await Promise.all([allReady(migrating.url, 2), allReady(today.url, 2)]);
+    await Promise.all([allReady(migrating.url, 5), allReady(today.url, 2)]);
   });
-  after(stopAll);
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('10 of 10 chat streams of 40 tokens arrive whole with --migration-limit 1; with 0 the cut ones end with the error event', async () => {
     const body = { messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 40 };
@@ -162,45 +195,19 @@ describe('mid-stream migration (--migration-limit)', { timeout: 180_000 }, () =>
     const stats = await simStats(faulty.url);
     assert.equal(stats.running, 0, 'nothing left running on the failing engine');
   });
-});
 
-describe('mid-stream migration of a P/D model', { timeout: 120_000 }, () => {
-  after(stopAll);
-
-  test('the continuation goes through a prefill endpoint again, and the client gets one whole stream', async () => {
-    const pd = ['--model', MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '5', '--itl-ms', '2', '--output-tokens', '64'];
-    const [prefill, faulty, healthy] = await Promise.all([
-      startSim([...pd, '--role', 'prefill', '--id', 'prefill']),
-      startSim([...pd, '--role', 'decode', '--id', 'faulty', '--fault', 'reset-mid-stream']),
-      startSim([...pd, '--role', 'decode', '--id', 'healthy']),
-    ]);
-    const router = await startRouter([
-      '--static-backends',
-      `${prefill.url},${faulty.url},${healthy.url}`,
-      '--static-models',
-      `${MODEL},${MODEL},${MODEL}`,
-      '--static-backend-roles',
-      'prefill,decode,decode',
-      '--pd-protocol',
-      'vllm-nixl',
-      '--routing-logic',
-      'roundrobin',
-      '--migration-limit',
-      '1',
-      ...FAST_PROBES,
-    ]);
-    await allReady(router.url, 3);
-    const body = { messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 30 };
+  test('a P/D model: the continuation goes through a prefill endpoint again, and the client gets one whole stream', async () => {
+    const body = { model: PD_MODEL, messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 30 };
     const expected = readStream(
-      (await call(`${router.url}/v1/chat/completions`, { body: JSON.stringify({ model: MODEL, stream: true, ...body }) })).text,
+      (await call(`${migrating.url}/v1/chat/completions`, { body: JSON.stringify({ stream: true, ...body }) })).text,
       undefined,
     );
-    const prefills = (await simStats(prefill.url)).received;
-    const got = await streams(router, 4, '/v1/chat/completions', body);
-    const migrated = got.filter((s) => s.engine === 'faulty').length;
+    const prefills = (await simStats(pdPrefill.url)).received;
+    const got = await streams(migrating, 4, '/v1/chat/completions', body);
+    const migrated = got.filter((s) => s.engine === 'pd-faulty').length;
     assert.ok(migrated >= 1, `some streams began on the failing decode engine (${got.map((s) => s.engine).join(',')})`);
     for (const s of got) assertWhole(s, expected, `P/D stream (began on ${s.engine})`);
     // the reference request might have been cut too; whole either way. Every request's prefill, and one more per migration
-    assert.equal((await simStats(prefill.url)).received - prefills, got.length + migrated);
+    assert.equal((await simStats(pdPrefill.url)).received - prefills, got.length + migrated);
   });
 });

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { request } from 'undici';
 import { freePort, stopAll } from '../support/process.js';
-import { type Answer, call, chat, FAST_PROBES, setFault, startRouter, startSim, waitModelStatus } from '../support/router.js';
+import { type Answer, call, chat, FAST_PROBES, setFault, startRouter, waitModelStatus } from '../support/router.js';
+import { startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { until } from '../support/within.js';
 
 /** What no client answer may carry: the engines' host:port, and the words of transport errors. */
@@ -22,17 +23,18 @@ function whole(a: Answer): string {
 }
 
 describe('clients get no internals', { timeout: 90_000 }, () => {
-  after(stopAll);
+  // the engines run in this process (their faults are the simulator's own, switched over HTTP); the router is a process
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('refused, reset mid-stream, timed out, engine 5xx, TLS error, name mismatch: no client answer names an engine', async () => {
     const [refuse, reset, hang, error500, renamed, plain] = await Promise.all([
-      startSim(['--model', 'refuse']),
-      startSim(['--model', 'reset', '--itl-ms', '20']),
-      startSim(['--model', 'hang']),
-      startSim(['--model', 'error500']),
-      startSim(['--model', 'Org/Other']),
+      startSimHere(['--model', 'refuse']),
+      startSimHere(['--model', 'reset', '--itl-ms', '20']),
+      startSimHere(['--model', 'hang']),
+      startSimHere(['--model', 'error500']),
+      startSimHere(['--model', 'Org/Other']),
       // a plain HTTP engine named https: every TLS handshake with it fails
-      startSim(['--model', 'tls']),
+      startSimHere(['--model', 'tls']),
     ]);
     const gone = await freePort();
     const backends: Record<string, string> = {

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { freePort, startCli, stopAll } from '../support/process.js';
-import { allReady, call, FAST_PROBES, metric, setFault, startRouter, startSim, type Running } from '../support/router.js';
+import { allReady, call, endpointState, FAST_PROBES, metric, setFault, startRouter, startSim, type Running } from '../support/router.js';
 import {
   parseTraceparent,
   SPAN_KIND,
@@ -16,6 +16,7 @@ import {
   type OtlpReceiver,
   type ReceivedSpan,
 } from '../support/otlp-receiver.js';
+import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { eventually, until, within } from '../support/within.js';
 import { testCa } from '../support/certs.js';
 import { requireTool } from '../support/tools.js';
@@ -45,7 +46,7 @@ function chatBody(content: string, extra: Record<string, unknown> = {}): string 
   return JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], max_tokens: 4, ...extra });
 }
 
-async function traceparents(sim: Running): Promise<RecordedTraceparent[]> {
+async function traceparents(sim: { readonly url: string }): Promise<RecordedTraceparent[]> {
   return (await call(`${sim.url}/_sim/traceparents`)).json<{ traceparents: RecordedTraceparent[] }>().traceparents;
 }
 
@@ -75,32 +76,69 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
   let sim: Running;
   let simB: Running;
   let router: Running;
+  /** a LoRA engine (in this process) */
+  let loraSim: SimHere;
+  /** the LoRA and failover tests' router (default routing, not kvaware): the two engines above and the LoRA engine */
+  let plainRouter: Running;
 
   before(async () => {
     receiver = await startOtlpReceiver();
-    // a second engine: kvaware tokenizes only where there is a choice to make
+    // a second engine: kvaware tokenizes only where there is a choice to make. These two stay processes: their own
+    // spans (`llm-router sim --otel-endpoint`) are part of what the tests read
     const simArgs = ['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1', '--otel-endpoint', receiver.address];
-    [sim, simB] = await Promise.all([startSim([...simArgs, '--id', 'sim-a']), startSim([...simArgs, '--id', 'sim-b'])]);
-    router = await startRouter(
-      [
-        '--static-backends',
-        `${sim.url},${simB.url}`,
-        '--static-models',
-        `${MODEL},${MODEL}`,
-        '--routing-logic',
-        'kvaware',
-        '--otel-endpoint',
-        receiver.address,
-        '--otel-service-name',
-        SERVICE,
-        ...FAST_PROBES,
-      ],
-      FAST_EXPORT,
-    );
-    await allReady(router.url, 2);
+    [sim, simB, loraSim] = await Promise.all([
+      startSim([...simArgs, '--id', 'sim-a']),
+      startSim([...simArgs, '--id', 'sim-b']),
+      startSimHere([
+        '--model',
+        'lbase',
+        '--enable-lora',
+        '--max-loras',
+        '2',
+        '--lora-load-delay-ms',
+        '200',
+        '--ttft-ms',
+        '1',
+        '--itl-ms',
+        '1',
+      ]),
+    ]);
+    [router, plainRouter] = await Promise.all([
+      startRouter(
+        [
+          '--static-backends',
+          `${sim.url},${simB.url}`,
+          '--static-models',
+          `${MODEL},${MODEL}`,
+          '--routing-logic',
+          'kvaware',
+          '--otel-endpoint',
+          receiver.address,
+          '--otel-service-name',
+          SERVICE,
+          ...FAST_PROBES,
+        ],
+        FAST_EXPORT,
+      ),
+      startRouter(
+        [
+          '--static-backends',
+          `${sim.url},${simB.url},${loraSim.url}`,
+          '--static-models',
+          `${MODEL},${MODEL},lbase`,
+          '--lora-adapters',
+          'sql@lbase=/adapters/sql',
+          '--otel-endpoint',
+          receiver.address,
+          ...FAST_PROBES,
+        ],
+        FAST_EXPORT,
+      ),
+    ]);
+    await Promise.all([allReady(router.url, 2), allReady(plainRouter.url, 3)]);
   });
   after(async () => {
-    await stopAll();
+    await Promise.all([stopAll(), stopSimsHere()]);
     await receiver?.stop();
   });
 
@@ -202,36 +240,8 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
   });
 
   test('a LoRA adapter loaded for a request: the load is a CLIENT span under the adapter span, its context on the load call', async () => {
-    const loraSim = await startSim([
-      '--model',
-      'lbase',
-      '--enable-lora',
-      '--max-loras',
-      '2',
-      '--lora-load-delay-ms',
-      '200',
-      '--ttft-ms',
-      '1',
-      '--itl-ms',
-      '1',
-    ]);
-    const loraRouter = await startRouter(
-      [
-        '--static-backends',
-        loraSim.url,
-        '--static-models',
-        'lbase',
-        '--lora-adapters',
-        'sql@lbase=/adapters/sql',
-        '--otel-endpoint',
-        receiver.address,
-        ...FAST_PROBES,
-      ],
-      FAST_EXPORT,
-    );
-    await allReady(loraRouter.url, 1);
     const client = clientContext();
-    const res = await call(`${loraRouter.url}/v1/chat/completions`, {
+    const res = await call(`${plainRouter.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'sql', messages: [{ role: 'user', content: 'select' }], max_tokens: 2 }),
       headers: { traceparent: client.traceparent },
     });
@@ -251,26 +261,11 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     const onLoad = (await traceparents(loraSim)).find((t) => t.path === '/v1/load_lora_adapter');
     assert.ok(onLoad, 'the load call carried a traceparent');
     assert.equal(parseTraceparent(onLoad.traceparent).spanId, load.spanId);
-    await loraRouter.stop();
-    await loraSim.stop();
   });
 
   test('a failover: one CLIENT span per attempt, numbered, each engine continuing its own, and a failover event', async (t) => {
-    // the two engines of this describe, behind a router of its own (not kvaware): sim-a answers 503 for this test
+    // the two engines of this describe, behind the router that is not kvaware: sim-a answers 503 for this test
     const [busy, good] = [sim, simB];
-    const foRouter = await startRouter(
-      [
-        '--static-backends',
-        `${busy.url},${good.url}`,
-        '--static-models',
-        `${MODEL},${MODEL}`,
-        '--otel-endpoint',
-        receiver.address,
-        ...FAST_PROBES,
-      ],
-      FAST_EXPORT,
-    );
-    await allReady(foRouter.url, 2);
     // the engine's own 503 (back-pressure): retried on the other endpoint, and no mark against its health
     await setFault(busy.url, { mode: 'overloaded' });
     t.after(() => setFault(busy.url, { mode: 'none' }));
@@ -278,7 +273,7 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     for (let i = 0; i < 4; i++) {
       const client = clientContext();
       traces.push(client.traceId);
-      const res = await call(`${foRouter.url}/v1/chat/completions`, {
+      const res = await call(`${plainRouter.url}/v1/chat/completions`, {
         body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x' }], max_tokens: 2 }),
         headers: { traceparent: client.traceparent },
       });
@@ -320,7 +315,6 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
     const onGood = (await traceparents(good)).find((t) => parseTraceparent(t.traceparent).traceId === traceId);
     assert.equal(onBusy && parseTraceparent(onBusy.traceparent).spanId, first.spanId);
     assert.equal(onGood && parseTraceparent(onGood.traceparent).spanId, second.spanId);
-    await foRouter.stop();
   });
 
   test('a client that is not sampled: the engine gets its trace, unsampled, and nothing is exported', async () => {
@@ -348,40 +342,44 @@ describe('tracing: a request, its stages and the engine calls (kvaware: /tokeniz
 
 describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
   let receiver: OtlpReceiver;
-  let prefill: Running;
-  let decode: Running;
+  let prefill: SimHere;
+  let decode: SimHere;
   let pdRouter: Running;
-  let loading: Running;
+  let loading: SimHere;
 
   before(async () => {
     receiver = await startOtlpReceiver();
     const pdArgs = ['--model', MODEL, '--pd-protocol', 'vllm-nixl', '--ttft-ms', '1', '--itl-ms', '1'];
     [prefill, decode, loading] = await Promise.all([
-      startSim([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim']),
-      startSim([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
-      // the held request's engine (a router of its own)
-      startSim(['--model', 'cold-model', '--ttft-ms', '1', '--itl-ms', '1']),
+      startSimHere([...pdArgs, '--role', 'prefill', '--id', 'prefill-sim']),
+      startSimHere([...pdArgs, '--role', 'decode', '--id', 'decode-sim']),
+      // the held request's engine, of a model of its own: it loads until the held test ends its load (the router never
+      // sees it ready before), so there is no race with a load timer
+      startSimHere(['--model', 'cold-model', '--ttft-ms', '1', '--itl-ms', '1', '--fault', 'loading']),
     ]);
+    // one router for both tests: P/D for MODEL, requests held up to 60 s for cold-model
     pdRouter = await startRouter(
       [
         '--static-backends',
-        `${prefill.url},${decode.url}`,
+        `${prefill.url},${decode.url},${loading.url}`,
         '--static-models',
-        `${MODEL},${MODEL}`,
+        `${MODEL},${MODEL},cold-model`,
         '--static-backend-roles',
-        'prefill,decode',
+        'prefill,decode,both',
         '--pd-protocol',
         'vllm-nixl',
+        '--cold-start-wait',
+        '60',
         '--otel-endpoint',
         receiver.address,
         ...FAST_PROBES,
       ],
       FAST_EXPORT,
     );
-    await allReady(pdRouter.url, 2);
+    await Promise.all([endpointState(pdRouter.url, prefill.url, 'ready'), endpointState(pdRouter.url, decode.url, 'ready')]);
   });
   after(async () => {
-    await stopAll();
+    await Promise.all([stopAll(), stopSimsHere()]);
     await receiver?.stop();
   });
 
@@ -419,27 +417,10 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
   });
 
   test('a held request: the hold span covers the wait for the engine to load', async () => {
-    // the engine loads until the test ends its load, once the router holds the request: no race with a load timer
-    await setFault(loading.url, { mode: 'loading' });
-    const router = await startRouter(
-      [
-        '--static-backends',
-        loading.url,
-        '--static-models',
-        'cold-model',
-        '--cold-start-wait',
-        '60',
-        '--otel-endpoint',
-        receiver.address,
-        '--otel-service-name',
-        'held-router',
-        ...FAST_PROBES,
-      ],
-      FAST_EXPORT,
-    );
+    // the engine loads (--fault loading) until the test ends its load, once the router holds the request
     const client = clientContext();
     const started = Date.now();
-    const answer = call(`${router.url}/v1/chat/completions`, {
+    const answer = call(`${pdRouter.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'cold-model', messages: [{ role: 'user', content: 'wake up' }], max_tokens: 2 }),
       headers: { traceparent: client.traceparent },
       timeoutMs: 60_000,
@@ -447,7 +428,7 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     await until(
       'the request held',
       async () =>
-        (await call(`${router.adminUrl}/demand`)).json<{ models: Record<string, { held: number }> }>().models['cold-model']?.held === 1,
+        (await call(`${pdRouter.adminUrl}/demand`)).json<{ models: Record<string, { held: number }> }>().models['cold-model']?.held === 1,
     );
     const loadedAt = Date.now();
     await setFault(loading.url, { mode: 'none' });
@@ -469,21 +450,17 @@ describe('tracing: a P/D request (vllm-nixl) and a held request', () => {
     assert.ok(holdEndMs >= loadedAt - 5, `the hold ended (${holdEndMs}) once the engine was ready (${loadedAt})`);
     assert.ok(holdEndMs - holdStartMs <= waitedMs, `the hold lies within the request (${waitedMs} ms)`);
     assert.ok(hold.endNs <= engine.startNs + SLOP_NS, 'the engine is called once the hold is over');
-    await router.stop();
-    await loading.stop();
   });
 });
 
 describe('tracing: TLS to the collector, a collector that is down, --workers', () => {
   /** one engine for every router of this describe (each test starts its own router and collector) */
-  let sim: Running;
+  let sim: SimHere;
 
   before(async () => {
-    sim = await startSim(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
+    sim = await startSimHere(['--model', MODEL, '--ttft-ms', '1', '--itl-ms', '1']);
   });
-  after(async () => {
-    await stopAll();
-  });
+  after(() => Promise.all([stopAll(), stopSimsHere()]));
 
   test('--otel-secure talks TLS to a receiver whose certificate the router trusts (OTEL_EXPORTER_OTLP_CERTIFICATE)', {
     skip: requireTool('openssl'),
