@@ -35,16 +35,20 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000, c
     const first = net.createServer();
     await new Promise<void>((resolve, reject) => first.once('error', reject).listen(0, '127.0.0.1', resolve));
     const port = (first.address() as net.AddressInfo).port;
-    const second = startCli(['serve', '--host', '127.0.0.1', '--port', String(port), '--known-models', 'm', '--log-level', 'warn']);
-    assert.equal(await within(15_000, 'the second router to exit', exited(second)), 1);
-    const line = oneLine(second);
-    assert.match(line, new RegExp(`port ${port} is already in use`));
-    assert.match(line, /--port/);
-    // the demo names its own flag and env
-    const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn']);
-    assert.equal(await within(20_000, 'the demo to exit', exited(demo)), 1);
-    assert.match(oneLine(demo), new RegExp(`port ${port} is already in use.*demo --port, env LLM_ROUTER_DEMO_PORT`));
-    await new Promise((resolve) => first.close(resolve));
+    try {
+      // the router and the demo try the held port at once, each checked on its own
+      const second = startCli(['serve', '--host', '127.0.0.1', '--port', String(port), '--known-models', 'm', '--log-level', 'warn']);
+      const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn']);
+      assert.equal(await within(15_000, 'the second router to exit', exited(second)), 1);
+      const line = oneLine(second);
+      assert.match(line, new RegExp(`port ${port} is already in use`));
+      assert.match(line, /--port/);
+      // the demo names its own flag and env
+      assert.equal(await within(20_000, 'the demo to exit', exited(demo)), 1);
+      assert.match(oneLine(demo), new RegExp(`port ${port} is already in use.*demo --port, env LLM_ROUTER_DEMO_PORT`));
+    } finally {
+      await new Promise((resolve) => first.close(resolve));
+    }
   });
 
   test('a container configured through LLM_ROUTER_* env only serves with no command at all', async () => {
