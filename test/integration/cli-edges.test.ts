@@ -4,6 +4,7 @@ import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import { startCli, stopAll, type Started } from '../support/process.js';
 import { call, chat, startRouter } from '../support/router.js';
@@ -30,17 +31,24 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000, c
   });
 
   test('a port in use: a non-zero exit and one line naming the port and --port', async () => {
-    const first = await startRouter(['--known-models', 'm']);
-    const second = startCli(['serve', '--host', '127.0.0.1', '--port', String(first.port), '--known-models', 'm', '--log-level', 'warn']);
-    assert.equal(await within(15_000, 'the second router to exit', exited(second)), 1);
-    const line = oneLine(second);
-    assert.match(line, new RegExp(`port ${first.port} is already in use`));
-    assert.match(line, /--port/);
-    // the demo names its own flag and env
-    const demo = startCli(['demo', '--port', String(first.port), '--log-level', 'warn']);
-    assert.equal(await within(20_000, 'the demo to exit', exited(demo)), 1);
-    assert.match(oneLine(demo), new RegExp(`port ${first.port} is already in use.*demo --port, env LLM_ROUTER_DEMO_PORT`));
-    await first.stop();
+    // the port is held by a listener in the test process: what holds it is not the subject, the second start is
+    const first = net.createServer();
+    await new Promise<void>((resolve, reject) => first.once('error', reject).listen(0, '127.0.0.1', resolve));
+    const port = (first.address() as net.AddressInfo).port;
+    try {
+      // the router and the demo try the held port at once, each checked on its own
+      const second = startCli(['serve', '--host', '127.0.0.1', '--port', String(port), '--known-models', 'm', '--log-level', 'warn']);
+      const demo = startCli(['demo', '--port', String(port), '--log-level', 'warn']);
+      assert.equal(await within(15_000, 'the second router to exit', exited(second)), 1);
+      const line = oneLine(second);
+      assert.match(line, new RegExp(`port ${port} is already in use`));
+      assert.match(line, /--port/);
+      // the demo names its own flag and env
+      assert.equal(await within(20_000, 'the demo to exit', exited(demo)), 1);
+      assert.match(oneLine(demo), new RegExp(`port ${port} is already in use.*demo --port, env LLM_ROUTER_DEMO_PORT`));
+    } finally {
+      await new Promise((resolve) => first.close(resolve));
+    }
   });
 
   test('a container configured through LLM_ROUTER_* env only serves with no command at all', async () => {
@@ -93,12 +101,15 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000, c
       { args: ['sever', '--known-models', 'm'], says: /unknown command "sever" \(did you mean serve\?\)/ },
       { args: ['sim', '--modle', 'x'], says: /unknown flag --modle \(did you mean --model\?\)/ },
     ];
-    for (const c of cases) {
-      const proc = startCli(c.args, c.env ?? {});
-      assert.equal(await within(15_000, `exit of ${c.args.join(' ')}`, exited(proc)), 2, c.args.join(' '));
-      assert.match(proc.output(), c.says);
-      assert.doesNotMatch(proc.output(), /^\s+at /m, 'no stack frames');
-    }
+    // the five processes at once, each checked on its own
+    await Promise.all(
+      cases.map(async (c) => {
+        const proc = startCli(c.args, c.env ?? {});
+        assert.equal(await within(15_000, `exit of ${c.args.join(' ')}`, exited(proc)), 2, c.args.join(' '));
+        assert.match(proc.output(), c.says);
+        assert.doesNotMatch(proc.output(), /^\s+at /m, 'no stack frames');
+      }),
+    );
   });
 
   test('shutdown says when draining starts and ends; a second SIGINT exits at once', async () => {

@@ -1,9 +1,10 @@
 // The fast path (src/router/server/fast) against the real router process: plain inference requests are answered by it,
 // everything else is handed with its connection to node:http, and both answer alike.
-import { after, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { stopAll } from '../support/process.js';
-import { call, chat, startRouter, startSim, waitModelStatus, type Running } from '../support/router.js';
+import { call, chat, startRouter, waitModelStatus, type Running } from '../support/router.js';
+import { startSimHere, stopSimsHere } from '../support/sim-here.js';
 import { RawClient, type RawAnswer } from '../support/raw-http.js';
 import { readByServer } from '../support/sockets.js';
 
@@ -28,20 +29,28 @@ function post(path: string, body: string, extra: readonly string[] = []): string
 }
 
 describe('fast path', { timeout: 120_000 }, () => {
-  after(stopAll);
-  let sim: Running;
-  const routers: Running[] = [];
-
-  async function router(extra: readonly string[] = []): Promise<Running> {
-    sim ??= await startSim(['--model', 'm', '--itl-ms', '1', '--ttft-ms', '1']);
-    const r = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--client-timeout', '1', ...extra]);
-    routers.push(r);
-    await waitModelStatus(r.url, 'm', 'ready', 15_000, extra.includes('--api-key') ? { authorization: 'Bearer k' } : {});
-    return r;
-  }
+  // three routers, started at once: one with the default flags, shared by every test that needs no flag of its own (the
+  // tests run one after another, each on its own connections, and each counts the fast path's answers as a delta of
+  // its own), one with --api-key and one with --fast-path false
+  let shared: Running;
+  let keyed: Running;
+  let slow: Running;
+  before(async () => {
+    const sim = await startSimHere(['--model', 'm', '--itl-ms', '1', '--ttft-ms', '1']);
+    const start = async (extra: readonly string[]): Promise<Running> => {
+      const r = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--client-timeout', '1', ...extra]);
+      await waitModelStatus(r.url, 'm', 'ready', 15_000, extra.includes('--api-key') ? { authorization: 'Bearer k' } : {});
+      return r;
+    };
+    [shared, keyed, slow] = await Promise.all([start([]), start(['--api-key', 'k']), start(['--fast-path', 'false'])]);
+  });
+  after(async () => {
+    await stopAll();
+    await stopSimsHere();
+  });
 
   test('keep-alive, pipelining, a body in pieces, then a hand-over to node:http on the same connection', async () => {
-    const r = await router();
+    const r = shared;
     const before = await fastPathCounts(r);
     const c = await RawClient.connect(r.port);
     try {
@@ -91,7 +100,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('300 pipelined requests in one write (about 120 KB) are answered once each, in order', async () => {
-    const r = await router();
+    const r = shared;
     const c = await RawClient.connect(r.port);
     try {
       const n = 300;
@@ -111,7 +120,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('streams are chunked SSE; Connection: close ends the connection after the answer', async () => {
-    const r = await router();
+    const r = shared;
     const c = await RawClient.connect(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m', { stream: true, max_tokens: 5 }), ['Connection: close']));
@@ -128,7 +137,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('requests outside the strict subset get node:http answers: chunked body, split head, bad head', async () => {
-    const r = await router();
+    const r = shared;
     const before = await fastPathCounts(r);
     const body = chat('m');
     const chunked = await RawClient.connect(r.port);
@@ -162,7 +171,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('a body that stops arriving gets 408 client_timeout and the connection is closed', async () => {
-    const r = await router();
+    const r = shared;
     const c = await RawClient.connect(r.port);
     try {
       const whole = post('/v1/chat/completions', chat('m'));
@@ -177,7 +186,7 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('the API-key gate holds on the fast path', async () => {
-    const r = await router(['--api-key', 'k']);
+    const r = keyed;
     const c = await RawClient.connect(r.port);
     try {
       c.write(post('/v1/chat/completions', chat('m')));
@@ -192,8 +201,8 @@ describe('fast path', { timeout: 120_000 }, () => {
   });
 
   test('with and without --fast-path, the same requests get the same status, headers and body', async () => {
-    const fast = await router();
-    const slow = await router(['--fast-path', 'false']);
+    const fast = shared;
+    const fastBefore = await fastPathCounts(fast);
     const requests = [
       post('/v1/chat/completions', chat('m'), ['X-Request-Id: same']),
       post('/v1/completions', JSON.stringify({ model: 'm', prompt: 'hi', max_tokens: 3 }), ['X-Request-Id: same']),
@@ -221,7 +230,7 @@ describe('fast path', { timeout: 120_000 }, () => {
       assert.deepEqual(answers[0], answers[1], text.split('\r\n')[0]);
     }
     // the comparison is between the two paths: the fast router answered every request itself
-    assert.equal((await fastPathCounts(fast)).answered, requests.length);
+    assert.equal((await fastPathCounts(fast)).answered - fastBefore.answered, requests.length);
     assert.deepEqual(await fastPathCounts(slow), { answered: 0, handedOver: 0 });
   });
 });

@@ -82,24 +82,30 @@ describe('the router frames every answer itself', { timeout: 120_000 }, () => {
       s.write('f\r\ndata: {"n":1}\n\n\r\n');
       setTimeout(() => s.write('zz\r\n'), 20);
     });
-    for (const [name, args] of [
-      ['fast path', []],
-      ['node:http', ['--fast-path', 'false']],
-    ] as const) {
-      const router = await startRouter([
-        '--static-backends',
-        engine.origin,
-        '--static-models',
-        MODEL,
-        '--passive-failure-threshold',
-        '1000',
-        '--probe-interval',
-        '0.2',
-        ...args,
-      ]);
-      routers.push({ name, router });
-      await waitModelStatus(router.url, MODEL, 'ready');
-    }
+    // both routers started at once, kept in this order
+    const started = await Promise.all(
+      (
+        [
+          ['fast path', []],
+          ['node:http', ['--fast-path', 'false']],
+        ] as const
+      ).map(async ([name, args]) => {
+        const router = await startRouter([
+          '--static-backends',
+          engine.origin,
+          '--static-models',
+          MODEL,
+          '--passive-failure-threshold',
+          '1000',
+          '--probe-interval',
+          '0.2',
+          ...args,
+        ]);
+        await waitModelStatus(router.url, MODEL, 'ready');
+        return { name, router };
+      }),
+    );
+    routers.push(...started);
   });
   after(async () => {
     await stopAll();
@@ -314,16 +320,24 @@ describe('--max-connections-per-engine', { timeout: 60_000 }, () => {
   after(stopAll);
 
   test('requests beyond the cap wait for a free engine connection and are all answered, in order; the cap holds (both engine clients)', async () => {
-    for (const engineClient of ['h1', 'undici']) {
-      const engine = await RawEngine.start([MODEL]);
-      const held: { socket: net.Socket; req: EngineRequest }[] = [];
-      engine.cases.set('hold', (socket, req) => held.push({ socket, req }));
-      try {
-        const router = await startRouter(
-          ['--static-backends', engine.origin, '--static-models', MODEL, '--max-connections-per-engine', '2', '--probe-interval', '0.2'],
-          { LLM_ROUTER_ENGINE_CLIENT: engineClient },
-        );
-        await waitModelStatus(router.url, MODEL, 'ready');
+    // one engine and one router per engine client, the two routers started at once; then each is checked in turn
+    const engineList: RawEngine[] = [];
+    try {
+      const setups = await Promise.all(
+        ['h1', 'undici'].map(async (engineClient) => {
+          const engine = await RawEngine.start([MODEL]);
+          engineList.push(engine);
+          const held: { socket: net.Socket; req: EngineRequest }[] = [];
+          engine.cases.set('hold', (socket, req) => held.push({ socket, req }));
+          const router = await startRouter(
+            ['--static-backends', engine.origin, '--static-models', MODEL, '--max-connections-per-engine', '2', '--probe-interval', '0.2'],
+            { LLM_ROUTER_ENGINE_CLIENT: engineClient },
+          );
+          await waitModelStatus(router.url, MODEL, 'ready');
+          return { engineClient, engine, held, router };
+        }),
+      );
+      for (const { engineClient, engine, held, router } of setups) {
         const clients = await Promise.all(Array.from({ length: 5 }, () => RawClient.connect(router.port)));
         for (const [i, c] of clients.entries()) {
           await c.write(request({ id: `capped-${i}`, kase: 'hold' }));
@@ -348,9 +362,10 @@ describe('--max-connections-per-engine', { timeout: 60_000 }, () => {
         assert.deepEqual(new Set(engine.inference.map((r) => r.conn)).size, 2, engineClient);
         for (const c of clients) c.destroy();
         await router.stop();
-      } finally {
-        await engine.close();
       }
+    } finally {
+      await stopAll();
+      await Promise.all(engineList.map((e) => e.close()));
     }
   });
 });
