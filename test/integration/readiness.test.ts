@@ -1,5 +1,5 @@
 // Issue 3 checks: route only to engines whose model is loaded; rollouts lose nothing; failover; timeouts.
-import { after, afterEach, before, describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { freePort, stopAll } from '../support/process.js';
@@ -59,23 +59,42 @@ function steadyTraffic(router: string, model: string, everyMs: number) {
   };
 }
 
+// One router for the three tests, each on its own model: m (old, and new on newPort), slow (on slowPort) and k (a and
+// b). The engines of newPort and slowPort start in their tests; until then the router probes a refused port, which
+// leaves an endpoint that was never ready coming up (probed every --probe-interval), as a router started then would.
+// No scheduled probe of a ready engine within the file (--probe-ready-interval 300): only the failed requests can make
+// the router notice the engine killed in the third test; an endpoint that is coming up is probed every 0.2 s all the same.
 describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
-  // each test's processes and engines end with it: a router left running keeps probing and scraping its engines
-  afterEach(async () => {
+  let router: Running;
+  let old: LocalSim;
+  let newPort: number;
+  let slowPort: number;
+  let a: Running;
+  let b: LocalSim;
+  before(async () => {
+    [old, b, a, newPort, slowPort] = await Promise.all([
+      startLocalSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']),
+      startLocalSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']),
+      startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']),
+      freePort(),
+      freePort(),
+    ]);
+    router = await startRouter([
+      '--static-backends',
+      `${old.url},http://127.0.0.1:${newPort},http://127.0.0.1:${slowPort},${a.url},${b.url}`,
+      '--static-models',
+      'm,m,slow,k,k',
+      ...FAST_PROBES,
+      '--probe-ready-interval',
+      '300',
+    ]);
+  });
+  after(async () => {
     await stopAll();
     await stopLocalSims();
   });
 
   test('rollout: a second engine that refuses then loads never fails a request and gets traffic soon after it is ready', async () => {
-    const old = await startLocalSim(['--model', 'm', '--id', 'old', '--ttft-ms', '5', '--itl-ms', '1']);
-    const newPort = await freePort();
-    const router = await startRouter([
-      '--static-backends',
-      `${old.url},http://127.0.0.1:${newPort}`,
-      '--static-models',
-      'm,m',
-      ...FAST_PROBES,
-    ]);
     await waitModelStatus(router.url, 'm', 'ready');
     const traffic = steadyTraffic(router.url, 'm', 20);
     // resolves once it listens, after refusing connections for 1 s
@@ -102,8 +121,7 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   });
 
   test('only a loading engine: 503 model_unavailable + Retry-After + state loading, then 200 once loaded', async () => {
-    const port = await freePort();
-    const router = await startRouter(['--static-backends', `http://127.0.0.1:${port}`, '--static-models', 'slow', ...FAST_PROBES]);
+    const port = slowPort;
     const listening = startLocalSim(['--model', 'slow', '--startup-refuse-seconds', '1', '--startup-loading-seconds', '1'], port);
     const traffic = steadyTraffic(router.url, 'slow', 50);
     await listening;
@@ -126,19 +144,10 @@ describe('readiness, lifecycle and failover', { timeout: 150_000 }, () => {
   });
 
   test('an engine killed mid-run: pending requests succeed elsewhere, a started stream ends with an error event, the engine is failed without waiting for its next probe', async () => {
-    const a = await startSim(['--model', 'k', '--id', 'a', '--ttft-ms', '5', '--itl-ms', '100', '--output-tokens', '40']);
-    const b = await startLocalSim(['--model', 'k', '--id', 'b', '--ttft-ms', '5', '--itl-ms', '1']);
-    // no scheduled probe of a ready engine within the test: only the failed requests can make the router notice
-    const router = await startRouter([
-      '--static-backends',
-      `${a.url},${b.url}`,
-      '--static-models',
-      'k,k',
-      ...FAST_PROBES,
-      '--probe-ready-interval',
-      '300',
-    ]);
-    await allReady(router.url, 2);
+    // no scheduled probe of a ready engine within the test (--probe-ready-interval 300): only the failed requests can
+    // make the router notice
+    await endpointState(router.url, a.url, 'ready');
+    await endpointState(router.url, b.url, 'ready');
 
     const stream = await streamOn(router.url, 'k', 'a', { max_tokens: 40 });
     const it = stream.body[Symbol.asyncIterator]();
@@ -262,60 +271,63 @@ describe('probe semantics per engine kind', { timeout: 120_000, concurrency: tru
     });
   }
 
-  test('a name mismatch is said at once: /v1/models lists another model = unavailable, naming it, one WARN line', async () => {
-    const sim = await startLocalSim(['--model', 'Qwen/Qwen3-8B']);
-    // a wait for engines that are not ready changes nothing for a mismatch: the 503 comes at once
-    const router = await startRouter([
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'qwen3-8b',
-      '--cold-start-wait',
-      '60',
-      ...FAST_PROBES,
-    ]);
-    const e = await endpointState(router.url, sim.url, 'failed');
-    assert.match(String(e?.lastError), /lists \[Qwen\/Qwen3-8B\], not qwen3-8b/);
-    const started = Date.now();
-    const res = await call(`${router.url}/v1/chat/completions`, { body: chat('qwen3-8b') });
-    assert.ok(Date.now() - started < 5_000, 'not held');
-    assert.equal(res.status, 503);
-    assert.equal(res.headers['x-llm-router-model-state'], 'unavailable');
-    assert.ok(Number(res.headers['retry-after']) >= 1);
-    assert.equal((res.json() as { error: { code: string } }).error.code, 'model_unavailable');
-    assert.match(res.text, /no ready engine \(unavailable: the engine serves \\"Qwen\/Qwen3-8B\\"; declare that name or an alias\)/);
-    assert.ok(!res.text.includes(sim.url.replace('http://', '')), 'no engine address');
-    const listed = (await call(`${router.url}/v1/models`)).json() as { data: { id: string; status: string; reason?: string }[] };
-    const model = listed.data.find((m) => m.id === 'qwen3-8b');
-    assert.equal(model?.status, 'unavailable');
-    assert.equal(model?.reason, 'unavailable: the engine serves "Qwen/Qwen3-8B"; declare that name or an alias');
-    // one WARN line for the endpoint and model, however many probes see it: a few more probes of the engine first
-    const probes = (): number => sim.engine.stats().byPath['/v1/models'] ?? 0;
-    const seen = probes();
-    await until('three more probes of the engine', () => probes() >= seen + 3, 10_000);
-    const warns = router.proc
-      .output()
-      .split('\n')
-      .filter((l) => l.includes('engine serves a different model'));
-    assert.equal(warns.length, 1, warns.join('\n'));
-    assert.match(warns[0] as string, /"level":40/);
-    // "did you mean" compares names without their organisation prefix: the engine's name finds the declared one
-    const missing = await call(`${router.url}/v1/chat/completions`, { body: chat('Qwen/Qwen3-8B') });
-    assert.equal(missing.status, 404);
-    assert.match(missing.text, /Did you mean \\"qwen3-8b\\"/);
-  });
-
-  test('probes never send inference, and the engine key never reaches the logs', async () => {
-    const sim = await startLocalSim(['--model', 'keyed']);
-    const router = await startRouter(['--static-backends', sim.url, '--static-models', 'keyed', ...FAST_PROBES], {
-      VLLM_API_KEY: 'sekret',
+  // one router for the next two tests, each reading its own engine and model: qwen3-8b (an engine that serves another
+  // name) and keyed (an engine key in the router's environment)
+  describe('one router, two engines', () => {
+    let router: Running;
+    let qwen: LocalSim;
+    let keyed: LocalSim;
+    before(async () => {
+      [qwen, keyed] = await Promise.all([startLocalSim(['--model', 'Qwen/Qwen3-8B']), startLocalSim(['--model', 'keyed'])]);
+      // a wait for engines that are not ready changes nothing for a mismatch: the 503 comes at once
+      router = await startRouter(
+        ['--static-backends', `${qwen.url},${keyed.url}`, '--static-models', 'qwen3-8b,keyed', '--cold-start-wait', '60', ...FAST_PROBES],
+        { VLLM_API_KEY: 'sekret' },
+      );
     });
-    await waitModelStatus(router.url, 'keyed', 'ready');
-    // a few probe rounds later (the engine counts every request by path)
-    const probed = (await simStats(sim.url)).byPath['/v1/models'] ?? 0;
-    await until('two more probes', async () => ((await simStats(sim.url)).byPath['/v1/models'] ?? 0) >= probed + 2);
-    const stats = await simStats(sim.url);
-    assert.equal(stats.received, 0, 'no inference request from probes');
-    assert.doesNotMatch(router.proc.output(), /sekret/);
+
+    test('a name mismatch is said at once: /v1/models lists another model = unavailable, naming it, one WARN line', async () => {
+      const sim = qwen;
+      const e = await endpointState(router.url, sim.url, 'failed');
+      assert.match(String(e?.lastError), /lists \[Qwen\/Qwen3-8B\], not qwen3-8b/);
+      const started = Date.now();
+      const res = await call(`${router.url}/v1/chat/completions`, { body: chat('qwen3-8b') });
+      assert.ok(Date.now() - started < 5_000, 'not held');
+      assert.equal(res.status, 503);
+      assert.equal(res.headers['x-llm-router-model-state'], 'unavailable');
+      assert.ok(Number(res.headers['retry-after']) >= 1);
+      assert.equal((res.json() as { error: { code: string } }).error.code, 'model_unavailable');
+      assert.match(res.text, /no ready engine \(unavailable: the engine serves \\"Qwen\/Qwen3-8B\\"; declare that name or an alias\)/);
+      assert.ok(!res.text.includes(sim.url.replace('http://', '')), 'no engine address');
+      const listed = (await call(`${router.url}/v1/models`)).json() as { data: { id: string; status: string; reason?: string }[] };
+      const model = listed.data.find((m) => m.id === 'qwen3-8b');
+      assert.equal(model?.status, 'unavailable');
+      assert.equal(model?.reason, 'unavailable: the engine serves "Qwen/Qwen3-8B"; declare that name or an alias');
+      // one WARN line for the endpoint and model, however many probes see it: a few more probes of the engine first
+      const probes = (): number => sim.engine.stats().byPath['/v1/models'] ?? 0;
+      const seen = probes();
+      await until('three more probes of the engine', () => probes() >= seen + 3, 10_000);
+      const warns = router.proc
+        .output()
+        .split('\n')
+        .filter((l) => l.includes('engine serves a different model'));
+      assert.equal(warns.length, 1, warns.join('\n'));
+      assert.match(warns[0] as string, /"level":40/);
+      // "did you mean" compares names without their organisation prefix: the engine's name finds the declared one
+      const missing = await call(`${router.url}/v1/chat/completions`, { body: chat('Qwen/Qwen3-8B') });
+      assert.equal(missing.status, 404);
+      assert.match(missing.text, /Did you mean \\"qwen3-8b\\"/);
+    });
+
+    test('probes never send inference, and the engine key never reaches the logs', async () => {
+      const sim = keyed;
+      await waitModelStatus(router.url, 'keyed', 'ready');
+      // a few probe rounds later (the engine counts every request by path)
+      const probed = (await simStats(sim.url)).byPath['/v1/models'] ?? 0;
+      await until('two more probes', async () => ((await simStats(sim.url)).byPath['/v1/models'] ?? 0) >= probed + 2);
+      const stats = await simStats(sim.url);
+      assert.equal(stats.received, 0, 'no inference request from probes');
+      assert.doesNotMatch(router.proc.output(), /sekret/);
+    });
   });
 });
