@@ -65,11 +65,11 @@ function shared<T>(start: () => Promise<T>): () => Promise<T> {
   };
 }
 
-// two tests at a time. A router whose flags only some tests need is the test's own and ends with it (killed, as
-// stopAll does: a router left running keeps probing its engines). The shared routers below serve tests whose flags do
-// not touch each other's subject, each test on a model and engine of its own (its own keys where keys are needed), and
-// end with the file.
-describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
+// three tests at a time (most of a test is waiting: a re-read of a keys file, a drain, a stream). A router whose flags
+// only one test needs is that test's own and ends with it (killed, as stopAll does: a router left running keeps probing
+// its engines). The shared routers below serve tests whose flags do not touch each other's subject, each test on a
+// model and engine of its own (its own keys where keys are needed), and end with the file.
+describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
   const routers: Running[] = [];
   const engines: { close(): Promise<void> }[] = [];
   after(async () => {
