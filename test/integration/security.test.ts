@@ -94,8 +94,8 @@ describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
 
   /**
    * YAML keys (the YAML test rewrites the file) and keys from LLM_ROUTER_API_KEYS alone (no --api-key flag: the
-   * env-only half of the first test). Every request here needs a key, so nothing reaches the model: answers are 503
-   * past the key gate, 401 before it.
+   * env-only half of the first test). Model z has no engine: a request past the key gate is answered 503, one stopped
+   * there 401.
    */
   const yamlKeys = shared(async () => {
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'keys-yaml-')), 'keys.yaml');
