@@ -3,7 +3,9 @@
 // its head, and mid-body. What it held is given back: the engine's connection (closed), the concurrency slot (the
 // next request is admitted under --max-concurrent-requests 1), the in-flight count (/engines) and the demand (/demand).
 // Engines are raw sockets (test/support/raw-engine.ts) that hang or stall on purpose; clients are raw sockets cut by
-// the test. Both inbound paths run: the fast path and node:http.
+// the test. Both inbound paths run: the fast path and node:http, one router each, shared by every test but the
+// discovery one (whose router starts with the API server down); a client that stays but stops reading is ended by
+// --idle-timeout on the same two routers.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -84,10 +86,18 @@ describe('a client that leaves frees what its request held, at every stage', { t
       RawEngine.start([]),
     ]);
     for (const e of [plain, prefill, decode]) misbehave(e);
-    for (const [name, args] of [
+    // far more than the sockets between engine, router and client buffer: the router must hold the engine back
+    plain.cases.set('huge', (s) => {
+      const size = 64 * 1024 * 1024;
+      s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${size}\r\n\r\n`);
+      s.write(Buffer.alloc(size, 0x20));
+    });
+    const paths: [name: string, args: string[]][] = [
       ['fast path', []],
       ['node:http', ['--fast-path', 'false']],
-    ] as const) {
+    ];
+    // both started at once
+    const started = paths.map(async ([name, args]) => {
       const router = await startRouter([
         '--static-backends',
         [plain.origin, prefill.origin, decode.origin, cold.origin].join(','),
@@ -101,13 +111,22 @@ describe('a client that leaves frees what its request held, at every stage', { t
         '60',
         '--max-concurrent-requests',
         '1',
+        // for the stalled reader below. The engines here run in this test process: on a busy machine one may take a
+        // second to answer, and an engine silent for --idle-timeout is the engine's fault (502), not the client's.
+        // Every other request here is left by its client within milliseconds of reaching the engine.
+        '--idle-timeout',
+        '3',
+        // the access log: the stalled reader's status is read from it
+        '--log-level',
+        'info',
         ...FAST_PROBES,
         ...args,
       ]);
-      routers.push({ name, router });
       await waitModelStatus(router.url, 'm', 'ready');
       await waitModelStatus(router.url, 'pd', 'ready');
-    }
+      return { name, router };
+    });
+    routers.push(...(await Promise.all(started)));
   });
   after(async () => {
     await stopAll();
@@ -165,6 +184,36 @@ describe('a client that leaves frees what its request held, at every stage', { t
         assert.equal((await demandOf(router, 'm')).inFlight, 0);
       }
     }
+  });
+
+  // on the same routers, after the tests above (a suite runs its tests one at a time)
+  describe('a client that stays connected but stops reading', () => {
+    test('is ended after --idle-timeout without a byte taken: 499, the engine connection closed, nothing against the engine', async (t) => {
+      const upstreamFailures = async (router: Running): Promise<string[]> =>
+        (await call(`${router.url}/metrics`)).text.match(/^llm_router_upstream_failures_total\{.*$/gm) ?? [];
+      // both routers at once: each waits out its own --idle-timeout
+      await Promise.all(
+        routers.map(async ({ name, router }) => {
+          const blamedBefore = await upstreamFailures(router);
+          const id = `stalled-${name.replace(/\W/g, '')}`;
+          // a client that sends its request and then reads nothing at all
+          const client = net.connect({ port: router.port, host: '127.0.0.1' });
+          client.on('error', () => undefined);
+          client.pause();
+          client.write(request('m', id, 'huge'));
+          const seen = await arrived(plain, id);
+          const logged = new RegExp(`"requestId":"${id}"[^\\n]*"status":(\\d+)`);
+          const started = Date.now();
+          await until(`${name}: the stalled request is ended`, () => logged.test(router.proc.output()), 15_000);
+          t.diagnostic(`${name}: ended ${Date.now() - started} ms after the engine got it`);
+          assert.equal(logged.exec(router.proc.output())?.[1], '499');
+          await until(`${name}: the engine connection closed`, () => plain.connections[seen.conn]?.closed === true, 5_000);
+          await until(`${name}: nothing in flight`, async () => (await engines(router.url)).every((e) => e.inFlight === 0), 5_000);
+          assert.deepEqual(await upstreamFailures(router), blamedBefore, `${name}: the engine is not blamed`);
+          client.destroy();
+        }),
+      );
+    });
   });
 });
 
@@ -257,65 +306,6 @@ describe('a client that leaves while the router waits for its first discovery sy
       );
     } finally {
       await router.stop();
-    }
-  });
-});
-
-describe('a client that stays connected but stops reading', { timeout: 120_000 }, () => {
-  let engine: RawEngine;
-
-  before(async () => {
-    engine = await RawEngine.start(['m']);
-    // far more than the sockets between engine, router and client buffer: the router must hold the engine back
-    engine.cases.set('huge', (s) => {
-      const size = 64 * 1024 * 1024;
-      s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${size}\r\n\r\n`);
-      s.write(Buffer.alloc(size, 0x20));
-    });
-  });
-  after(async () => {
-    await stopAll();
-    await engine?.close();
-  });
-
-  test('is ended after --idle-timeout without a byte taken: 499, the engine connection closed, nothing against the engine', async (t) => {
-    for (const args of [[], ['--fast-path', 'false']]) {
-      const router = await startRouter([
-        '--static-backends',
-        engine.origin,
-        '--static-models',
-        'm',
-        // the engine here runs in this test process: on a busy machine it may take a second to answer, and an engine
-        // silent for --idle-timeout is the engine's fault (502), not the client's
-        '--idle-timeout',
-        '3',
-        '--log-level',
-        'info',
-        ...FAST_PROBES,
-        ...args,
-      ]);
-      try {
-        await waitModelStatus(router.url, 'm', 'ready');
-        const id = `stalled${args.length}`;
-        // a client that sends its request and then reads nothing at all
-        const client = net.connect({ port: router.port, host: '127.0.0.1' });
-        client.on('error', () => undefined);
-        client.pause();
-        client.write(request('m', id, 'huge'));
-        const seen = await arrived(engine, id);
-        const logged = new RegExp(`"requestId":"${id}"[^\\n]*"status":(\\d+)`);
-        const started = Date.now();
-        await until('the stalled request is ended', () => logged.test(router.proc.output()), 15_000);
-        t.diagnostic(`${args.length ? 'node:http' : 'fast path'}: ended ${Date.now() - started} ms after the engine got it`);
-        assert.equal(logged.exec(router.proc.output())?.[1], '499');
-        await until('the engine connection closed', () => engine.connections[seen.conn]?.closed === true, 5_000);
-        await until('nothing in flight', async () => (await engines(router.url)).every((e) => e.inFlight === 0), 5_000);
-        const metrics = (await call(`${router.url}/metrics`)).text;
-        assert.doesNotMatch(metrics, /^llm_router_upstream_failures_total\{/m, 'the engine is not blamed');
-        client.destroy();
-      } finally {
-        await router.stop();
-      }
     }
   });
 });

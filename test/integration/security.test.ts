@@ -10,7 +10,7 @@ import path from 'node:path';
 import { request } from 'undici';
 import { startCli, stopAll } from '../support/process.js';
 import { exchange } from '../support/raw-http.js';
-import { call, chat, simRequests, startRouter, waitModelStatus } from '../support/router.js';
+import { call, chat, simRequests, startRouter, waitModelStatus, type Running } from '../support/router.js';
 import { startLocalSim, stopLocalSims } from '../support/sim-here.js';
 import { until, within } from '../support/within.js';
 
@@ -56,12 +56,120 @@ async function recordingEngine(
   };
 }
 
-// two tests at a time; each test's routers (killed, as stopAll does) and engines end with it: a router left running
-// keeps probing its engines
-describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
+/** Runs `start` when a test first asks for what it makes; every later asker gets the same promise. */
+function shared<T>(start: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined;
+  return () => {
+    made ??= start();
+    return made;
+  };
+}
+
+// three tests at a time (most of a test is waiting: a re-read of a keys file, a drain, a stream). A router whose flags
+// only one test needs is that test's own and ends with it (killed, as stopAll does: a router left running keeps probing
+// its engines). The shared routers below serve tests whose flags do not touch each other's subject, each test on a
+// model and engine of its own (its own keys where keys are needed), and end with the file.
+describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
+  const routers: Running[] = [];
+  const engines: { close(): Promise<void> }[] = [];
   after(async () => {
+    await Promise.all(routers.map((r) => r.stop()));
+    await Promise.all(engines.map((e) => e.close()));
     await stopAll();
     await stopLocalSims();
+  });
+  const keep = (router: Running): Running => {
+    routers.push(router);
+    return router;
+  };
+
+  // the engine of the engine-key test, behind `secrets` (--engine-api-key) and `trusting` (--forward-client-auth)
+  const authEngine = shared(async () => {
+    const engine = await recordingEngine('key-m');
+    engines.push(engine);
+    return engine;
+  });
+  // the kv_transfer_params test's simulator, behind `limits` (the default: params dropped) and `trusting` (allowed)
+  const kvSim = shared(() => startLocalSim(['--model', 'kv', '--output-tokens', '1']));
+
+  /**
+   * YAML keys (the YAML test rewrites the file) and keys from LLM_ROUTER_API_KEYS alone (no --api-key flag: the
+   * env-only half of the first test). Model z has no engine: a request past the key gate is answered 503, one stopped
+   * there 401.
+   */
+  const yamlKeys = shared(async () => {
+    const file = path.join(mkdtempSync(path.join(tmpdir(), 'keys-yaml-')), 'keys.yaml');
+    writeFileSync(file, '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n');
+    const router = keep(await startRouter(['--known-models', 'z', '--api-keys-file', file], { LLM_ROUTER_API_KEYS: 'env-a,env-b' }));
+    return { router, file };
+  });
+
+  /**
+   * Client keys, the engine key, the admin port and debug logs: the engine-key test (model key-m, key client-secret),
+   * the admin-port test (key k) and the logs test (model m on its own simulator, key CLIENTKEY123).
+   */
+  const secrets = shared(async () => {
+    const [engine, sim] = await Promise.all([authEngine(), startLocalSim(['--model', 'm'])]);
+    const router = keep(
+      await startRouter([
+        '--static-backends',
+        `${sim.url},${engine.url}`,
+        '--static-models',
+        'm,key-m',
+        '--admin-port',
+        '0',
+        '--api-key',
+        'CLIENTKEY123,client-secret,k',
+        '--engine-api-key',
+        'ENGINEKEY123',
+        '--log-level',
+        'debug',
+        ...FAST,
+      ]),
+    );
+    return { router, sim, engine };
+  });
+
+  /** What a client may pass on: its own credentials (model key-m) and kv_transfer_params (model kv). */
+  const trusting = shared(async () => {
+    const [engine, sim] = await Promise.all([authEngine(), kvSim()]);
+    const router = keep(
+      await startRouter([
+        '--static-backends',
+        `${engine.url},${sim.url}`,
+        '--static-models',
+        'key-m,kv',
+        '--forward-client-auth',
+        '--allow-client-kv-transfer-params',
+        ...FAST,
+      ]),
+    );
+    return { router, engine, sim };
+  });
+
+  /**
+   * A header limit and a 1 s client timeout (the limits test, model m: a stream longer than the timeout) and otherwise
+   * the defaults (the kv_transfer_params test's strict router, model kv: its requests are small and sent whole).
+   */
+  const limits = shared(async () => {
+    const [stream, sim] = await Promise.all([
+      startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']),
+      kvSim(),
+    ]);
+    const router = keep(
+      await startRouter([
+        '--static-backends',
+        `${stream.url},${sim.url}`,
+        '--static-models',
+        'm,kv',
+        '--max-header-bytes',
+        '2048',
+        '--client-timeout',
+        '1',
+        ...FAST,
+      ]),
+    );
+    return { router, sim };
   });
 
   test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async (t) => {
@@ -108,8 +216,8 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
       await router.stop();
       await engine.close();
     }
-    const envOnly = await startRouter(['--known-models', 'z'], { LLM_ROUTER_API_KEYS: 'env-a,env-b' });
-    t.after(() => envOnly.stop('SIGKILL'));
+    // keys from LLM_ROUTER_API_KEYS alone, without the flag
+    const { router: envOnly } = await yamlKeys();
     assert.equal(
       (await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: 'Bearer env-b' } })).status,
       503,
@@ -117,11 +225,11 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     assert.equal((await call(`${envOnly.url}/v1/chat/completions`, { body: chat('z') })).status, 401);
   });
 
-  test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async (t) => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'keys-yaml-'));
-    const file = path.join(dir, 'keys.yaml');
-    writeFileSync(file, '# tenants\n- key: yaml-ok\n  tenant: acme\n- key: yaml-secret-bad\n  tenant: beta\n  priority: urgent\n');
-    const refused = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--known-models', 'z', '--api-keys-file', file]);
+  test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async () => {
+    const refusedDir = mkdtempSync(path.join(tmpdir(), 'keys-yaml-bad-'));
+    const refusedFile = path.join(refusedDir, 'keys.yaml');
+    writeFileSync(refusedFile, '# tenants\n- key: yaml-ok\n  tenant: acme\n- key: yaml-secret-bad\n  tenant: beta\n  priority: urgent\n');
+    const refused = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--known-models', 'z', '--api-keys-file', refusedFile]);
     const exited =
       refused.child.exitCode !== null
         ? Promise.resolve(refused.child.exitCode)
@@ -134,58 +242,38 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     );
     assert.doesNotMatch(refused.output(), /yaml-secret-bad/);
 
-    writeFileSync(file, '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n');
-    const router = await startRouter(['--known-models', 'z', '--api-keys-file', file]);
-    t.after(() => router.stop('SIGKILL'));
-    try {
-      const ask = (key: string) =>
-        call(`${router.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: `Bearer ${key}` } });
-      // 503: the model has no engine; past the key gate
-      assert.equal((await ask('yaml-ok')).status, 503);
-      assert.equal((await ask('yaml-bare')).status, 503);
-      assert.equal((await ask('- key: yaml-ok')).status, 401, 'not read as plain lines');
-      writeFileSync(file, '- key: yaml-new-secret\n  trusted: perhaps\n');
-      await router.proc.waitForOutput('API keys file is not valid; keeping the keys read last', 10_000);
-      assert.match(router.proc.output(), /entry 1 at line 1: trusted must be true or false/);
-      assert.doesNotMatch(router.proc.output(), /yaml-new-secret/);
-      assert.equal((await ask('yaml-ok')).status, 503, 'the keys read last still work');
-      assert.equal((await ask('yaml-new-secret')).status, 401);
-    } finally {
-      await router.stop();
-    }
+    // started with '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n' in the file
+    const { router, file } = await yamlKeys();
+    const ask = (key: string) =>
+      call(`${router.url}/v1/chat/completions`, { body: chat('z'), headers: { authorization: `Bearer ${key}` } });
+    // 503: the model has no engine; past the key gate
+    assert.equal((await ask('yaml-ok')).status, 503);
+    assert.equal((await ask('yaml-bare')).status, 503);
+    assert.equal((await ask('- key: yaml-ok')).status, 401, 'not read as plain lines');
+    writeFileSync(file, '- key: yaml-new-secret\n  trusted: perhaps\n');
+    await router.proc.waitForOutput('API keys file is not valid; keeping the keys read last', 10_000);
+    assert.match(router.proc.output(), /entry 1 at line 1: trusted must be true or false/);
+    assert.doesNotMatch(router.proc.output(), /yaml-new-secret/);
+    assert.equal((await ask('yaml-ok')).status, 503, 'the keys read last still work');
+    assert.equal((await ask('yaml-new-secret')).status, 401);
   });
 
-  test('the engine key replaces the client key unless --forward-client-auth', async (t) => {
-    const engine = await recordingEngine('m');
-    const withKey = await startRouter([
-      '--static-backends',
-      engine.url,
-      '--static-models',
-      'm',
-      '--engine-api-key',
-      'engine-secret',
-      ...FAST,
-    ]);
-    t.after(() => withKey.stop('SIGKILL'));
-    const forwarding = await startRouter(['--static-backends', engine.url, '--static-models', 'm', '--forward-client-auth', ...FAST]);
-    t.after(() => forwarding.stop('SIGKILL'));
-    try {
-      await waitModelStatus(withKey.url, 'm', 'ready');
-      await waitModelStatus(forwarding.url, 'm', 'ready');
-      await call(`${withKey.url}/v1/chat/completions`, { body: chat('m'), headers: { authorization: 'Bearer client-secret' } });
-      assert.equal(engine.inference.length, 1);
-      assert.equal(engine.inference.at(-1)?.authorization, 'Bearer engine-secret');
-      await call(`${forwarding.url}/v1/chat/completions`, { body: chat('m'), headers: { authorization: 'Bearer client-secret' } });
-      assert.equal(engine.inference.length, 2);
-      assert.equal(engine.inference.at(-1)?.authorization, 'Bearer client-secret');
-    } finally {
-      await engine.close();
-    }
+  test('the engine key replaces the client key unless --forward-client-auth', async () => {
+    // --engine-api-key ENGINEKEY123 (client-secret is one of its client keys); the other forwards the client's key
+    const [{ router: withKey, engine }, { router: forwarding }] = await Promise.all([secrets(), trusting()]);
+    const auth = { authorization: 'Bearer client-secret' };
+    await waitModelStatus(withKey.url, 'key-m', 'ready', 15_000, auth);
+    await waitModelStatus(forwarding.url, 'key-m', 'ready');
+    await call(`${withKey.url}/v1/chat/completions`, { body: chat('key-m'), headers: auth });
+    assert.equal(engine.inference.length, 1);
+    assert.equal(engine.inference.at(-1)?.authorization, 'Bearer ENGINEKEY123');
+    await call(`${forwarding.url}/v1/chat/completions`, { body: chat('key-m'), headers: auth });
+    assert.equal(engine.inference.length, 2);
+    assert.equal(engine.inference.at(-1)?.authorization, 'Bearer client-secret');
   });
 
-  test('--admin-port moves /metrics and /engines off the main port', async (t) => {
-    const router = await startRouter(['--known-models', 'z', '--admin-port', '0', '--api-key', 'k', '--log-level', 'info']);
-    t.after(() => router.stop('SIGKILL'));
+  test('--admin-port moves /metrics and /engines off the main port', async () => {
+    const { router } = await secrets(); // --admin-port 0, k among its keys
     const adminUrl = /"adminUrl":"(http:[^"]+)"/.exec(router.proc.output())?.[1];
     assert.ok(adminUrl);
     assert.equal((await call(`${adminUrl}/metrics`)).status, 200, 'no key needed on the admin port');
@@ -197,6 +285,8 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
   test('rate limit per key answers 429 rate_limited with Retry-After; the concurrency cap answers 429 overloaded', async (t) => {
     const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '800', '--output-tokens', '1']);
     t.after(() => sim.stop());
+    // one router for both limits: the rate limit is checked first, and each refusal names its own code. The cap's
+    // requests come with keys of their own (c, d, e), each with a full bucket, so that only the cap can refuse them.
     const router = await startRouter([
       '--static-backends',
       sim.url,
@@ -207,7 +297,9 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
       '--rate-limit-burst',
       '2',
       '--api-key',
-      'a,b',
+      'a,b,c,d,e',
+      '--max-concurrent-requests',
+      '2',
       ...FAST,
     ]);
     t.after(() => router.stop('SIGKILL'));
@@ -225,27 +317,23 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     assert.ok(Number(limited.headers['retry-after']) >= 1);
     assert.equal((await ask('b')).status, 200, 'another key has its own bucket');
 
-    const capped = await startRouter(['--static-backends', sim.url, '--static-models', 'm', '--max-concurrent-requests', '2', ...FAST]);
-    t.after(() => capped.stop('SIGKILL'));
-    await waitModelStatus(capped.url, 'm', 'ready');
-    const three = await Promise.all(
-      [1, 2, 3].map(() => call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })),
-    );
+    // --max-concurrent-requests 2
+    const three = await Promise.all(['c', 'd', 'e'].map(ask));
     assert.deepEqual(three.map((r) => r.status).sort(), [200, 200, 429]);
     assert.equal(three.find((r) => r.status === 429)!.json<{ error: { code: string } }>().error.code, 'overloaded');
-    assert.equal(
-      (await call(`${capped.url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }) })).status,
-      200,
-      'slots are given back',
-    );
+    assert.equal((await ask('c')).status, 200, 'slots are given back');
   });
 
   test('without keys the rate limit is per client address: made-up keys buy no bucket; X-Forwarded-For counts only from --trusted-proxies', async (t) => {
     const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
     t.after(() => sim.stop());
     const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
-    const router = await startRouter([...backends, '--rate-limit-rps', '2']);
-    t.after(() => router.stop('SIGKILL'));
+    // both started at once: the second is used once the first's requests are over
+    const [router, proxied] = await Promise.all([
+      startRouter([...backends, '--rate-limit-rps', '2']),
+      startRouter([...backends, '--rate-limit-rps', '0.2', '--rate-limit-burst', '1', '--trusted-proxies', '127.0.0.0/8,::1']),
+    ]);
+    t.after(() => Promise.all([router.stop('SIGKILL'), proxied.stop('SIGKILL')]));
     await waitModelStatus(router.url, 'm', 'ready');
     const ask = (url: string, headers: Record<string, string>) =>
       call(`${url}/v1/completions`, { body: JSON.stringify({ model: 'm', prompt: 'x' }), headers });
@@ -265,16 +353,6 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     );
 
     // behind a trusted proxy (the test's own 127.0.0.1): the right-most untrusted address is the client
-    const proxied = await startRouter([
-      ...backends,
-      '--rate-limit-rps',
-      '0.2',
-      '--rate-limit-burst',
-      '1',
-      '--trusted-proxies',
-      '127.0.0.0/8,::1',
-    ]);
-    t.after(() => proxied.stop('SIGKILL'));
     await waitModelStatus(proxied.url, 'm', 'ready');
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.1' })).status, 200);
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.2' })).status, 200, 'another client, its own bucket');
@@ -286,42 +364,27 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     assert.equal((await ask(proxied.url, { 'x-forwarded-for': '10.0.0.3, 127.0.0.5' })).status, 200);
   });
 
-  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async (t) => {
-    const sim = await startLocalSim(['--model', 'm', '--output-tokens', '1']);
-    t.after(() => sim.stop());
-    const backends = ['--static-backends', sim.url, '--static-models', 'm', ...FAST];
-    const [strict, lax] = await Promise.all([startRouter(backends), startRouter([...backends, '--allow-client-kv-transfer-params'])]);
-    t.after(() => Promise.all([strict.stop('SIGKILL'), lax.stop('SIGKILL')]));
-    await Promise.all([waitModelStatus(strict.url, 'm', 'ready'), waitModelStatus(lax.url, 'm', 'ready')]);
+  test("a client's kv_transfer_params never reach an engine (they name a host it connects to) unless --allow-client-kv-transfer-params", async () => {
+    // model kv on one simulator behind both: without the flag, and with it
+    const [{ router: strict, sim }, { router: lax }] = await Promise.all([limits(), trusting()]);
+    await Promise.all([waitModelStatus(strict.url, 'kv', 'ready'), waitModelStatus(lax.url, 'kv', 'ready')]);
     const params = '{"do_remote_prefill":true,"remote_host":"10.9.9.9","remote_port":5600}';
     // the member in the middle, once under an escaped name: every byte but that member is kept
-    const body = `{"model":"m", "kv_transfer_params":${params},"prompt":"x","kv\u005ftransfer_params":${params} ,"max_tokens":1}`;
+    const body = `{"model":"kv", "kv_transfer_params":${params},"prompt":"x","kv\u005ftransfer_params":${params} ,"max_tokens":1}`;
     const lastBody = async (): Promise<string> => (await simRequests(sim.url)).at(-1)?.body.toString() ?? '';
     const sent = await call(`${strict.url}/v1/completions`, { body });
     assert.equal(sent.status, 200, sent.text);
-    assert.equal(await lastBody(), '{"model":"m","prompt":"x" ,"max_tokens":1}');
-    const plain = '{"model":"m","prompt":"no params here", "max_tokens":1}';
+    assert.equal(await lastBody(), '{"model":"kv","prompt":"x" ,"max_tokens":1}');
+    const plain = '{"model":"kv","prompt":"no params here", "max_tokens":1}';
     assert.equal((await call(`${strict.url}/v1/completions`, { body: plain })).status, 200);
     assert.equal(await lastBody(), plain, 'a body without them is forwarded as it came');
     assert.equal((await call(`${lax.url}/v1/completions`, { body })).status, 200);
     assert.equal(await lastBody(), body, 'allowed: the bytes as the client sent them');
   });
 
-  test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async (t) => {
-    const sim = await startLocalSim(['--model', 'm', '--ttft-ms', '10', '--itl-ms', '150', '--output-tokens', '12']);
-    t.after(() => sim.stop());
-    const router = await startRouter([
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'm',
-      '--max-header-bytes',
-      '2048',
-      '--client-timeout',
-      '1',
-      ...FAST,
-    ]);
-    t.after(() => router.stop('SIGKILL'));
+  test('oversized headers get 431 and a slow client 408, both OpenAI-shaped; a long stream is not cut by the client timeout', async () => {
+    // --max-header-bytes 2048 --client-timeout 1; model m streams 12 tokens 150 ms apart
+    const { router } = await limits();
     await waitModelStatus(router.url, 'm', 'ready');
     const big = await exchange(
       router.port,
@@ -400,23 +463,9 @@ describe('security and limits', { timeout: 120_000, concurrency: 2 }, () => {
     assert.equal(code, 0);
   });
 
-  test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async (t) => {
-    const sim = await startLocalSim(['--model', 'm']);
-    t.after(() => sim.stop());
-    const router = await startRouter([
-      '--static-backends',
-      sim.url,
-      '--static-models',
-      'm',
-      '--log-level',
-      'debug',
-      '--engine-api-key',
-      'ENGINEKEY123',
-      '--api-key',
-      'CLIENTKEY123',
-      ...FAST,
-    ]);
-    t.after(() => router.stop('SIGKILL'));
+  test('logs: one access line per request with model, status, bytes and request id; never prompts or credentials, even at debug', async () => {
+    // --log-level debug --engine-api-key ENGINEKEY123, CLIENTKEY123 among its keys; model m on a simulator of its own
+    const { router, sim } = await secrets();
     await waitModelStatus(router.url, 'm', 'ready', 15_000, { authorization: 'Bearer CLIENTKEY123' });
     const res = await call(`${router.url}/v1/chat/completions`, {
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'TOPSECRETPROMPT' }] }),
