@@ -60,14 +60,10 @@ async function main(argv: readonly string[]): Promise<number> {
   const files = given.length > 0 ? given : startOrder([...testFiles('test')], readDurations());
 
   const started = performance.now();
-  const typecheck = spawn(
-    process.execPath,
-    [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'tsconfig.check.json'],
-    {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const typecheck = spawn(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'tsconfig.check.json'], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   try {
     if (typecheck.pid !== undefined) setPriority(typecheck.pid, 19);
   } catch {
@@ -114,7 +110,8 @@ async function main(argv: readonly string[]): Promise<number> {
   process.once('SIGTERM', () => stop('SIGTERM'));
 
   const [testCode, typecheckCode] = await Promise.all([exited(tests), typecheckDone]);
-  if (typecheckCode === 0) console.log(`# type check (tsc -b tsconfig.check.json, beside the tests): passed in ${typecheckSeconds.toFixed(1)} s`);
+  if (typecheckCode === 0)
+    console.log(`# type check (tsc -b tsconfig.check.json, beside the tests): passed in ${typecheckSeconds.toFixed(1)} s`);
   else console.log(`# type check (tsc -b tsconfig.check.json, beside the tests): FAILED\n${typecheckOutput}`);
   return testCode !== 0 ? testCode : typecheckCode;
 }
