@@ -65,7 +65,7 @@ async function main(argv: readonly string[]): Promise<number> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   try {
-    if (typecheck.pid !== undefined) setPriority(typecheck.pid, 19);
+    if (typecheck.pid !== undefined) setPriority(typecheck.pid, 10);
   } catch {
     // not allowed here: it runs at the normal priority
   }
