@@ -1,6 +1,6 @@
 // `npm test`'s test run (after the lint and the build): every test file through node:test and tsx, and beside it the
-// type check at the lowest CPU priority, so that on a 2-core machine it uses what the tests leave idle (most
-// integration tests wait on processes) instead of running before them. The exit code is non-zero when either fails;
+// type check at a lower CPU priority (nice 10), so that on a 2-core machine it mostly uses what the tests leave idle
+// (most integration tests wait on processes) instead of running before them. The exit code is non-zero when either fails;
 // the type check's output is printed after the tests'.
 //
 // Files start longest first (integration files before unit files, then by the last recorded time in
