@@ -66,7 +66,12 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
 
   test('two router processes send the same prefixes to the same engines; prompts differing only after the prefix stay together', async () => {
     const used = new Set<string>();
-    for (let tenant = 0; tenant < 12; tenant++) {
+    // rendezvous hashing spreads prefixes at random over the engines (the ports differ every run): 12 tenants all land
+    // on at most 2 of 4 engines about once in 700 runs. At least 12 tenants are checked, more (up to 40: a chance of
+    // ~5e-12) until 3 engines were used, so that the spread is asserted without failing by chance.
+    let tenants = 0;
+    for (let tenant = 0; tenant < 40 && (tenant < 12 || used.size < 3); tenant++) {
+      tenants++;
       const home = await served(a.url, conversation(tenant, 'Where is my parcel?'));
       used.add(home);
       assert.equal(await served(b.url, conversation(tenant, 'Where is my parcel?')), home, `tenant ${tenant} on the other replica`);
@@ -80,7 +85,7 @@ describe('routing policies over four simulated engines', { timeout: 120_000 }, (
         home,
       );
     }
-    assert.ok(used.size >= 3, `12 prefixes used only ${[...used].join(', ')}`);
+    assert.ok(used.size >= 3, `${tenants} prefixes used only ${[...used].join(', ')}`);
   });
 
   test('under a hot prefix no engine carries more than ceil(1.25 x the mean) in flight, and affinity returns when the burst is over', async () => {
