@@ -6,11 +6,16 @@
 // Files start longest first (integration files before unit files, then by the last recorded time in
 // test/durations.json, new files first): with four files at a time, a long file started last would run on alone.
 // `--write-durations` records this run's times there. Files given as arguments run alone, in that order.
+//
+// Unit files run together, a few groups of them each in one process (`unitGroups`): a process of its own costs a unit
+// file about 0.7 s of CPU (node, tsx and the modules every file imports), most of what the file does; 80 files alone
+// took 144 CPU-seconds, in 4 groups 60. A file that must have a process to itself (it looks at what the process
+// loaded, say) says so with the line `// run-tests: own process`. Reports still name each test's own file.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const durationsFile = path.join(root, 'test', 'durations.json');
@@ -36,6 +41,51 @@ export function startOrder(files: readonly string[], seconds: Readonly<Record<st
   return [...files].sort((a, b) => group(a) - group(b) || known(b) - known(a) || a.localeCompare(b));
 }
 
+/** The marker line of a unit file that runs in a process of its own. */
+export const OWN_PROCESS = '// run-tests: own process';
+
+/**
+ * Unit files in `count` groups of about equal recorded time (longest first, each to the group with least so far; a
+ * file without a record counts as 1 s), each group's files in name order. Empty groups are left out.
+ */
+export function unitGroups(files: readonly string[], seconds: Readonly<Record<string, number>>, count: number): string[][] {
+  const groups = Array.from({ length: count }, () => ({ total: 0, files: [] as string[] }));
+  const cost = (f: string) => seconds[f] ?? 1;
+  for (const f of [...files].sort((a, b) => cost(b) - cost(a) || a.localeCompare(b))) {
+    const least = groups.reduce((min, g) => (g.total < min.total ? g : min));
+    least.total += cost(f);
+    least.files.push(f);
+  }
+  return groups.filter((g) => g.files.length > 0).map((g) => g.files.sort((a, b) => a.localeCompare(b)));
+}
+
+/** The text of a group's entry file: it imports each file (paths relative to `root`) in turn. */
+export function groupEntry(files: readonly string[], rootDir: string): string {
+  const lines = ['// written by tools/run-tests.ts: these unit files, in one process'];
+  for (const f of files) lines.push(`import ${JSON.stringify(pathToFileURL(path.join(rootDir, f)).href)};`);
+  return `${lines.join('\n')}\n`;
+}
+
+const UNIT_GROUPS = 4;
+
+/** What node --test is given: integration files and own-process unit files, then the groups' entry files. */
+function runList(files: readonly string[], seconds: Readonly<Record<string, number>>): string[] {
+  const grouped = files.filter((f) => !f.includes('/integration/') && !readFileSync(path.join(root, f), 'utf8').includes(OWN_PROCESS));
+  const alone = startOrder(
+    files.filter((f) => !grouped.includes(f)),
+    seconds,
+  );
+  const dir = path.join(root, 'node_modules', '.cache', 'llm-router', 'unit-groups');
+  mkdirSync(dir, { recursive: true });
+  const groups = unitGroups(grouped, seconds, UNIT_GROUPS);
+  const entries = groups.map((g, i) => {
+    const entry = path.join(dir, `unit-${i + 1}-of-${groups.length}.test.mjs`);
+    writeFileSync(entry, groupEntry(g, root));
+    return path.relative(root, entry);
+  });
+  return [...alone, ...entries];
+}
+
 function readDurations(): Record<string, number> {
   try {
     const parsed: unknown = JSON.parse(readFileSync(durationsFile, 'utf8'));
@@ -57,7 +107,7 @@ function exited(child: ChildProcess): Promise<number> {
 async function main(argv: readonly string[]): Promise<number> {
   const writeDurations = argv.includes('--write-durations');
   const given = argv.filter((a) => !a.startsWith('--'));
-  const files = given.length > 0 ? given : startOrder([...testFiles('test')], readDurations());
+  const files = given.length > 0 ? given : runList(testFiles('test'), readDurations());
 
   const started = performance.now();
   const typecheck = spawn(process.execPath, [path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-b', 'tsconfig.check.json'], {

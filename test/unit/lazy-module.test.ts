@@ -1,5 +1,6 @@
 // src/router/util/lazy-module.ts: the router's code loads the packages only some settings use when first called for,
 // not when it is imported (each serve and sim start would pay for them).
+// run-tests: own process (it looks at which packages this process has loaded)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
