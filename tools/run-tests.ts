@@ -7,10 +7,12 @@
 // test/durations.json, new files first): with four files at a time, a long file started last would run on alone.
 // `--write-durations` records this run's times there. Files given as arguments run alone, in that order.
 //
-// Unit files run together, a few groups of them each in one process (`unitGroups`): a process of its own costs a unit
-// file about 0.7 s of CPU (node, tsx and the modules every file imports), most of what the file does; 80 files alone
-// took 144 CPU-seconds, in 4 groups 60. A file that must have a process to itself (it looks at what the process
-// loaded, say) says so with the line `// run-tests: own process`. Reports still name each test's own file.
+// Unit files run together, a few groups of them each in one process (`fileGroups`), and so do integration files
+// recorded under 8 s (about 25 s of them per process): a process of its own costs a file about 0.7 s of CPU (node,
+// tsx and the modules every file imports), up to 1.5 s with the router's modules, most of what a short file does; 80
+// unit files alone took 144 CPU-seconds, in 4 groups 60. The files of a group run one after another, as a file's
+// tests do. A file that must have a process to itself (it looks at what the process loaded, say) says so with the
+// line `// run-tests: own process`. Reports still name each test's own file.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
@@ -45,10 +47,10 @@ export function startOrder(files: readonly string[], seconds: Readonly<Record<st
 export const OWN_PROCESS = '// run-tests: own process';
 
 /**
- * Unit files in `count` groups of about equal recorded time (longest first, each to the group with least so far; a
+ * Files in `count` groups of about equal recorded time (longest first, each to the group with least so far; a
  * file without a record counts as 1 s), each group's files in name order. Empty groups are left out.
  */
-export function unitGroups(files: readonly string[], seconds: Readonly<Record<string, number>>, count: number): string[][] {
+export function fileGroups(files: readonly string[], seconds: Readonly<Record<string, number>>, count: number): string[][] {
   const groups = Array.from({ length: count }, () => ({ total: 0, files: [] as string[] }));
   const cost = (f: string) => seconds[f] ?? 1;
   for (const f of [...files].sort((a, b) => cost(b) - cost(a) || a.localeCompare(b))) {
@@ -61,29 +63,45 @@ export function unitGroups(files: readonly string[], seconds: Readonly<Record<st
 
 /** The text of a group's entry file: it imports each file (paths relative to `root`) in turn. */
 export function groupEntry(files: readonly string[], rootDir: string): string {
-  const lines = ['// written by tools/run-tests.ts: these unit files, in one process'];
+  const lines = ['// written by tools/run-tests.ts: these test files, in one process'];
   for (const f of files) lines.push(`import ${JSON.stringify(pathToFileURL(path.join(rootDir, f)).href)};`);
   return `${lines.join('\n')}\n`;
 }
 
 const UNIT_GROUPS = 4;
+/** an integration file recorded under this many seconds shares a process with others like it */
+const SHORT_SECONDS = 8;
+/** about how many recorded seconds of short integration files one process runs */
+const SHORT_GROUP_SECONDS = 25;
 
-/** What node --test is given: integration files and own-process unit files, then the groups' entry files. */
-function runList(files: readonly string[], seconds: Readonly<Record<string, number>>): string[] {
-  const grouped = files.filter((f) => !f.includes('/integration/') && !readFileSync(path.join(root, f), 'utf8').includes(OWN_PROCESS));
-  const alone = startOrder(
-    files.filter((f) => !grouped.includes(f)),
-    seconds,
-  );
-  const dir = path.join(root, 'node_modules', '.cache', 'llm-router', 'unit-groups');
-  mkdirSync(dir, { recursive: true });
-  const groups = unitGroups(grouped, seconds, UNIT_GROUPS);
-  const entries = groups.map((g, i) => {
-    const entry = path.join(dir, `unit-${i + 1}-of-${groups.length}.test.mjs`);
-    writeFileSync(entry, groupEntry(g, root));
-    return path.relative(root, entry);
-  });
-  return [...alone, ...entries];
+/**
+ * What node --test is given, in start order (startOrder): integration files, and groups of the short ones, then
+ * own-process unit files and the unit groups. A group runs as its entry file, under test-groups/integration or
+ * test-groups/unit, whose recorded time is its files' sum.
+ */
+export function runList(files: readonly string[], seconds: Readonly<Record<string, number>>): string[] {
+  const own = (f: string) => readFileSync(path.join(root, f), 'utf8').includes(OWN_PROCESS);
+  const integration = (f: string) => f.includes('/integration/');
+  const unit = files.filter((f) => !integration(f) && !own(f));
+  const short = files.filter((f) => integration(f) && (seconds[f] ?? Number.POSITIVE_INFINITY) < SHORT_SECONDS && !own(f));
+  const shortSeconds = short.reduce((sum, f) => sum + (seconds[f] ?? 0), 0);
+  const all = { ...seconds };
+  const entries = (kind: string, groups: string[][]): string[] => {
+    const dir = path.join(root, 'node_modules', '.cache', 'llm-router', 'test-groups', kind);
+    mkdirSync(dir, { recursive: true });
+    return groups.map((g, i) => {
+      const entry = path.relative(root, path.join(dir, `${i + 1}-of-${groups.length}.test.mjs`));
+      writeFileSync(path.join(root, entry), groupEntry(g, root));
+      all[entry] = g.reduce((sum, f) => sum + (seconds[f] ?? 1), 0);
+      return entry;
+    });
+  };
+  const grouped = [
+    ...entries('integration', fileGroups(short, seconds, Math.ceil(shortSeconds / SHORT_GROUP_SECONDS))),
+    ...entries('unit', fileGroups(unit, seconds, UNIT_GROUPS)),
+  ];
+  const alone = files.filter((f) => !unit.includes(f) && !short.includes(f));
+  return startOrder([...alone, ...grouped], all);
 }
 
 function readDurations(): Record<string, number> {

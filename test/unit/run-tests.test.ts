@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { groupEntry, OWN_PROCESS, startOrder, testFiles, unitGroups } from '../../tools/run-tests.js';
+import { groupEntry, OWN_PROCESS, startOrder, testFiles, fileGroups } from '../../tools/run-tests.js';
 
 test('integration files start before unit files, each group longest first; a file without a record counts as longest', () => {
   const files = [
@@ -39,12 +39,12 @@ test('every test file is found, this one included, as a path relative to the rep
   assert.ok(files.every((f) => f.endsWith('.test.ts') && !f.startsWith('/')));
 });
 
-test('unit files are dealt into groups of about equal recorded time, each group in name order; no file is lost or doubled', () => {
+test('files are dealt into groups of about equal recorded time, each group in name order; no file is lost or doubled', () => {
   const seconds = { 'u/a': 8, 'u/b': 5, 'u/c': 4, 'u/d': 3, 'u/e': 1 };
-  const groups = unitGroups(['u/e', 'u/d', 'u/c', 'u/b', 'u/a', 'u/new'], seconds, 3);
+  const groups = fileGroups(['u/e', 'u/d', 'u/c', 'u/b', 'u/a', 'u/new'], seconds, 3);
   assert.deepEqual(groups, [['u/a'], ['u/b', 'u/e', 'u/new'], ['u/c', 'u/d']]);
-  assert.deepEqual(unitGroups(['u/a'], seconds, 4), [['u/a']], 'no empty groups');
-  assert.deepEqual(unitGroups([], seconds, 4), []);
+  assert.deepEqual(fileGroups(['u/a'], seconds, 4), [['u/a']], 'no empty groups');
+  assert.deepEqual(fileGroups([], seconds, 4), []);
 });
 
 test("a group's entry imports its files in order by file URL, so one process registers every file's tests", () => {
