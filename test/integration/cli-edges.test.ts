@@ -2,14 +2,14 @@
 // only through env serves with no command, and shutdown says what it does (a second Ctrl-C exits at once).
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { startCli, stopAll, type Started } from '../support/process.js';
 import { call, chat, startRouter } from '../support/router.js';
 import { startLocalSim, stopLocalSims } from '../support/sim-here.js';
 import { eventually, until, within } from '../support/within.js';
+import { scratchDir } from '../support/scratch.js';
 
 const exited = (p: Started): Promise<number | null> =>
   p.child.exitCode !== null ? Promise.resolve(p.child.exitCode) : new Promise((resolve) => p.child.once('exit', (code) => resolve(code)));
@@ -79,7 +79,7 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000, c
   });
 
   test('Kubernetes discovery with no kubeconfig and no service account: exit 2 and one line saying so', async () => {
-    const home = mkdtempSync(path.join(os.tmpdir(), 'no-kube-'));
+    const home = scratchDir('no-kube-');
     const env = { HOME: home, KUBECONFIG: '', KUBERNETES_SERVICE_HOST: '' };
     const proc = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--service-discovery', 'k8s'], env);
     assert.equal(await within(15_000, 'exit', exited(proc)), 2);
@@ -87,7 +87,7 @@ describe('start-up and shutdown as an operator meets them', { timeout: 60_000, c
   });
 
   test('typos on the command line, in env and in the YAML file: exit 2 with the closest name', async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'typos-'));
+    const dir = scratchDir('typos-');
     const file = path.join(dir, 'router.yaml');
     writeFileSync(file, 'prot: 8001\nknown-models: [m]\n');
     const cases: { args: string[]; env?: Record<string, string>; says: RegExp }[] = [

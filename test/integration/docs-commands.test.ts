@@ -5,14 +5,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeKube, type FakeKube } from '../support/fake-kube/index.js';
 import { CLI } from '../support/process.js';
 import { within } from '../support/within.js';
 import { requireTool } from '../support/tools.js';
+import { scratchDir } from '../support/scratch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -145,7 +145,7 @@ describe('the commands in README.md and docs/', { timeout: 120_000 }, () => {
   let kube: FakeKube;
   before(async () => {
     // `llm-router` on the PATH is this build, as it is in the container image
-    bin = mkdtempSync(path.join(os.tmpdir(), 'llm-router-bin-'));
+    bin = scratchDir('llm-router-bin-');
     const shim = path.join(bin, 'llm-router');
     writeFileSync(shim, `#!/bin/sh\nexec "${process.execPath}" "${CLI}" "$@"\n`);
     chmodSync(shim, 0o755);

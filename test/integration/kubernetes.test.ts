@@ -3,8 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +25,7 @@ import {
 import { startSimHere, stopSimsHere, type SimHere } from '../support/sim-here.js';
 import { eventually, until } from '../support/within.js';
 import { requireTool } from '../support/tools.js';
+import { scratchDir } from '../support/scratch.js';
 
 const exec = promisify(execFile);
 const SELECTOR = 'app=llm';
@@ -82,7 +82,7 @@ describe('kubernetes discovery', { timeout: 120_000, concurrency: true }, () => 
       startSimHere(['--model', 'pd-k8s,pd-nx', ...pd, '--role', 'decode', '--id', 'k8s-decode']),
     ]);
     shared = await startRouter(routerArgs, { KUBECONFIG: sharedKube.kubeconfigPath });
-    kubectlDir = mkdtempSync(path.join(tmpdir(), 'kubectl-cache-'));
+    kubectlDir = scratchDir('kubectl-cache-');
   });
   after(async () => {
     await Promise.all([stopAll(), stopSimsHere()]);
@@ -112,7 +112,7 @@ describe('kubernetes discovery', { timeout: 120_000, concurrency: true }, () => 
     test('the seed incident: a model at zero replicas is 503 on every router whenever it started; scale up, down and delete agree', {
       skip: requireTool('kubectl'),
     }, async () => {
-      const dir = mkdtempSync(path.join(tmpdir(), 'manifests-'));
+      const dir = scratchDir('manifests-');
       writeFileSync(path.join(dir, 'x.json'), JSON.stringify(deployment('x', 0, { labels: { model: 'model-x' } })));
       await kubectl('create', '-f', path.join(dir, 'x.json'), '--validate=false');
 

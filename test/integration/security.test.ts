@@ -4,8 +4,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type net from 'node:net';
 import { once } from 'node:events';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { request } from 'undici';
 import { startCli, stopAll } from '../support/process.js';
@@ -13,6 +12,7 @@ import { exchange } from '../support/raw-http.js';
 import { call, chat, simRequests, startRouter, waitModelStatus, type Running } from '../support/router.js';
 import { startLocalSim, stopLocalSims } from '../support/sim-here.js';
 import { until, within } from '../support/within.js';
+import { scratchDir } from '../support/scratch.js';
 
 const FAST = ['--probe-interval', '0.2', '--probe-ready-interval', '0.5'];
 
@@ -98,7 +98,7 @@ describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
    * there 401.
    */
   const yamlKeys = shared(async () => {
-    const file = path.join(mkdtempSync(path.join(tmpdir(), 'keys-yaml-')), 'keys.yaml');
+    const file = path.join(scratchDir('keys-yaml-'), 'keys.yaml');
     writeFileSync(file, '- key: yaml-ok\n  tenant: acme\n  priority: 3\n- yaml-bare\n');
     const router = keep(await startRouter(['--known-models', 'z', '--api-keys-file', file], { LLM_ROUTER_API_KEYS: 'env-a,env-b' }));
     return { router, file };
@@ -174,7 +174,7 @@ describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
 
   test('API keys from flags, env and a re-read file; constant answers for missing or wrong keys; probes stay public', async (t) => {
     const engine = await recordingEngine('m');
-    const dir = mkdtempSync(path.join(tmpdir(), 'keys-'));
+    const dir = scratchDir('keys-');
     const file = path.join(dir, 'keys');
     writeFileSync(file, '# clients\nfile-key-1\n\n');
     const router = await startRouter(
@@ -226,7 +226,7 @@ describe('security and limits', { timeout: 120_000, concurrency: 3 }, () => {
   });
 
   test('YAML --api-keys-file: a bad entry stops the start in one line without the key; a bad re-read keeps the keys', async () => {
-    const refusedDir = mkdtempSync(path.join(tmpdir(), 'keys-yaml-bad-'));
+    const refusedDir = scratchDir('keys-yaml-bad-');
     const refusedFile = path.join(refusedDir, 'keys.yaml');
     writeFileSync(refusedFile, '# tenants\n- key: yaml-ok\n  tenant: acme\n- key: yaml-secret-bad\n  tenant: beta\n  priority: urgent\n');
     const refused = startCli(['serve', '--host', '127.0.0.1', '--port', '0', '--known-models', 'z', '--api-keys-file', refusedFile]);

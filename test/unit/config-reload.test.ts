@@ -3,8 +3,7 @@
 // counted, vllm_router's dynamic-config forms, and that the live settings, their groups and the docs agree.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
@@ -20,6 +19,7 @@ import { ROUTER_FLAGS } from '../../src/router/config/router-flags.js';
 import { ConfigMetrics } from '../../src/router/metrics/config-metrics.js';
 import type { WorkerLink } from '../../src/router/util/ipc.js';
 import { createLogger } from '../../src/router/util/log.js';
+import { scratchDir } from '../support/scratch.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -38,7 +38,7 @@ function capture(): { log: ReturnType<typeof createLogger>; lines: () => Array<R
 }
 
 function tempFile(name: string, text: string): string {
-  const file = path.join(mkdtempSync(path.join(tmpdir(), 'live-config-')), name);
+  const file = path.join(scratchDir('live-config-'), name);
   writeFileSync(file, text);
   return file;
 }

@@ -1,14 +1,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { loadRouterConfig } from '../../src/router/config/config.js';
 import { UsageError, usage } from '../../src/router/config/flags.js';
 import { REFUSED_FLAGS, ROUTER_FLAGS } from '../../src/router/config/router-flags.js';
+import { scratchDir } from '../support/scratch.js';
 
 test('flag beats env beats file beats default', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'cfg-'));
+  const dir = scratchDir('cfg-');
   const file = path.join(dir, 'router.yaml');
   writeFileSync(file, 'port: 9100\nretry_after: 9\nknownModels: [from-file]\nlog-level: debug\n');
   const env = { LLM_ROUTER_PORT: '9200', LLM_ROUTER_RETRY_AFTER: '7' };
