@@ -286,6 +286,10 @@ describe('the scaler across worker restarts, API key files, rollouts and URLs', 
       assert.ok(tookMs < 15_000, 'at once, not after the 60 s grace period');
       t.diagnostic(`A dropped B ${tookMs} ms after B answered its held request (grace period 60 s)`);
       assert.equal(await stopping, 0);
+    } catch (err) {
+      // what each replica logged (no request content), to tell a farewell lost from one never sent
+      const tail = (r: Running) => r.proc.output().split('\n').slice(-40).join('\n');
+      throw new Error(`${(err as Error).message}\n--- B's log:\n${tail(b)}\n--- A's log:\n${tail(a)}`, { cause: err });
     } finally {
       keda.close();
       await a.stop();

@@ -13,7 +13,7 @@ import { retainedCounters, type WorkerMetrics } from '../../src/router/metrics/m
 import { countersOnly, EMPTY_MODEL_DEMAND, type DemandSnapshot } from '../../src/router/scaling/demand-snapshot.js';
 import { AggregateDemand, workerGatherMs } from '../../src/router/scaling/demand-view.js';
 import { KedaScaler } from '../../src/router/scaling/keda.js';
-import { PeerDemand, StaticPeers } from '../../src/router/scaling/peers.js';
+import { farewellTimeoutMs, PeerDemand, StaticPeers } from '../../src/router/scaling/peers.js';
 import { peerAuthorization } from '../../src/router/scaling/system.js';
 import { createLogger } from '../../src/router/util/log.js';
 import { GRPC, grpcCode, grpcCredentials, kedaClient } from '../support/keda.js';
@@ -191,6 +191,40 @@ test('the farewell: the last snapshot, stopping, to every peer but this router i
     assert.equal(held(await peers.poll()), 1, 'B itself, asked and not stopping, is back');
   } finally {
     await Promise.all([a.close(), b.close()]);
+  }
+});
+
+test('the farewell waits at least 2 s for a peer (one that takes 1 s still hears it, under a 500 ms peer timeout); the ones that did not hear it are named', async () => {
+  const notices: unknown[] = [];
+  const slow = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      notices.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      setTimeout(() => res.writeHead(204).end(), 1_000);
+    });
+  });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+  // a port nothing listens on: found free, then closed
+  const gone = http.createServer();
+  await new Promise<void>((resolve) => gone.listen(0, '127.0.0.1', resolve));
+  const goneUrl = `http://127.0.0.1:${(gone.address() as AddressInfo).port}`;
+  await new Promise<void>((resolve) => gone.close(() => resolve()));
+  try {
+    assert.equal(farewellTimeoutMs(500), 2_000);
+    assert.equal(farewellTimeoutMs(5_000), 5_000);
+    const peers = new PeerDemand(new StaticPeers([slowUrl, goneUrl]), { self: 'me', timeoutMs: 500, maxAgeMs: 60_000 }, silent);
+    const outcome = await peers.farewell(snap('me', 1, { x: m({}) }, { stopping: true }));
+    assert.equal(outcome.told, 1);
+    assert.deepEqual(
+      outcome.missed.map((x) => x.url),
+      [goneUrl],
+    );
+    assert.equal(notices.length, 1);
+  } finally {
+    slow.closeAllConnections();
+    await new Promise<void>((resolve) => slow.close(() => resolve()));
   }
 });
 

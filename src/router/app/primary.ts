@@ -12,6 +12,7 @@ import { aggregateExposition, METRICS_TOPICS, retainedCounters, type WorkerMetri
 import { ScalerMetrics } from '../metrics/scaler-metrics.js';
 import { countersOnly, mergeWorkers, parseSnapshot, type DemandSnapshot, type ReceivedSnapshot } from '../scaling/demand-snapshot.js';
 import { DEMAND_TOPICS, workerGatherMs } from '../scaling/demand-view.js';
+import { farewellTimeoutMs } from '../scaling/peers.js';
 import { createDemandView } from '../scaling/system.js';
 import type { Logger } from '../util/log.js';
 import { ClusterHub } from '../util/ipc.js';
@@ -144,7 +145,7 @@ export function runPrimary(
     reloader?.stop();
     hub?.stop();
     // every worker has answered its requests (or is gone): the peers hear that this instance leaves
-    const bounded = new Promise<void>((resolve) => setTimeout(resolve, config.scaling.peerTimeoutMs + 1_000).unref());
+    const bounded = new Promise<void>((resolve) => setTimeout(resolve, farewellTimeoutMs(config.scaling.peerTimeoutMs) + 1_000).unref());
     void Promise.race([demand.stop(), bounded]).finally(() => process.exit(code));
   };
   const stop = (signal: string, code = 0): void => {

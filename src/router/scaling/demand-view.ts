@@ -2,7 +2,7 @@
 // instance plus every peer replica). KEDA's scaler asks the system; GET /demand answers for the instance.
 import type { WorkerLink } from '../util/ipc.js';
 import { mergeWorkers, systemTotals, withinAge, type DemandSnapshot, type ModelTotals, type ReceivedSnapshot } from './demand-snapshot.js';
-import type { PeerDemand } from './peers.js';
+import type { FarewellOutcome, PeerDemand } from './peers.js';
 
 export interface SystemDemand {
   readonly models: Readonly<Record<string, ModelTotals>>;
@@ -96,11 +96,11 @@ export class AggregateDemand implements DemandView {
   }
 
   /** Tells the peers this instance is leaving, with its last snapshot; call once it has answered its requests. */
-  async farewell(): Promise<void> {
-    if (!this.opts.peers) return;
+  async farewell(): Promise<FarewellOutcome | undefined> {
+    if (!this.opts.peers) return undefined;
     const s = await this.instance();
     // a parsed snapshot has at least one process; an instance whose workers are all gone still speaks for itself
-    await this.opts.peers.farewell({ ...s, workers: Math.max(1, s.workers), stopping: true });
+    return this.opts.peers.farewell({ ...s, workers: Math.max(1, s.workers), stopping: true });
   }
 
   private async compute(): Promise<SystemDemand> {

@@ -41,6 +41,21 @@ export interface PeerDemandOptions {
 const MAX_BYTES = 4 * 1024 * 1024;
 const SELF_RECHECK_MS = 60_000;
 
+/**
+ * How long a peer has to take this instance's farewell: the peer timeout, but at least 2 s. Nothing waits on the last
+ * word but this instance's own exit, and a peer that misses it counts this instance for the whole grace period; on a
+ * busy node 500 ms is too little for a peer running --workers (its worker hands the notice to its primary).
+ */
+export function farewellTimeoutMs(peerTimeoutMs: number): number {
+  return Math.max(peerTimeoutMs, 2_000);
+}
+
+/** What became of a farewell: the peers that took it, and the ones that did not (each with why). */
+export interface FarewellOutcome {
+  readonly told: number;
+  readonly missed: readonly { readonly url: string; readonly error: string }[];
+}
+
 interface UrlState {
   up: boolean;
   lastOkAt: number | undefined;
@@ -94,9 +109,11 @@ export class PeerDemand {
   }
 
   /** Tells every peer this instance is leaving, with its last snapshot (stopping, held and in flight answered). */
-  async farewell(snapshot: DemandSnapshot): Promise<void> {
+  async farewell(snapshot: DemandSnapshot): Promise<FarewellOutcome> {
     const body = JSON.stringify(snapshot);
+    const timeoutMs = farewellTimeoutMs(this.opts.timeoutMs);
     const urls = this.peers.urls().filter((u) => this.byUrl.get(u)?.selfUntil === undefined);
+    const missed: { url: string; error: string }[] = [];
     await Promise.all(
       urls.map(async (url) => {
         try {
@@ -105,16 +122,19 @@ export class PeerDemand {
             method: 'POST',
             headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
             body,
-            headersTimeout: this.opts.timeoutMs,
-            bodyTimeout: this.opts.timeoutMs,
-            signal: AbortSignal.timeout(this.opts.timeoutMs),
+            headersTimeout: timeoutMs,
+            bodyTimeout: timeoutMs,
+            signal: AbortSignal.timeout(timeoutMs),
           });
           await res.body.dump();
-        } catch {
+          if (res.statusCode >= 300) missed.push({ url, error: `POST /demand answered ${res.statusCode}` });
+        } catch (err) {
           // a peer that does not hear it counts this instance's last snapshot for the grace period, as before
+          missed.push({ url, error: err instanceof Error ? err.message : String(err) });
         }
       }),
     );
+    return { told: urls.length - missed.length, missed };
   }
 
   /** Each listed peer URL (this router's own excluded): up, and how old its last snapshot is. */

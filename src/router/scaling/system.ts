@@ -105,7 +105,13 @@ export function createDemandView(
     peers,
     // the last word: the peers drop this instance at once instead of counting its last snapshot for the grace period
     stop: async () => {
-      await view.farewell().catch(() => undefined);
+      const outcome = await view.farewell().catch(() => undefined);
+      if (outcome && outcome.missed.length > 0)
+        log.warn(
+          { told: outcome.told, missed: outcome.missed },
+          `${outcome.missed.length} scaler peer(s) did not hear that this replica leaves: they count its last demand for the grace period`,
+        );
+      else if (outcome && outcome.told > 0) log.info({ told: outcome.told }, 'told the scaler peers that this replica leaves');
       peers?.stop();
     },
   };
