@@ -47,11 +47,11 @@ export function startOrder(files: readonly string[], seconds: Readonly<Record<st
 export const OWN_PROCESS = '// run-tests: own process';
 
 /**
- * Files in `count` groups of about equal recorded time (longest first, each to the group with least so far; a
- * file without a record counts as 1 s), each group's files in name order. Empty groups are left out.
+ * Files in `count` groups (at least one) of about equal recorded time (longest first, each to the group with least so
+ * far; a file without a record counts as 1 s), each group's files in name order. Empty groups are left out.
  */
 export function fileGroups(files: readonly string[], seconds: Readonly<Record<string, number>>, count: number): string[][] {
-  const groups = Array.from({ length: count }, () => ({ total: 0, files: [] as string[] }));
+  const groups = Array.from({ length: Math.max(1, count) }, () => ({ total: 0, files: [] as string[] }));
   const cost = (f: string) => seconds[f] ?? 1;
   for (const f of [...files].sort((a, b) => cost(b) - cost(a) || a.localeCompare(b))) {
     const least = groups.reduce((min, g) => (g.total < min.total ? g : min));
@@ -77,9 +77,13 @@ const SHORT_GROUP_SECONDS = 25;
 /**
  * What node --test is given, in start order (startOrder): integration files, and groups of the short ones, then
  * own-process unit files and the unit groups. A group runs as its entry file, under test-groups/integration or
- * test-groups/unit, whose recorded time is its files' sum.
+ * test-groups/unit (under `dir`), whose recorded time is its files' sum.
  */
-export function runList(files: readonly string[], seconds: Readonly<Record<string, number>>): string[] {
+export function runList(
+  files: readonly string[],
+  seconds: Readonly<Record<string, number>>,
+  dir = path.join(root, 'node_modules', '.cache', 'llm-router', 'test-groups'),
+): string[] {
   const own = (f: string) => readFileSync(path.join(root, f), 'utf8').includes(OWN_PROCESS);
   const integration = (f: string) => f.includes('/integration/');
   const unit = files.filter((f) => !integration(f) && !own(f));
@@ -87,10 +91,9 @@ export function runList(files: readonly string[], seconds: Readonly<Record<strin
   const shortSeconds = short.reduce((sum, f) => sum + (seconds[f] ?? 0), 0);
   const all = { ...seconds };
   const entries = (kind: string, groups: string[][]): string[] => {
-    const dir = path.join(root, 'node_modules', '.cache', 'llm-router', 'test-groups', kind);
-    mkdirSync(dir, { recursive: true });
+    mkdirSync(path.join(dir, kind), { recursive: true });
     return groups.map((g, i) => {
-      const entry = path.relative(root, path.join(dir, `${i + 1}-of-${groups.length}.test.mjs`));
+      const entry = path.relative(root, path.join(dir, kind, `${i + 1}-of-${groups.length}.test.mjs`));
       writeFileSync(path.join(root, entry), groupEntry(g, root));
       all[entry] = g.reduce((sum, f) => sum + (seconds[f] ?? 1), 0);
       return entry;

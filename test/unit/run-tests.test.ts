@@ -1,8 +1,11 @@
-// tools/run-tests.ts: the order `npm test` starts its files in.
+// tools/run-tests.ts: which processes `npm test` starts (files alone, groups of files) and in what order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { groupEntry, OWN_PROCESS, startOrder, testFiles, fileGroups } from '../../tools/run-tests.js';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { scratchDir } from '../support/scratch.js';
+import { fileGroups, groupEntry, OWN_PROCESS, runList, startOrder, testFiles } from '../../tools/run-tests.js';
 
 test('integration files start before unit files, each group longest first; a file without a record counts as longest', () => {
   const files = [
@@ -45,6 +48,8 @@ test('files are dealt into groups of about equal recorded time, each group in na
   assert.deepEqual(groups, [['u/a'], ['u/b', 'u/e', 'u/new'], ['u/c', 'u/d']]);
   assert.deepEqual(fileGroups(['u/a'], seconds, 4), [['u/a']], 'no empty groups');
   assert.deepEqual(fileGroups([], seconds, 4), []);
+  // files recorded at 0 s (a tool's files, skipped in the run recorded) ask for no group at all: one still runs them
+  assert.deepEqual(fileGroups(['u/x', 'u/y'], { 'u/x': 0, 'u/y': 0 }, 0), [['u/x', 'u/y']]);
 });
 
 test("a group's entry imports its files in order by file URL, so one process registers every file's tests", () => {
@@ -55,7 +60,25 @@ test("a group's entry imports its files in order by file URL, so one process reg
   );
 });
 
-test('a unit file that needs a process to itself says so with the marker line', () => {
-  const own = testFiles('test').filter((f) => readFileSync(f, 'utf8').includes(OWN_PROCESS));
-  assert.ok(own.includes('test/unit/lazy-module.test.ts'), own.join(' '));
+test('what node --test is given runs every test file once: alone (integration files, own-process unit files) or in a group entry', () => {
+  const files = testFiles('test');
+  const dir = scratchDir('run-list-');
+  for (const seconds of [JSON.parse(readFileSync('test/durations.json', 'utf8')) as Record<string, number>, {}]) {
+    const list = runList(files, seconds, dir);
+    const ran: string[] = [];
+    for (const entry of list) {
+      if (!entry.endsWith('.test.mjs')) ran.push(entry);
+      else
+        for (const m of readFileSync(entry, 'utf8').matchAll(/^import "(.*)";$/gm))
+          ran.push(path.relative(process.cwd(), fileURLToPath(m[1] as string)));
+    }
+    assert.deepEqual([...ran].sort(), [...files].sort(), 'each file once');
+    const alone = list.filter((f) => f.startsWith('test/'));
+    assert.ok(alone.includes('test/unit/lazy-module.test.ts'), 'the file with the marker runs alone');
+    assert.deepEqual(
+      alone.filter((f) => f.startsWith('test/unit/')),
+      files.filter((f) => f.startsWith('test/unit/') && readFileSync(f, 'utf8').includes(OWN_PROCESS)),
+      'no other unit file runs alone',
+    );
+  }
 });
